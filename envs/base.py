@@ -1,0 +1,145 @@
+"""The base class every grpo/* environment shares.
+
+One episode is one task: ``reset`` returns the prompt (the user-message text; the learner applies
+the chat template), ``step`` grades one completion and terminates. Subclasses implement
+``grade(task, completion) -> (rewards, verdict)``; the base class handles task selection, reward
+weighting, timing and the episode state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from envs.spaces import AnyText
+from envs.verify.verdict import Verdict
+from tasks import Pack, PackError, Task, load_pack
+
+
+class Elapsed(float):
+    """Seconds spent grading. A measurement, not episode state: any two compare equal, so the
+    info dicts of two identical episodes are equal (gymnasium's determinism check relies on it)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Elapsed)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = float.__hash__
+
+
+class EpisodeError(RuntimeError):
+    """``step`` was called without a running episode."""
+
+
+class TaskEnv(gym.Env[str, str]):
+    """A single-step environment over the tasks of one pack.
+
+    Keyword arguments: ``pack`` (name; defaults to ``default_pack``), ``split`` ("train" or
+    "test"), ``reward_weights`` (component -> weight, overriding the pack's and the env's
+    defaults) and any options of a procedural pack (``level=1``).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    env_id: ClassVar[str] = ""
+    default_pack: ClassVar[str] = ""
+    #: Reward components this env emits and their default weights.
+    default_weights: ClassVar[dict[str, float]] = {}
+
+    def __init__(
+        self,
+        pack: str | None = None,
+        split: str = "train",
+        reward_weights: Mapping[str, float] | None = None,
+        **pack_options: Any,
+    ):
+        super().__init__()
+        self.pack: Pack = load_pack(pack or self.default_pack, **pack_options)
+        if self.env_id and self.pack.env != self.env_id:
+            raise PackError(
+                f"pack '{self.pack.name}' feeds {self.pack.env}, not {self.env_id}"
+            )
+        self.pack.size(split)  # raises a clear error for an unknown split
+        self.split = split
+        weights = dict(self.default_weights)
+        weights.update(self.pack.manifest.reward_weights)
+        weights.update(reward_weights or {})
+        unknown = set(weights) - set(self.default_weights)
+        if unknown:
+            raise ValueError(
+                f"unknown reward component(s) {sorted(unknown)}; "
+                f"{self.env_id or type(self).__name__} emits {sorted(self.default_weights)}"
+            )
+        self.reward_weights = weights
+        self.observation_space = AnyText()
+        self.action_space = AnyText()
+        self._task: Task | None = None
+
+    # -- subclass hook ----------------------------------------------------------------------
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        """Return the named reward components (each in [0, 1]) and the verdict."""
+        raise NotImplementedError
+
+    def prompt(self, task: Task) -> str:
+        return self.pack.prompt(task)
+
+    # -- gymnasium API ----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        if "task_id" in options:
+            task = self.pack.get(str(options["task_id"]))
+        else:
+            size = self.pack.size(self.split)
+            if size == 0:
+                raise PackError(f"split '{self.split}' of pack '{self.pack.name}' is empty")
+            index = int(self.np_random.integers(size if size is not None else 2**31 - 1))
+            task = self.pack.task_at(self.split, index)
+        self._task = task
+        return self.prompt(task), self.task_info(task)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._task is None:
+            raise EpisodeError(
+                "step() called without a running episode: call reset() first "
+                "(each episode is a single step)"
+            )
+        task, self._task = self._task, None
+        reward, info = self.score(task, action)
+        return "", reward, True, False, info
+
+    # -- stateless scoring (thread-safe; the learner grades groups concurrently) ------------
+    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+        """Grade ``completion`` for ``task`` (a Task or task id) without touching episode state."""
+        if isinstance(task, str):
+            task = self.pack.get(task)
+        if not isinstance(completion, str):
+            raise TypeError(f"a completion must be a str, got {type(completion).__name__}")
+        start = time.perf_counter()
+        rewards, verdict = self.grade(task, completion)
+        elapsed = time.perf_counter() - start
+        reward = sum(self.reward_weights.get(k, 0.0) * v for k, v in rewards.items())
+        info = self.task_info(task)
+        info.update(
+            rewards=rewards,
+            passed=verdict.passed,
+            reason=verdict.reason,
+            extracted=verdict.extracted,
+            verdict=verdict,
+            grading_s=Elapsed(elapsed),
+        )
+        return float(reward), info
+
+    def task_info(self, task: Task) -> dict[str, Any]:
+        return {
+            "task_id": task.id,
+            "pack": self.pack.name,
+            "pack_version": self.pack.pack_version,
+            "split": task.split,
+        }

