@@ -1,0 +1,102 @@
+"""grpo/JsonSchema-v0: structured output graded by the JSON-schema gate.
+
+A task record holds ``schema`` (a JSON Schema), the prompt fields and, optionally,
+``expected`` (the correct value, in the JSON form of ``envs.verify.json_content``: plain JSON,
+plus ``{"$anyOf": [...]}`` / ``{"$absent": true}`` where several answers are right).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from typing import Any, ClassVar
+
+from envs.base import TaskEnv
+from envs.verify import json as json_gate
+from envs.verify.json_content import ABSENT, AnyOf
+from envs.verify.verdict import Verdict
+from tasks import Task
+
+_NOT_GIVEN = object()
+
+
+class JsonSchemaEnv(TaskEnv):
+    """Rewards, each 0 or 1 unless said otherwise:
+
+    - ``valid``: a JSON value was found and it conforms to the task's schema;
+    - ``content``: the fraction (0..1) of expected fields the value gets right; for a task
+      without ``expected`` it equals ``valid``;
+    - ``format``: exactly one JSON value was found (no competing values, no extraction error).
+
+    Default weights: ``valid`` 0.5 and ``content`` 0.5, so a schema-valid answer with wrong
+    content earns half and only a correct one earns the full 1.0; ``format`` 0.1 is a small
+    shaping bonus, as in MathExact. ``reset`` puts the schema in ``info["schema"]``.
+    """
+
+    env_id: ClassVar[str] = "grpo/JsonSchema-v0"
+    default_pack: ClassVar[str] = "extract"
+    default_weights: ClassVar[dict[str, float]] = {"valid": 0.5, "content": 0.5, "format": 0.1}
+    required_fields: ClassVar[tuple[str, ...]] = ("schema",)
+
+    def __init__(self, *args: Any, max_chars: int = json_gate.MAX_CHARS,
+                 max_depth: int = json_gate.MAX_DEPTH, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.max_chars = max_chars
+        self.max_depth = max_depth
+        # Decoded expected values per task id: procedural packs rebuild records on every lookup.
+        self._expected: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _expected_for(self, task: Task) -> Any:
+        found = self._expected.get(task.id, _NOT_GIVEN)
+        if found is _NOT_GIVEN:
+            raw = task.fields.get("expected")
+            found = None if raw is None else json_gate.expected_from_json(raw)
+            with self._lock:
+                if len(self._expected) > 4096:
+                    self._expected.clear()
+                self._expected[task.id] = found
+        return found
+
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        verdict = json_gate.verify(task["schema"], completion, expected=self._expected_for(task),
+                                   max_chars=self.max_chars, max_depth=self.max_depth)
+        details = verdict.details
+        valid = 1.0 if details.get("valid") else 0.0
+        content = details.get("content")
+        rewards = {
+            "valid": valid,
+            "content": valid if content is None else float(content),
+            "format": 1.0 if details.get("single") else 0.0,
+        }
+        return rewards, verdict
+
+    def gold_completion(self, task: Task) -> str | None:
+        """The expected value as JSON (one concrete choice per ``$anyOf``); ``None`` for a task
+        without ``expected``, which has no gold value to check."""
+        expected = self._expected_for(task)
+        if expected is None:
+            return None
+        value = _one_value(expected)
+        return None if value is ABSENT else json.dumps(value, ensure_ascii=False)
+
+    def task_info(self, task: Task) -> dict[str, Any]:
+        info = super().task_info(task)
+        # A copy per call: gymnasium requires that infos never share mutable objects.
+        info["schema"] = copy.deepcopy(task["schema"])
+        return info
+
+
+def _one_value(expected: Any) -> Any:
+    """One value that ``expected`` accepts: the first present option of each ``AnyOf`` (an
+    optional key left out can still be one the schema requires), absent keys left out."""
+    if isinstance(expected, AnyOf):
+        options = sorted(expected, key=lambda option: option is ABSENT)
+        return _one_value(options[0])
+    if isinstance(expected, dict):
+        values = {k: _one_value(v) for k, v in expected.items()}
+        return {k: v for k, v in values.items() if v is not ABSENT}
+    if isinstance(expected, list):
+        return [_one_value(v) for v in expected]
+    return expected

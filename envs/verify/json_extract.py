@@ -1,0 +1,156 @@
+"""Pulling one JSON value out of model text, with limits that keep hostile input cheap.
+
+Order: the whole text if it is JSON; else the last fenced ```json block; else the first
+balanced object or array that ``json.JSONDecoder.raw_decode`` accepts, with prose around it.
+Duplicate keys, NaN/Infinity (and numbers that overflow to infinity) and nesting deeper than
+``max_depth`` reject the value instead of being silently accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+
+class Rejected(Exception):
+    """A JSON value was found but is not acceptable (or the text is too big to look at)."""
+
+    def __init__(self, reason: str, **details: Any):
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details
+
+
+@dataclass(frozen=True)
+class Extracted:
+    value: Any
+    method: str  # "whole", "fenced" or "prose"
+    single: bool  # no other JSON candidate competed with the one taken
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dups = sorted({k for k, _ in pairs if k in seen or seen.add(k)})
+        raise Rejected("duplicate_keys", duplicate_keys=dups[:20])
+    return obj
+
+
+def _constant(name: str) -> Any:
+    raise Rejected("non_finite_number", number=name)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf without passing through parse_constant
+        raise Rejected("non_finite_number", number=text[:40])
+    return value
+
+
+DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
+
+_WS = re.compile(r"\s*")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_OPENER = re.compile(r"[\[{]")
+_JSON_START = frozenset('{["-0123456789tfn')
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest bracket nesting of ``text``, brackets inside JSON strings not counted."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def check_depth(text: str, max_depth: int) -> None:
+    # Counting openers is a C-speed upper bound on the depth; the exact scan runs only past it.
+    if text.count("{") + text.count("[") <= max_depth:
+        return
+    depth = nesting_depth(text)
+    if depth > max_depth:
+        raise Rejected("too_deep", depth=depth, max_depth=max_depth)
+
+
+def _decode_all(text: str, method: str, max_depth: int) -> Any:
+    check_depth(text, max_depth)
+    try:
+        return DECODER.decode(text)
+    except RecursionError:
+        raise Rejected("too_deep", max_depth=max_depth, method=method) from None
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """Contents of the closed ```json fences in ``text``, in order (a linear scan, no regex)."""
+    low = text.lower()
+    blocks, pos = [], 0
+    while (start := low.find("```json", pos)) >= 0:
+        line_end = text.find("\n", start)
+        if line_end < 0:
+            break
+        close = text.find("```", line_end)
+        if close < 0:
+            break
+        if low[start + 3 : line_end].strip() == "json":
+            blocks.append(text[line_end + 1 : close])
+        pos = close + 3
+    return blocks
+
+
+def _next_in_prose(text: str, pos: int, budget: int, max_depth: int) -> tuple[Any, int] | None:
+    """First value decodable at an opening bracket at or after ``pos``: (value, end) or None.
+
+    ``budget`` caps the characters failed attempts may scan, so text full of brackets cannot
+    make the search quadratic.
+    """
+    for match in _OPENER.finditer(text, pos):
+        start = match.start()
+        try:
+            value, end = DECODER.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            budget -= max(exc.pos - start, 1)
+            if budget <= 0:
+                return None
+            continue
+        except RecursionError:
+            raise Rejected("too_deep", max_depth=max_depth, method="prose") from None
+        check_depth(text[start:end], max_depth)
+        return value, end
+    return None
+
+
+def extract(text: str, max_depth: int) -> Extracted | None:
+    """The JSON value in ``text`` (None if there is none); raises ``Rejected``."""
+    start = _WS.match(text).end()
+    if text[start : start + 1] in _JSON_START:
+        try:
+            return Extracted(_decode_all(text, "whole", max_depth), "whole", True)
+        except json.JSONDecodeError:
+            pass  # not pure JSON: look for a fence or a value inside prose
+        except ValueError as exc:  # e.g. an integer too long to convert
+            raise Rejected("unparseable", method="whole", error=str(exc)[:200]) from None
+    blocks = fenced_blocks(text)
+    if blocks:
+        try:
+            value = _decode_all(blocks[-1], "fenced", max_depth)
+        except ValueError as exc:
+            raise Rejected("unparseable", method="fenced", error=str(exc)[:200]) from None
+        return Extracted(value, "fenced", len(blocks) == 1)
+    budget = 4 * len(text) + 10_000
+    try:
+        found = _next_in_prose(text, 0, budget, max_depth)
+        if found is None:
+            return None
+        value, end = found
+        try:
+            single = _next_in_prose(text, end, budget, max_depth) is None
+        except Rejected:
+            single = False
+    except ValueError as exc:
+        raise Rejected("unparseable", method="prose", error=str(exc)[:200]) from None
+    return Extracted(value, "prose", single)

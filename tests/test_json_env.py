@@ -1,0 +1,172 @@
+"""grpo/JsonSchema-v0 and its procedural ``extract`` pack."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import envs
+from envs.json_schema import JsonSchemaEnv
+from envs.verify.json import verify
+from tasks import PackError, load_pack
+from tasks.extract import LEVELS, TEST_SIZE, ExtractGenerator
+from tasks.extract.families import FAMILIES
+
+ENV_ID = "grpo/JsonSchema-v0"
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+# -- the env ------------------------------------------------------------------------------------
+def test_registered():
+    env = gym.make(ENV_ID)
+    assert isinstance(env.unwrapped, JsonSchemaEnv)
+    assert env.unwrapped.pack.name == "extract"
+    assert envs.env_sources()[ENV_ID] == "built-in"
+
+
+def test_reset_puts_schema_in_info_and_prompt():
+    env = gym.make(ENV_ID)
+    prompt, info = env.reset(seed=5)
+    task = env.unwrapped.pack.get(info["task_id"])
+    assert info["schema"] == task["schema"]
+    assert {"task_id", "pack", "pack_version", "split"} <= set(info)
+    assert json.dumps(task["schema"], indent=2) in prompt
+    assert task["text"] in prompt
+
+
+def test_step_rewards_for_a_correct_answer():
+    env = gym.make(ENV_ID, level=3)
+    _, info = env.reset(seed=1)
+    expected = env.unwrapped.pack.get(info["task_id"])["expected"]
+    _, reward, terminated, truncated, info = env.step(json.dumps(expected))
+    assert info["rewards"] == {"valid": 1.0, "content": 1.0, "format": 1.0}
+    assert reward == pytest.approx(1.1) and terminated and not truncated
+    assert info["passed"] and info["reason"] == "equal" and info["extracted"] == expected
+
+
+def test_step_rewards_for_wrong_invalid_and_missing_answers():
+    env = JsonSchemaEnv(level=1, family="people")
+    task = env.pack.task_at("train", 0)
+    good = dict(task["expected"])
+    wrong = {**good, "name": "Someone Else"}
+    reward, info = env.score(task, "Here you go: " + json.dumps(wrong))
+    assert info["rewards"]["valid"] == 1.0
+    assert info["rewards"]["content"] == pytest.approx(2 / 3)
+    assert reward == pytest.approx(0.5 + 0.5 * 2 / 3 + 0.1)
+    reward, info = env.score(task, json.dumps({**good, "nickname": "x"}))
+    assert info["rewards"]["valid"] == 0.0 and info["reason"] == "schema_invalid"
+    assert info["verdict"].details["errors"][0]["validator"] == "additionalProperties"
+    reward, info = env.score(task, "no idea")
+    assert info["rewards"] == {"valid": 0.0, "content": 0.0, "format": 0.0} and reward == 0.0
+    reward, info = env.score(task, json.dumps(good) + " or maybe " + json.dumps(wrong))
+    assert info["rewards"]["format"] == 0.0 and info["rewards"]["content"] == 1.0
+
+
+def test_reward_weights_can_be_overridden():
+    env = JsonSchemaEnv(level=1, family="people",
+                        reward_weights={"format": 0.0, "valid": 1.0, "content": 0.0})
+    task = env.pack.task_at("train", 3)
+    reward, _ = env.score(task, json.dumps({**task["expected"], "age": 99}))
+    assert reward == 1.0
+
+
+def test_check_env():
+    check_env(gym.make(ENV_ID).unwrapped)
+    check_env(gym.make(ENV_ID, split="test", level=4).unwrapped)
+
+
+def test_sync_vector_env():
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID, level=1) for _ in range(3)])
+    prompts, infos = venv.reset(seed=0)
+    assert len(prompts) == 3 and all("JSON Schema" in p for p in prompts)
+    tasks = [venv.envs[i].unwrapped.pack.get(infos["task_id"][i]) for i in range(3)]
+    actions = (json.dumps(tasks[0]["expected"]), "{}", "nothing")
+    _, rewards, terminated, _, infos = venv.step(actions)
+    assert rewards.tolist() == pytest.approx([1.1, 0.1, 0.0])
+    assert terminated.all()
+    assert infos["rewards"]["valid"].tolist() == [1.0, 0.0, 0.0]
+    venv.close()
+
+
+# -- the extract pack ---------------------------------------------------------------------------
+def test_deterministic_from_seed():
+    a, b = gym.make(ENV_ID), gym.make(ENV_ID)
+    assert a.reset(seed=42) == b.reset(seed=42)
+    assert ExtractGenerator().record("train", 17) == ExtractGenerator().record("train", 17)
+
+
+def test_test_split_is_fixed_and_held_out():
+    pack = load_pack("extract")
+    assert pack.size("test") == len(LEVELS) * len(FAMILIES) * TEST_SIZE
+    assert pack.size("train") is None
+    test_texts = {r["text"] for r in pack.records("test")}
+    train_texts = {pack.task_at("train", i)["text"] for i in range(400)}
+    assert len(test_texts) == pack.size("test")
+    assert not test_texts & train_texts
+
+
+def test_gold_answers_pass_the_gate():
+    pack = load_pack("extract")
+    for task in [*pack.records("test"), *(pack.task_at("train", i).fields for i in range(60))]:
+        verdict = verify(task["schema"], json.dumps(task["expected"]), expected=task["expected"])
+        assert verdict.passed, (task["id"], verdict)
+
+
+def test_levels_add_features():
+    gen = ExtractGenerator(family="orders")
+    by_level = {lv: gen.record("train", lv - 1) for lv in LEVELS}
+    assert [r["level"] for r in by_level.values()] == list(LEVELS)
+    props = {lv: r["schema"]["properties"] for lv, r in by_level.items()}
+    assert all(s.get("type") in ("string", "integer") for s in props[1].values())
+    assert "enum" in props[2]["status"] and props[2]["placed_at"]["format"] == "date-time"
+    assert props[3]["shipping_address"]["type"] == "object"
+    assert props[3]["tags"]["uniqueItems"] is True
+    assert props[4]["items"]["items"]["type"] == "object"
+    assert "T" not in by_level[4]["text"].split("placed on ")[1][:20]  # spoken date at level 4
+
+
+def test_prose_states_every_value_below_level_four():
+    gen = ExtractGenerator()
+    for i in range(0, 300, 7):
+        rec = gen.record("train", i)
+        if rec["level"] == 4:
+            continue
+        for leaf in _leaves(rec["expected"]):
+            if isinstance(leaf, bool):
+                continue
+            shown = f"{leaf:.2f}" if isinstance(leaf, float) and "." in rec["text"] else str(leaf)
+            assert shown in rec["text"] or str(leaf) in rec["text"], (rec["id"], leaf)
+
+
+def test_every_draft_is_used():
+    drafts = {ExtractGenerator(level=1, family=f).record("train", 0)["schema"]["$schema"]
+              for f in FAMILIES}
+    assert len(drafts) == 5
+
+
+def test_ids_round_trip_and_options():
+    pack = load_pack("extract", level=2, family="events")
+    task = pack.task_at("train", 9)
+    assert task.id == "extract/L2-9" and task["family"] == "events"
+    assert pack.get(task.id) == task
+    test_task = pack.task_at("test", 3)
+    assert pack.get(test_task.id) == test_task
+    with pytest.raises(PackError):
+        pack.get("extract/L3-9")
+    with pytest.raises(PackError):
+        load_pack("extract", level=9)
+    with pytest.raises(PackError):
+        load_pack("extract", family="pets")
