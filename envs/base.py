@@ -39,9 +39,13 @@ class EpisodeError(RuntimeError):
 class TaskEnv(gym.Env[str, str]):
     """A single-step environment over the tasks of one pack.
 
-    Keyword arguments: ``pack`` (name; defaults to ``default_pack``), ``split`` ("train" or
-    "test"), ``reward_weights`` (component -> weight, overriding the pack's and the env's
-    defaults) and any options of a procedural pack (``level=1``).
+    Keyword arguments: ``pack`` (name, defaults to ``default_pack``; or a loaded ``Pack``, which
+    is how ``python -m envs validate`` builds an env over a folder that is not registered),
+    ``split`` ("train" or "test"), ``reward_weights`` (component -> weight, overriding the
+    pack's and the env's defaults) and any options of a procedural pack (``level=1``).
+
+    Two hooks let the pack validator check data without knowing the domain:
+    ``required_fields`` and ``gold_completion``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -49,16 +53,26 @@ class TaskEnv(gym.Env[str, str]):
     default_pack: ClassVar[str] = ""
     #: Reward components this env emits and their default weights.
     default_weights: ClassVar[dict[str, float]] = {}
+    #: Record fields ``grade`` reads, beyond ``id`` and the prompt template's fields.
+    required_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
-        pack: str | None = None,
+        pack: str | Pack | None = None,
         split: str = "train",
         reward_weights: Mapping[str, float] | None = None,
         **pack_options: Any,
     ):
         super().__init__()
-        self.pack: Pack = load_pack(pack or self.default_pack, **pack_options)
+        if isinstance(pack, Pack):
+            if pack_options:
+                raise PackError(
+                    f"options {sorted(pack_options)} apply when loading a pack by name, "
+                    f"not to the loaded pack '{pack.name}'"
+                )
+            self.pack: Pack = pack
+        else:
+            self.pack = load_pack(pack or self.default_pack, **pack_options)
         if self.env_id and self.pack.env != self.env_id:
             raise PackError(
                 f"pack '{self.pack.name}' feeds {self.pack.env}, not {self.env_id}"
@@ -86,6 +100,11 @@ class TaskEnv(gym.Env[str, str]):
 
     def prompt(self, task: Task) -> str:
         return self.pack.prompt(task)
+
+    def gold_completion(self, task: Task) -> str | None:
+        """The task's gold rendered as a completion that must pass ``score``; ``None`` means
+        this env has no gold to check (``python -m envs validate`` then skips the check)."""
+        return None
 
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(

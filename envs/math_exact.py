@@ -19,6 +19,7 @@ class MathExactEnv(TaskEnv):
     env_id: ClassVar[str] = "grpo/MathExact-v0"
     default_pack: ClassVar[str] = "gsm8k"
     default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
+    required_fields: ClassVar[tuple[str, ...]] = ("answer",)
 
     def __init__(self, *args, timeout: float = 5.0, **kwargs):
         super().__init__(*args, **kwargs)
@@ -31,3 +32,6 @@ class MathExactEnv(TaskEnv):
             "format": 1.0 if _BOXED.search(completion) else 0.0,
         }
         return rewards, verdict
+
+    def gold_completion(self, task: Task) -> str:
+        return f"\\boxed{{{task['answer']}}}"

@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import string
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ REQUIRED_KEYS = {
     "env": str,
     "prompt_template": str,
 }
+OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator")
 
 
 class PackError(ValueError):
@@ -85,37 +87,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, root: Path | None, origin: str) -> Manifest:
-        problems = []
-        for key, typ in REQUIRED_KEYS.items():
-            if key not in raw:
-                problems.append(f"missing key '{key}'")
-            elif not isinstance(raw[key], typ):
-                problems.append(f"'{key}' must be a {typ.__name__}")
-        splits_raw = raw.get("splits")
-        splits: dict[str, str | None] = {}
-        if isinstance(splits_raw, dict):
-            for split, file in splits_raw.items():
-                if not isinstance(file, str):
-                    problems.append(f"splits.{split} must be a file name")
-                splits[split] = file
-        elif isinstance(splits_raw, list) and all(isinstance(s, str) for s in splits_raw):
-            splits = {s: None for s in splits_raw}
-        else:
-            problems.append("'splits' must be a table split -> file or a list of split names")
-        weights = raw.get("reward_weights", {})
-        if not isinstance(weights, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
-        ):
-            problems.append("'reward_weights' must be a table of numbers")
-            weights = {}
-        sources = [k for k in ("loader", "generator") if k in raw]
-        for key in sources:
-            if not isinstance(raw[key], str) or ":" not in raw[key]:
-                problems.append(f"'{key}' must be 'module:attribute'")
-        if len(sources) > 1:
-            problems.append("give either 'loader' or 'generator', not both")
-        if not sources and any(f is None for f in splits.values()):
-            problems.append("a data pack's 'splits' must map each split to a JSONL file")
+        problems, splits, weights = _check_manifest(raw)
         if problems:
             raise PackError(f"{origin}: " + "; ".join(problems))
         return cls(
@@ -132,6 +104,57 @@ class Manifest:
             generator=raw.get("generator"),
             root=root,
         )
+
+
+def manifest_problems(raw: Mapping[str, Any]) -> list[str]:
+    """Every problem with a parsed ``pack.toml`` (empty when it is well-formed)."""
+    return _check_manifest(raw)[0]
+
+
+def _check_manifest(
+    raw: Mapping[str, Any],
+) -> tuple[list[str], dict[str, str | None], dict[str, Any]]:
+    problems = []
+    for key, typ in REQUIRED_KEYS.items():
+        if key not in raw:
+            problems.append(f"missing key '{key}'")
+        elif not isinstance(raw[key], typ):
+            problems.append(f"'{key}' must be a {typ.__name__}")
+    splits_raw = raw.get("splits")
+    splits: dict[str, str | None] = {}
+    if isinstance(splits_raw, dict):
+        for split, file in splits_raw.items():
+            if not isinstance(file, str):
+                problems.append(f"splits.{split} must be a file name")
+            splits[split] = file
+    elif isinstance(splits_raw, list) and all(isinstance(s, str) for s in splits_raw):
+        splits = {s: None for s in splits_raw}
+    else:
+        problems.append("'splits' must be a table split -> file or a list of split names")
+    weights = raw.get("reward_weights", {})
+    if not isinstance(weights, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
+    ):
+        problems.append("'reward_weights' must be a table of numbers")
+        weights = {}
+    sources = [k for k in ("loader", "generator") if k in raw]
+    for key in sources:
+        if not isinstance(raw[key], str) or ":" not in raw[key]:
+            problems.append(f"'{key}' must be 'module:attribute'")
+    if len(sources) > 1:
+        problems.append("give either 'loader' or 'generator', not both")
+    if not sources and any(f is None for f in splits.values()):
+        problems.append("a data pack's 'splits' must map each split to a JSONL file")
+    return problems, splits, weights
+
+
+def template_fields(template: str) -> set[str]:
+    """The record fields a ``str.format`` prompt template reads (``{a[0]}`` reads ``a``)."""
+    fields = set()
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name:
+            fields.add(name.split(".")[0].split("[")[0])
+    return fields
 
 
 def _import(spec: str) -> Any:
@@ -154,26 +177,36 @@ def _hash_records(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     return digest.hexdigest()
 
 
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """``(line number, record, None)`` per good line and ``(line number, None, problem)`` per
+    bad one, streaming, so a validator can report every bad line of a huge file."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield lineno, None, f"invalid JSON: {exc.msg}"
+                    continue
+                if not isinstance(rec, dict):
+                    yield lineno, None, "a record must be a JSON object"
+                    continue
+                rec.setdefault("_line", lineno)
+                yield lineno, rec, None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(f"{path}: cannot read: {exc}") from exc
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Parse a JSONL file; every bad line is reported with file and line number."""
     records, problems = [], []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PackError(f"{path}: cannot read: {exc}") from exc
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{lineno}: invalid JSON: {exc.msg}")
-            continue
-        if not isinstance(rec, dict):
-            problems.append(f"{path}:{lineno}: a record must be a JSON object")
-            continue
-        rec.setdefault("_line", lineno)
-        records.append(rec)
+    for lineno, rec, problem in iter_jsonl(path):
+        if problem is not None:
+            problems.append(f"{path}:{lineno}: {problem}")
+        else:
+            records.append(rec)
     if problems:
         raise PackError("\n".join(problems))
     return records

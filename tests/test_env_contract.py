@@ -1,5 +1,7 @@
 """The contract every grpo/* env shares (registration, reset/step, spaces, vector envs)."""
 
+import re
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -43,7 +45,7 @@ def test_reset_is_deterministic_and_step_terminates(env_id):
     assert isinstance(prompt_a, str) and prompt_a == prompt_b
     assert info_a["task_id"] == info_b["task_id"]
     assert INFO_KEYS <= set(info_a)
-    assert info_a["pack_version"].startswith(info_a["pack_version"].split("+")[0] + "+")
+    assert re.fullmatch(r"\d+\.\d+\.\d+\+[0-9a-f]{12}", info_a["pack_version"])
     picked, info = env.reset(options={"task_id": info_a["task_id"]})
     assert picked == prompt_a and info["task_id"] == info_a["task_id"]
     obs, reward, terminated, truncated, info = env.step("I do not know. Ünïcödé ∑ \\boxed{?}")

@@ -1,0 +1,27 @@
+"""``python -m envs validate PATH``: print every problem of each pack folder and a summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envs.validate import UNBOUNDED_SAMPLE, validate_folder
+
+
+def print_validation(paths: Sequence[str], *, check_gold: bool = True,
+                     sample: int | None = None) -> int:
+    """Returns the exit code: 1 when any folder has an error, else 0."""
+    failed = False
+    for path in paths:
+        report = validate_folder(path, check_gold=check_gold,
+                                 unbounded_sample=UNBOUNDED_SAMPLE if sample is None else sample)
+        for problem in report.errors:
+            print(f"error: {problem}")
+        for problem in report.warnings:
+            print(f"warning: {problem}")
+        for note in report.notes:
+            print(f"note: {note}")
+        print(report.summary())
+        if report.ok:
+            print(f"pack_version: {report.pack_version}")
+        failed = failed or not report.ok
+    return 1 if failed else 0

@@ -1,0 +1,361 @@
+"""Checking a pack folder before anyone trains on it (``python -m envs validate PATH``).
+
+The checks: the manifest's fields and types; the env it feeds is registered; every JSONL line
+parses and carries ``id``, the prompt template's fields and the env's ``required_fields``; ids
+are unique; no prompt text appears in two splits; and every gold answer passes the env's own
+``score`` (rendered by the env's ``gold_completion``). Every problem is collected, each naming
+its file and line (or split and index for loader / generator packs), so one run lists them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from envs.base import TaskEnv
+from tasks.pack import (
+    MANIFEST,
+    OPTIONAL_KEYS,
+    REQUIRED_KEYS,
+    Manifest,
+    Pack,
+    PackError,
+    Task,
+    iter_jsonl,
+    load_folder,
+    manifest_problems,
+    template_fields,
+)
+
+#: Tasks checked from an unbounded (procedural) split; the report says so.
+UNBOUNDED_SAMPLE = 1000
+#: Golds graded per call of an env's ``grade_many`` (code envs grade a batch concurrently).
+GOLD_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str  # "file:line", "file", or "split[index]" for records without a file
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class Report:
+    folder: Path
+    name: str = ""
+    env: str = ""
+    pack_version: str = ""
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
+    unbounded: set[str] = field(default_factory=set)
+    golds_passed: int = 0
+    golds_unchecked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        name = f"pack '{self.name}'" if self.name else str(self.folder)
+        env = f" ({self.env})" if self.env else ""
+        sizes = ", ".join(f"{s} {n}" for s, n in self.sizes.items())
+        counts = f"{sum(self.sizes.values())} tasks checked" + (f" ({sizes})" if sizes else "")
+        golds = f"{self.golds_passed} golds pass their verifier"
+        if self.golds_unchecked:
+            golds += f", {self.golds_unchecked} have no gold to check"
+        verdict = "OK" if self.ok else "REFUSED"
+        return (f"{verdict}: {name}{env}: {counts}; {golds}; "
+                f"{len(self.errors)} error(s), {len(self.warnings)} warning(s)")
+
+
+@dataclass
+class _Record:
+    where: str
+    split: str
+    fields: dict[str, Any]
+    task: Task | None = None  # set for loader / generator packs, which build their own tasks
+
+
+def validate_folder(folder: str | Path, *, check_gold: bool = True,
+                    unbounded_sample: int = UNBOUNDED_SAMPLE) -> Report:
+    """Check the pack in ``folder``; the report lists every problem found."""
+    report = Report(Path(folder))
+    manifest = _check_manifest(report)
+    if manifest is None:
+        return report
+    report.name, report.env = manifest.name, manifest.env
+    env_cls = _env_class(report, manifest)
+    try:
+        prompt_fields = template_fields(manifest.prompt_template)
+    except ValueError as exc:
+        report.errors.append(Problem(_manifest_path(report), f"bad prompt_template: {exc}"))
+        return report
+    required = {f: "the prompt template" for f in sorted(prompt_fields)}
+    if env_cls is not None:
+        required.update({f: manifest.env for f in env_cls.required_fields})
+    pack, records = _records(report, manifest, unbounded_sample)
+    good = _check_records(report, manifest, records, required)
+    if pack is None:  # a data pack: build it from the records that passed, to grade them
+        by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in manifest.splits}
+        for rec in good:
+            by_split[rec.split].append(rec.fields)
+        try:
+            pack = Pack(manifest, by_split, origin=f"folder {report.folder}")
+        except PackError as exc:
+            report.errors.append(Problem(str(report.folder), str(exc)))
+            return report
+    env = _build_env(report, manifest, pack) if env_cls is not None else None
+    if env is not None:
+        try:
+            if check_gold:
+                _check_golds(report, env, pack, good)
+            else:
+                report.notes.append("gold answers not checked (--no-gold)")
+        finally:
+            env.close()
+    if report.ok:
+        report.pack_version = pack.pack_version
+    return report
+
+
+# -- manifest ----------------------------------------------------------------------------------
+def _manifest_path(report: Report) -> str:
+    return str(report.folder / MANIFEST)
+
+
+def _check_manifest(report: Report) -> Manifest | None:
+    path = report.folder / MANIFEST
+    if not path.is_file():
+        report.errors.append(Problem(str(path), f"no {MANIFEST}: not a pack folder"))
+        return None
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        report.errors.append(Problem(str(path), f"invalid TOML: {exc}"))
+        return None
+    problems = manifest_problems(raw)
+    known = set(REQUIRED_KEYS) | set(OPTIONAL_KEYS)
+    # A misspelt optional key ("reward_weight") would otherwise be ignored without a word.
+    problems += [f"unknown key '{k}'; known keys: {', '.join(sorted(known))}"
+                 for k in raw if k not in known]
+    if "splits" in raw and not raw["splits"]:
+        problems.append("'splits' is empty")
+    report.errors += [Problem(str(path), p) for p in problems]
+    if problems:
+        return None
+    return Manifest.from_dict(raw, root=report.folder, origin=str(path))
+
+
+def _env_class(report: Report, manifest: Manifest) -> type[TaskEnv] | None:
+    where = _manifest_path(report)
+    if manifest.env not in gym.registry:
+        known = ", ".join(sorted(k for k in gym.registry if "/" in k))
+        report.errors.append(Problem(where, f"env '{manifest.env}' is not registered "
+                                            f"(registered: {known})"))
+        return None
+    try:
+        entry_point = gym.spec(manifest.env).entry_point
+        cls = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    except Exception as exc:  # noqa: BLE001 - a third-party env module may raise anything
+        report.errors.append(Problem(where, f"cannot load env '{manifest.env}': {exc!r}"))
+        return None
+    if not (inspect.isclass(cls) and issubclass(cls, TaskEnv)):
+        report.errors.append(Problem(where, f"env '{manifest.env}' is not built on "
+                                            "envs.base.TaskEnv, so it cannot take a pack"))
+        return None
+    return cls
+
+
+# -- records -----------------------------------------------------------------------------------
+def _records(report: Report, manifest: Manifest, unbounded_sample: int
+             ) -> tuple[Pack | None, Iterator[_Record | Problem]]:
+    """The records to check, with their places; for loader / generator packs also the pack."""
+    if not (manifest.loader or manifest.generator):
+        return None, _jsonl_records(report.folder, manifest)
+    try:
+        pack = load_folder(report.folder, origin=f"folder {report.folder}")
+    except PackError as exc:
+        report.errors.append(Problem(_manifest_path(report), str(exc)))
+        return None, iter(())
+    return pack, _pack_records(report, pack, unbounded_sample)
+
+
+def _jsonl_records(folder: Path, manifest: Manifest) -> Iterator[_Record | Problem]:
+    for split, file in manifest.splits.items():
+        path = folder / str(file)
+        if not path.is_file():
+            yield Problem(str(folder / MANIFEST), f"split '{split}': file '{file}' is missing")
+            continue
+        try:
+            for lineno, rec, problem in iter_jsonl(path):
+                if problem is not None:
+                    yield Problem(f"{path}:{lineno}", problem)
+                else:
+                    yield _Record(f"{path}:{lineno}", split, rec)
+        except PackError as exc:
+            yield Problem(str(path), str(exc))
+
+
+def _pack_records(report: Report, pack: Pack, unbounded_sample: int
+                  ) -> Iterator[_Record | Problem]:
+    for split in pack.splits:
+        size = pack.size(split)
+        if size is None:
+            size = unbounded_sample
+            report.unbounded.add(split)
+            report.notes.append(f"split '{split}' is unbounded: checked its first {size} tasks")
+        for i in range(size):
+            try:
+                task = pack.task_at(split, i)
+            except Exception as exc:  # noqa: BLE001 - generators are third-party code
+                yield Problem(f"{split}[{i}]", f"cannot build task: {exc!r}")
+                continue
+            yield _Record(f"{split}[{i}] ({task.id})", split, dict(task.fields), task)
+
+
+def _check_records(report: Report, manifest: Manifest, records: Iterator[_Record | Problem],
+                   required: dict[str, str]) -> list[_Record]:
+    """Structural checks per record; returns the records fit to grade."""
+    ids: dict[str, str] = {}
+    prompts: dict[bytes, tuple[str, str]] = {}  # digest -> (split, where)
+    good: list[_Record] = []
+    report.sizes = {s: 0 for s in manifest.splits}
+    for item in records:
+        if isinstance(item, Problem):
+            report.errors.append(item)
+            continue
+        report.sizes[item.split] += 1
+        rec, where = item.fields, item.where
+        rec.pop("_line", None)
+        rid = rec.get("id")
+        if isinstance(rid, bool) or not isinstance(rid, str | int) or rid == "":
+            report.errors.append(Problem(where, "record has no 'id' (a non-empty string or int)"))
+            continue
+        rid = str(rid)
+        if rid in ids:
+            report.errors.append(Problem(where, f"duplicate id '{rid}' (first at {ids[rid]})"))
+            continue
+        ids[rid] = where
+        missing = [f for f in required if f not in rec]
+        if missing:
+            needs = "; ".join(f"'{f}' (needed by {required[f]})" for f in missing)
+            report.errors.append(Problem(where, f"missing field(s): {needs}"))
+            continue
+        try:
+            prompt = manifest.prompt_template.format_map(rec)
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+            report.errors.append(Problem(where, f"prompt_template does not fit: {exc!r}"))
+            continue
+        digest = hashlib.sha256(prompt.encode()).digest()
+        seen = prompts.setdefault(digest, (item.split, where))
+        if seen[1] != where:
+            if seen[0] != item.split:
+                report.errors.append(Problem(where, f"same prompt as {seen[1]} in split "
+                                                    f"'{seen[0]}': splits must be disjoint"))
+                continue
+            if item.split not in report.unbounded:  # a generator may repeat itself
+                report.warnings.append(Problem(where, f"same prompt as {seen[1]}"))
+        good.append(item)
+    return good
+
+
+# -- gold answers ------------------------------------------------------------------------------
+def _build_env(report: Report, manifest: Manifest, pack: Pack) -> TaskEnv | None:
+    """The pack's env over this very pack (which also checks the reward weights)."""
+    try:
+        return gym.make(manifest.env, pack=pack, split=pack.splits[0]).unwrapped
+    except Exception as exc:  # noqa: BLE001 - the env's own constructor decides what is wrong
+        report.errors.append(Problem(_manifest_path(report), f"cannot build {manifest.env} "
+                                                             f"over this pack: {exc}"))
+        return None
+
+
+def _check_golds(report: Report, env: TaskEnv, pack: Pack, good: list[_Record]) -> None:
+    batch: list[tuple[str, Task, str]] = []
+    for where, task in _tasks(pack, good):
+        try:
+            completion = env.gold_completion(task)
+        except Exception as exc:  # noqa: BLE001
+            report.errors.append(Problem(where, f"cannot render the gold: {exc!r}"))
+            continue
+        if completion is None:
+            report.golds_unchecked += 1
+            continue
+        batch.append((where, task, completion))
+        if len(batch) >= GOLD_BATCH:
+            if not _grade(report, env, batch):
+                return
+            batch = []
+    _grade(report, env, batch)
+
+
+def _tasks(pack: Pack, good: list[_Record]) -> Iterator[tuple[str, Task]]:
+    index = {s: 0 for s in pack.splits}
+    for rec in good:
+        if rec.task is not None:
+            yield rec.where, rec.task
+            continue
+        # A data pack built from exactly the good records, in order.
+        yield rec.where, pack.task_at(rec.split, index[rec.split])
+        index[rec.split] += 1
+
+
+def _grade(report: Report, env: TaskEnv, batch: list[tuple[str, Task, str]]) -> bool:
+    """Grade a batch of golds; False when the verifier itself is unavailable (stop there)."""
+    if not batch:
+        return True
+    tasks = [t for _, t, _ in batch]
+    completions = [c for _, _, c in batch]
+    grade_many = getattr(env, "grade_many", None)
+    try:
+        if grade_many is not None:
+            results = grade_many(tasks, completions)
+        else:
+            results = [env.score(t, c) for t, c in zip(tasks, completions, strict=True)]
+    except Exception:  # noqa: BLE001 - grade one by one to name the task that broke it
+        results = [_score_one(env, t, c) for t, c in zip(tasks, completions, strict=True)]
+    for (where, _, completion), result in zip(batch, results, strict=True):
+        if isinstance(result, Exception):
+            report.errors.append(Problem(where, f"verifier raised {result!r}"))
+            continue
+        _, info = result
+        verdict = info.get("verdict")
+        details = getattr(verdict, "details", {}) or {}
+        if details.get("sandbox_error"):
+            report.errors.append(Problem(where, "cannot check golds: the sandbox is unavailable "
+                                                f"({details.get('error', '')}); the golds from "
+                                                "here on were not graded"))
+            return False
+        if info.get("passed"):
+            report.golds_passed += 1
+        else:
+            shown = _short(completion)
+            report.errors.append(Problem(where, f"gold answer fails its own verifier: "
+                                                f"{info.get('reason')} (gold completion {shown}, "
+                                                f"extracted {_short(str(info.get('extracted')))})"))
+    return True
+
+
+def _score_one(env: TaskEnv, task: Task, completion: str) -> Any:
+    try:
+        return env.score(task, completion)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,1 @@
+"""An example grpo-gym domain: unit conversion (``env.py``) and its pack (``pack/``)."""

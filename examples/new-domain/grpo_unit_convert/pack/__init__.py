@@ -1,0 +1,1 @@
+"""The "unit-conversion" pack: this folder holds ``pack.toml`` and its JSONL splits."""
