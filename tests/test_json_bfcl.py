@@ -23,6 +23,9 @@ def test_pack_size_splits_and_manifest(pack):
     train, test = pack.size("train"), pack.size("test")
     assert train + test > 1700 and 0.15 < test / (train + test) < 0.25
     assert not set(pack.ids("train")) & set(pack.ids("test"))
+    # BFCL repeats queries across categories: no test prompt may also be a train prompt
+    train_prompts = {pack.prompt(t) for t in map(pack.get, pack.ids("train"))}
+    assert not {pack.prompt(t) for t in map(pack.get, pack.ids("test"))} & train_prompts
     assert {r["category"] for r in pack.records("train")} == set(CATEGORIES)
     assert "Apache-2.0" in pack.manifest.license and pack.env == "grpo/JsonSchema-v0"
 
@@ -63,7 +66,7 @@ def test_every_ground_truth_passes_the_gate(pack):
     for split in ("train", "test"):
         for rec in pack.records(split):
             expected = expected_from_json(rec["expected"])
-            answer = json.dumps(accepted_example(expected))
+            answer = json.dumps(accepted_example(rec["expected"]))
             verdict = verify(rec["schema"], answer, expected=expected)
             assert verdict.passed, (rec["id"], verdict)
 
@@ -84,12 +87,12 @@ def test_schema_dialect_is_mapped():
 
 
 def test_ground_truth_options_are_mapped():
-    assert expected_value([5]) == 5
-    assert expected_value(["NYC", "New York", ""]) == AnyOf("NYC", "New York", ABSENT)
-    assert expected_value([None, 3], optional=True) == AnyOf(ABSENT, 3)
-    assert expected_value([[1, 2]]) == [1, 2]
-    assert expected_value([{"a": ["x", "y"], "b": [1]}]) == {"a": AnyOf("x", "y"), "b": 1}
-    assert expected_value([[{"k": ["v"]}]]) == [{"k": "v"}]
+    assert expected_from_json(expected_value([5])) == 5
+    assert expected_from_json(expected_value(["NYC", "New York", ""])) == AnyOf("NYC", "New York", ABSENT)
+    assert expected_from_json(expected_value([None, 3], optional=True)) == AnyOf(ABSENT, 3)
+    assert expected_from_json(expected_value([[1, 2]])) == [1, 2]
+    assert expected_from_json(expected_value([{"a": ["x", "y"], "b": [1]}])) == {"a": AnyOf("x", "y"), "b": 1}
+    assert expected_from_json(expected_value([[{"k": ["v"]}]])) == [{"k": "v"}]
 
 
 def test_env_over_bfcl():
@@ -97,7 +100,7 @@ def test_env_over_bfcl():
     prompt, info = env.reset(seed=2)
     task = env.unwrapped.pack.get(info["task_id"])
     assert info["schema"] == task["schema"] and task["function"] in prompt
-    answer = json.dumps(accepted_example(expected_from_json(task["expected"])))
+    answer = json.dumps(accepted_example(task["expected"]))
     _, reward, _, _, info = env.step("```json\n" + answer + "\n```")
     assert info["rewards"] == {"valid": 1.0, "content": 1.0, "format": 1.0}
     assert reward == pytest.approx(1.1)

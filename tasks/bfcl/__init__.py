@@ -8,9 +8,12 @@ several). The task is to write that call's arguments as JSON.
 BFCL describes parameters in a JSON-Schema dialect (``dict``, ``float``, ``tuple``, ``any``);
 ``json_schema`` maps it to standard JSON Schema (draft 7) and forbids parameters the function
 does not declare. BFCL's ground truth lists the acceptable values of each parameter, ``""``
-meaning "may be left out"; ``expected_value`` turns that into ``AnyOf`` options and ``ABSENT``,
-stored in the JSON form ``{"$anyOf": [...]}`` / ``{"$absent": true}``. Tasks whose ground truth
-does not validate against their converted schema are left out.
+meaning "may be left out"; ``expected_value`` writes that in the expected-value form the JSON
+env reads (``{"$anyOf": [...]}`` / ``{"$absent": true}``, see ``envs.verify.json_content``).
+Tasks whose ground truth does not validate against their converted schema are left out.
+
+BFCL repeats some queries across categories; a repeated (query, function) pair is kept once,
+and the train/test split hashes the query text, so no test prompt is also a train prompt.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envs.verify.json import SchemaTaskError, compiled_validator
-from envs.verify.json_content import ABSENT, AnyOf, expected_to_json
+import jsonschema
+
 from tasks.sources import in_test_split, package_file
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval==2026.3.23"
@@ -28,6 +31,7 @@ CATEGORIES = ("simple_python", "live_simple", "multiple", "live_multiple")
 _TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
 _DROPPED_KEYS = {"optional"}  # BFCL-only flag; "required" already says it
+ABSENT: dict[str, Any] = {"$absent": True}
 
 
 def json_schema(spec: dict[str, Any], *, top: bool = False) -> dict[str, Any]:
@@ -52,14 +56,23 @@ def json_schema(spec: dict[str, Any], *, top: bool = False) -> dict[str, Any]:
     return out
 
 
+def _any_of(options: list[Any]) -> Any:
+    return options[0] if len(options) == 1 else {"$anyOf": options}
+
+
+def _is_any_of(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"$anyOf"}
+
+
 def expected_value(options: list[Any], *, optional: bool = False) -> Any:
-    """BFCL's acceptable values of one parameter as an expected value (``AnyOf`` / ``ABSENT``).
+    """BFCL's acceptable values of one parameter as an expected value (``$anyOf``/``$absent``).
 
     For an optional parameter BFCL writes ``None`` for "its default, null": leaving the
     parameter out means the same, and a schema that does not allow null could not accept it.
     """
-    converted = [ABSENT if optional and o is None else _option(o) for o in options]
-    return converted[0] if len(converted) == 1 else AnyOf(*converted)
+    if not options:
+        raise ValueError("a parameter with no acceptable value")
+    return _any_of([ABSENT if optional and o is None else _option(o) for o in options])
 
 
 def _option(option: Any) -> Any:
@@ -74,12 +87,12 @@ def _option(option: Any) -> Any:
 
 def accepted_example(expected: Any) -> Any:
     """One concrete value the expected structure accepts (for checking it against the schema)."""
-    if isinstance(expected, AnyOf):
-        present = [o for o in expected if o is not ABSENT]
+    if _is_any_of(expected):
+        present = [o for o in expected["$anyOf"] if o != ABSENT]
         return accepted_example(present[0]) if present else ABSENT
     if isinstance(expected, dict):
         picked = {k: accepted_example(v) for k, v in expected.items()}
-        return {k: v for k, v in picked.items() if v is not ABSENT}
+        return {k: v for k, v in picked.items() if v != ABSENT}
     if isinstance(expected, list):
         return [accepted_example(v) for v in expected]
     return expected
@@ -117,8 +130,11 @@ def records(category: str) -> tuple[list[dict[str, Any]], int]:
             required = set(schema.get("required", []))
             expected = {param: expected_value(opts, optional=param not in required)
                         for param, opts in args.items()}
-            consistent = compiled_validator(schema).is_valid(accepted_example(expected))
-        except (SchemaTaskError, ValueError):  # ValueError: a parameter with no acceptable value
+            validator = jsonschema.Draft7Validator(
+                schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+            jsonschema.Draft7Validator.check_schema(schema)
+            consistent = validator.is_valid(accepted_example(expected))
+        except (jsonschema.SchemaError, ValueError):  # ValueError: no acceptable value
             consistent = False
         if not consistent:
             dropped += 1
@@ -126,14 +142,20 @@ def records(category: str) -> tuple[list[dict[str, Any]], int]:
         out.append({"id": q["id"], "category": category, "function": name,
                     "description": function.get("description", ""), "query": _query(q["question"]),
                     "schema": schema, "schema_text": json.dumps(schema, indent=2),
-                    "expected": expected_to_json(expected)})
+                    "expected": expected})
     return out, dropped
 
 
 def load() -> dict[str, list[dict[str, Any]]]:
-    # BFCL is an evaluation set without a train split: 80/20 by a stable hash of the task id.
+    # BFCL is an evaluation set without a train split: 80/20 by a stable hash of the query.
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    seen: set[tuple[str, str]] = set()
     for category in CATEGORIES:
         for rec in records(category)[0]:
-            splits["test" if in_test_split(f"bfcl/{rec['id']}") else "train"].append(rec)
+            key = (" ".join(rec["query"].split()), rec["schema_text"])
+            if key in seen:
+                continue
+            seen.add(key)
+            test = in_test_split("bfcl/" + " ".join(rec["query"].split()))
+            splits["test" if test else "train"].append(rec)
     return splits
