@@ -1,0 +1,534 @@
+"""The in-container agent: PID 1 of every sandbox container (stdlib only, never imported by the host).
+
+The host sends it jobs over the container's stdin and reads results from its stdout, each frame
+a 4-byte big-endian length plus JSON. Every job runs in a fresh process (its own session, with
+rlimits) inside ``/scratch``, forked from a pristine zygote interpreter that never runs job code
+(see ``ZYGOTE``); afterwards every process left in the container is killed and the
+scratch space wiped, and the reply says whether anything could have outlived the job ("dirty"),
+in which case the host discards the container.
+
+Being PID 1 matters: the kernel does not deliver signals to a namespace's init unless it has a
+handler, so a job that kills every process it can (``kill(-1, SIGKILL)``) cannot take the agent
+down. The agent also makes itself non-dumpable so that jobs (same uid) cannot ptrace it or open
+``/proc/1/fd/*`` to forge frames.
+"""
+
+import base64
+import contextlib
+import errno
+import json
+import os
+import selectors
+import signal
+import stat
+import struct
+import sys
+import time
+
+SCRATCH = "/scratch"
+SHM = "/dev/shm"
+MAIN = "main.py"
+CHUNK = 65536
+TERM_GRACE_S = 0.1
+JOB_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": SCRATCH,
+    "TMPDIR": SCRATCH,
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def _nondumpable():
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+        return True
+    except Exception:
+        return False
+
+
+def _read_exact(fd, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _send(obj):
+    data = json.dumps(obj).encode()
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(1, view):]
+
+
+def _oom_kills():
+    # cgroup v2 and v1 (kernel >= 4.13) both count OOM kills of this container's cgroup.
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except OSError:
+            continue
+    return -1
+
+
+def _others(spare):
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in spare:
+            pids.append(int(name))
+    return pids
+
+
+def _kill_all(zygote_pid):
+    """SIGKILL every process but ourselves and the zygote; return whether there were any.
+
+    A process that keeps forking could outrun the scan; then everything is killed, the zygote
+    too, and the container is reported dirty either way.
+    """
+    spare = {os.getpid(), zygote_pid}
+    found = False
+    for _ in range(50):
+        pids = _others(spare)
+        if not pids:
+            return found
+        found = True
+        for p in pids:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        _reap(spare)
+        time.sleep(0.001)
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        _reap(set())
+        time.sleep(0.001)
+    return True
+
+
+def _reap(spare):
+    """Collect exited children (orphans are re-parented to us, PID 1), except ``spare``."""
+    for p in _others(spare):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(p, os.WNOHANG)
+
+
+def _wipe(root):
+    """Remove everything under ``root``; return False when something stayed."""
+    ok = True
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return False
+    for name in entries:
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(path, 0o700)
+                ok = _wipe(path) and ok
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            ok = False
+    return ok
+
+
+def _sysv_ipc_used():
+    for name in ("shm", "msg", "sem"):
+        try:
+            with open("/proc/sysvipc/" + name) as fh:
+                if len(fh.read().splitlines()) > 1:
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+# The zygote: a pristine interpreter, started once per container, that never runs job code
+# nor sees job data. For each job it forks A, A forks B and exits, so B (the job, a fresh process
+# with the zygote's clean state) is re-parented to the agent, which waits for it. That saves the
+# interpreter start-up (most of a trivial job's cost) without sharing anything between jobs.
+ZYGOTE = r"""
+import atexit, os, resource, signal, socket, sys, types
+try:
+    import ctypes
+    _prctl = ctypes.CDLL(None).prctl
+    _prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: jobs cannot ptrace the zygote
+except Exception:
+    _prctl = None
+ctl = socket.socket(fileno=3)
+
+def _job(cpu, disk, fds):
+    os.setsid()
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+    os.closerange(3, 65536)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+    if _prctl is not None:
+        _prctl(4, 1, 0, 0, 0)  # the job's own /proc/self behaves normally
+    os.chdir("/scratch")
+    path = "/scratch/main.py"
+    sys.argv[:] = [path]
+    sys.path[0] = "/scratch"
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = __builtins__
+    main.__cached__ = None
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+        exec(compile(source, path, "exec"), main.__dict__)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            try:
+                print(code, file=sys.stderr)
+            except Exception:
+                pass
+            code = 1
+    except BaseException as exc:
+        tb = None if isinstance(exc, SyntaxError) else exc.__traceback__.tb_next
+        try:
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        except BaseException:
+            pass
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+    try:
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+while True:
+    try:
+        msg, fds, _, _ = socket.recv_fds(ctl, 256, 3)
+    except InterruptedError:
+        continue
+    if not msg:
+        os._exit(0)
+    cpu, disk = (int(x) for x in msg.split())
+    a = os.fork()
+    if a == 0:
+        try:
+            if os.fork() == 0:
+                try:
+                    ctl.send(b"pid %d" % os.getpid())
+                    ctl.close()
+                    _job(cpu, disk, fds)
+                finally:
+                    os._exit(127)
+        finally:
+            os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    os.waitpid(a, 0)
+    ctl.send(b"ok")
+"""
+
+
+class Zygote:
+    def __init__(self):
+        import socket
+
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.dup2(theirs.fileno(), 3)
+                os.closerange(4, 65536)
+                os.execve(sys.executable, [sys.executable, "-B", "-E", "-s", "-c", ZYGOTE],
+                          JOB_ENV)
+            finally:
+                os._exit(127)
+        theirs.close()
+        self.sock.settimeout(10)
+
+    def alive(self):
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def spawn(self, req, fds):
+        """Start a job; return its pid (our child) or None when the zygote failed."""
+        import socket
+
+        cpu = max(1, int(req["cpu_s"] + 0.999))
+        disk = int(req["disk_mb"]) * 1024 * 1024
+        try:
+            socket.send_fds(self.sock, [b"%d %d" % (cpu, disk)], fds)
+            pid, ok = None, False
+            while pid is None or not ok:
+                msg = self.sock.recv(64)
+                if not msg:
+                    # The zygote is gone (a job may kill it at once); the job still runs.
+                    return pid
+                if msg == b"ok":
+                    ok = True
+                elif msg.startswith(b"pid "):
+                    pid = int(msg[4:])
+            return pid
+        except (OSError, ValueError):
+            return None
+
+
+def _try_wait(pid):
+    """(status, rusage) once the job has exited, else None. Until its short-lived parent in the
+    zygote has exited, the job is not yet our child; that also reads as "not yet"."""
+    try:
+        got, status, rusage = os.wait4(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return (status, rusage) if got == pid else None
+
+
+def _wait(pid, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        done = _try_wait(pid)
+        if done is not None or time.monotonic() > end:
+            return done
+        time.sleep(0.002)
+
+
+def _set_nonblocking(fd):
+    os.set_blocking(fd, False)
+
+
+def run_job(req, zygote):
+    start = time.monotonic()
+    wall = float(req["wall_s"])
+    cap = int(req["output_bytes"])
+    files = dict(req.get("files") or {})
+    files[MAIN] = req["code"]
+    try:
+        for name, content in files.items():
+            path = os.path.join(SCRATCH, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(base64.b64decode(content))
+    except OSError as exc:
+        return {"status": "sandbox_error", "error": f"cannot write job files: {exc}",
+                "dirty": True}
+    stdin = base64.b64decode(req.get("stdin") or "")
+    oom_before = _oom_kills()
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = zygote.spawn(req, [stdin_r, out_w, err_w])
+    for fd in (stdin_r, out_w, err_w):
+        os.close(fd)
+    if pid is None:
+        for fd in (stdin_w, out_r, err_r):
+            os.close(fd)
+        return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True}
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    sel = selectors.DefaultSelector()
+    outputs = {out_r: bytearray(), err_r: bytearray()}
+    for fd in (out_r, err_r):
+        _set_nonblocking(fd)
+        sel.register(fd, selectors.EVENT_READ)
+    stdin_view = memoryview(stdin)
+    if stdin_view:
+        _set_nonblocking(stdin_w)
+        sel.register(stdin_w, selectors.EVENT_WRITE)
+    else:
+        os.close(stdin_w)
+        stdin_w = None
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ)
+    deadline = start + wall
+    status = None
+    truncated = False
+    wait_status = rusage = None
+
+    def drain(fd):
+        nonlocal truncated, status
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK)
+            except BlockingIOError:
+                return True
+            except OSError:
+                chunk = b""
+            if not chunk:
+                sel.unregister(fd)
+                os.close(fd)
+                return False
+            buf = outputs[fd]
+            room = cap - len(buf)
+            if len(chunk) > room:
+                buf += chunk[:max(room, 0)]
+                truncated = True
+                status = "output_limit"
+                return False
+            buf += chunk
+
+    while True:
+        if wait_status is None:
+            done = _try_wait(pid)
+            if done is not None:
+                wait_status, rusage = done
+        open_reads = [fd for fd in outputs if fd in sel.get_map()]
+        if wait_status is not None:
+            # The job is over: collect what it left in the pipes, but do not wait for
+            # processes it left behind (they are killed below).
+            for fd in open_reads:
+                drain(fd)
+            break
+        if status is not None:
+            break
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            status = "timeout"
+            break
+        if pidfd is None:
+            timeout = min(timeout, 0.005)
+        for key, _ in sel.select(timeout):
+            fd = key.fd
+            if fd == pidfd:
+                sel.unregister(pidfd)
+                os.close(pidfd)
+                pidfd = None
+                done = _wait(pid, 5.0)
+                if done is not None:
+                    wait_status, rusage = done
+            elif fd == stdin_w:
+                try:
+                    n = os.write(stdin_w, stdin_view[:CHUNK])
+                    stdin_view = stdin_view[n:]
+                except BlockingIOError:
+                    continue
+                except OSError:  # the job closed its stdin or exited: stop feeding it
+                    stdin_view = stdin_view[:0]
+                if not stdin_view:
+                    sel.unregister(stdin_w)
+                    os.close(stdin_w)
+                    stdin_w = None
+            elif fd in outputs:
+                drain(fd)
+            if status is not None:
+                break
+
+    if wait_status is None:
+        # Timeout or output limit: ask the job's group to stop, then kill everything.
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGTERM)
+        end = time.monotonic() + TERM_GRACE_S
+        while time.monotonic() < end:
+            done = _try_wait(pid)
+            if done is not None:
+                wait_status, rusage = done
+                break
+            time.sleep(0.005)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        if wait_status is None:
+            done = _wait(pid, 5.0)
+            # Never seen exiting (it cannot outlive SIGKILL): report it as killed.
+            wait_status, rusage = done if done is not None else (signal.SIGKILL, None)
+    leftover = _kill_all(zygote.pid)
+    for fd in list(sel.get_map()):
+        try:
+            sel.unregister(fd)
+            os.close(fd)
+        except (OSError, KeyError, ValueError):
+            pass
+    sel.close()
+    wall_s = time.monotonic() - start
+    cpu_s = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else 0.0
+    signaled = os.WIFSIGNALED(wait_status)
+    code = -os.WTERMSIG(wait_status) if signaled else os.WEXITSTATUS(wait_status)
+    oom = _oom_kills() > oom_before >= 0
+    err = bytes(outputs[err_r])
+    if status is None:
+        sig = os.WTERMSIG(wait_status) if signaled else 0
+        cpu_out = sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= req["cpu_s"])
+        memory_error = err.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
+        if cpu_out:
+            status = "timeout"
+        elif code != 0 and (oom or memory_error):
+            status = "memory_limit"
+        elif code == 0:
+            status = "ok"
+        else:
+            status = "runtime_error"
+    clean = _wipe(SCRATCH) & _wipe(SHM)
+    dirty = (leftover or not clean or not zygote.alive() or _sysv_ipc_used() or oom
+             or status in ("timeout", "memory_limit", "output_limit"))
+    return {
+        "status": status,
+        "exit_code": code,
+        "stdout": base64.b64encode(bytes(outputs[out_r])).decode(),
+        "stderr": base64.b64encode(err).decode(),
+        "truncated": truncated,
+        "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "dirty": bool(dirty),
+    }
+
+
+def main():
+    # As PID 1 only signals with a handler reach us; make sure none has one (Python installs
+    # one for SIGINT), so no job can interrupt the agent.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    dumpable_off = _nondumpable()
+    zygote = Zygote()
+    _send({"ready": zygote.alive(), "pid": os.getpid(), "nondumpable": dumpable_off,
+           "oom_counter": _oom_kills() >= 0})
+    while True:
+        try:
+            head = _read_exact(0, 4)
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            return
+        if head is None:
+            return
+        body = _read_exact(0, struct.unpack(">I", head)[0])
+        if body is None:
+            return
+        req = json.loads(body)
+        try:
+            reply = run_job(req, zygote)
+        except Exception as exc:  # report, then let the host discard this container
+            reply = {"status": "sandbox_error", "error": f"agent: {exc!r}", "dirty": True}
+        reply["id"] = req.get("id")
+        _send(reply)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""One warm sandbox container and the framed channel to its agent.
+
+Every isolation control is set here, when the container is created; nothing about a container can
+be loosened later. The agent (``sandbox/agent.py``) is injected as the command line, so the image
+only needs Python 3. The channel is the container's own stdin/stdout through a Docker attach
+socket: 4-byte length + JSON frames, wrapped by the engine in its stdout multiplexing header.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.types import LogConfig
+
+from sandbox.limits import Limits, RunResult
+
+LABEL = "grpo-sandbox"
+OWNER_LABEL = "grpo-sandbox.owner"  # the host process (for removing stale containers)
+INSTANCE_LABEL = "grpo-sandbox.instance"  # the Sandbox object (several may share a process)
+AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text(encoding="utf-8")
+SANDBOX_UID = "65534:65534"  # nobody:nogroup; exists in any Debian image
+START_TIMEOUT_S = 60.0
+# Seconds the host waits past a job's wall limit before it declares the container hung.
+REPLY_GRACE_S = 10.0
+_ids = itertools.count(1)
+
+
+class WorkerError(RuntimeError):
+    """The container or the channel to its agent failed (never the program's fault)."""
+
+
+def container_config(
+    client: docker.DockerClient, image: str, limits: Limits, labels: dict[str, str]
+) -> dict[str, Any]:
+    """``create_container`` keyword arguments: every isolation control, on."""
+    host_config = client.api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        tmpfs={
+            # Owned by the sandbox user (the engine copies the image's mode onto the mount).
+            "/scratch": f"size={limits.disk_mb}m,nr_inodes=4096,uid=65534,gid=65534,"
+                        "noexec,nosuid,nodev",
+        },
+        shm_size=f"{min(limits.disk_mb, 16)}m",
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",  # equal to the memory limit: no swap
+        pids_limit=limits.pids,
+        nano_cpus=int(limits.cpus * 1e9),
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        ipc_mode="private",
+        auto_remove=True,
+        log_config=LogConfig(type="none"),
+    )
+    return dict(
+        image=image,
+        command=["python3", "-I", "-S", "-c", AGENT_SOURCE],
+        user=SANDBOX_UID,
+        working_dir="/scratch",
+        hostname="sandbox",
+        environment={"LANG": "C.UTF-8"},
+        tty=False,
+        stdin_open=True,
+        # detach=False makes the engine set StdinOnce: when the host's attach socket closes (the
+        # host process died), the agent reads EOF and exits, and auto_remove deletes it.
+        detach=False,
+        labels={LABEL: "1", **labels},
+        host_config=host_config,
+    )
+
+
+class Worker:
+    """A started container with its agent ready for jobs. Not thread-safe: one job at a time."""
+
+    def __init__(
+        self, client: docker.DockerClient, image: str, limits: Limits, labels: dict[str, str]
+    ):
+        self.limits = limits
+        self.client = client
+        self.container_id: str | None = None
+        self._buf = bytearray()
+        self._sock: socket.socket | None = None
+        try:
+            created = client.api.create_container(
+                **container_config(client, image, limits, labels)
+            )
+            self.container_id = created["Id"]
+            # Attach before start so the agent's first frame cannot be missed.
+            raw = client.api.attach_socket(
+                self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1}
+            )
+            self._sock = getattr(raw, "_sock", raw)
+            self._raw = raw  # keep the response object alive with its socket
+            client.api.start(self.container_id)
+            hello = self._recv_frame(START_TIMEOUT_S, 1 << 16)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, WorkerError):
+                raise
+            raise WorkerError(f"cannot start a sandbox container: {exc}") from exc
+        if not hello.get("ready"):
+            self.close()
+            raise WorkerError(f"sandbox agent did not start: {hello}")
+        self.hello = hello
+
+    # -- framing ------------------------------------------------------------------------------
+    def _recv_exact(self, n: int, deadline: float) -> bytes:
+        """``n`` payload bytes, stripping the engine's 8-byte stream headers."""
+        out = bytearray()
+        while len(out) < n:
+            if not self._buf:
+                header = self._recv_raw(8, deadline)
+                stream, size = header[0], struct.unpack(">I", header[4:8])[0]
+                payload = self._recv_raw(size, deadline)
+                if stream != 1:  # only stdout is attached; anything else is noise
+                    continue
+                self._buf += payload
+            take = min(n - len(out), len(self._buf))
+            out += self._buf[:take]
+            del self._buf[:take]
+        return bytes(out)
+
+    def _recv_raw(self, n: int, deadline: float) -> bytes:
+        assert self._sock is not None
+        out = bytearray()
+        while len(out) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerError("the sandbox agent did not answer in time")
+            self._sock.settimeout(left)
+            try:
+                chunk = self._sock.recv(min(n - len(out), 1 << 20))
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                raise WorkerError(f"lost the sandbox container: {exc}") from exc
+            if not chunk:
+                raise WorkerError("the sandbox container exited (its agent is gone)")
+            out += chunk
+        return bytes(out)
+
+    def _recv_frame(self, timeout: float, max_bytes: int) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        size = struct.unpack(">I", self._recv_exact(4, deadline))[0]
+        if size > max_bytes:
+            raise WorkerError(f"sandbox agent sent an oversized frame ({size} bytes)")
+        return json.loads(self._recv_exact(size, deadline))
+
+    def _send_frame(self, obj: dict[str, Any]) -> None:
+        assert self._sock is not None
+        data = json.dumps(obj).encode()
+        self._sock.settimeout(START_TIMEOUT_S)
+        try:
+            self._sock.sendall(struct.pack(">I", len(data)) + data)
+        except OSError as exc:
+            raise WorkerError(f"lost the sandbox container: {exc}") from exc
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def run(
+        self, code: str, stdin: str | bytes, files: dict[str, str | bytes] | None, limits: Limits
+    ) -> tuple[RunResult, bool]:
+        """Run one job; returns the result and whether this container may be reused."""
+        start = time.monotonic()
+        job_id = next(_ids)
+        req = {
+            "id": job_id,
+            "code": _b64(code),
+            "stdin": _b64(stdin),
+            "files": {name: _b64(data) for name, data in (files or {}).items()},
+            "wall_s": limits.wall_s,
+            "cpu_s": limits.cpu_s,
+            "output_bytes": limits.output_bytes,
+            "disk_mb": limits.disk_mb,
+        }
+        # Base64 of both capped streams plus a little JSON: host memory stays bounded.
+        max_frame = 2 * (limits.output_bytes * 4 // 3 + 4) + 65536
+        try:
+            self._send_frame(req)
+            reply = self._recv_frame(limits.wall_s + REPLY_GRACE_S, max_frame)
+        except (WorkerError, ValueError) as exc:
+            return RunResult.infra_error(str(exc), time.monotonic() - start), False
+        if reply.get("id") != job_id or reply.get("status") == "sandbox_error":
+            error = reply.get("error") or f"unexpected reply from the sandbox agent: {reply}"
+            return RunResult.infra_error(error, time.monotonic() - start), False
+        result = RunResult(
+            status=reply["status"],
+            exit_code=reply["exit_code"],
+            stdout=_text(reply["stdout"]),
+            stderr=_text(reply["stderr"]),
+            truncated=bool(reply["truncated"]),
+            wall_s=float(reply["wall_s"]),
+            cpu_s=float(reply["cpu_s"]),
+        )
+        return result, not reply.get("dirty", True)
+
+    def close(self) -> None:
+        """Remove the container (idempotent; errors are ignored: it may be gone already)."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+        if self.container_id is not None:
+            remove_container(self.client, self.container_id)
+            self.container_id = None
+
+
+def remove_container(client: docker.DockerClient, container_id: str) -> None:
+    try:
+        client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: removal already in progress (auto_remove)
+            raise
+
+
+def _b64(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return base64.b64encode(data).decode("ascii")
+
+
+def _text(b64: str) -> str:
+    return base64.b64decode(b64).decode("utf-8", errors="replace")
+
+
+# -- ownership: which host process a container belongs to ------------------------------------
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """``host:pid:start-time``: unique even when a pid is reused."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or 0}"
+
+
+def owner_alive(tag: str) -> bool | None:
+    """Whether the owning process still runs; ``None`` when it is on another machine."""
+    try:
+        host, pid, start = tag.rsplit(":", 2)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    return _start_time(int(pid)) == start if start != "0" else Path(f"/proc/{pid}").exists()
+
+
+def remove_stale(client: docker.DockerClient) -> int:
+    """Remove sandbox containers whose owner process on this machine is gone."""
+    removed = 0
+    for c in client.api.containers(all=True, filters={"label": LABEL}):
+        tag = (c.get("Labels") or {}).get(OWNER_LABEL, "")
+        if owner_alive(tag) is False:
+            remove_container(client, c["Id"])
+            removed += 1
+    return removed
