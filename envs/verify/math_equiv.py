@@ -1,0 +1,475 @@
+"""Equivalence of parsed answers (worker side; imports sympy).
+
+Rules, in short:
+- numbers compare exactly (rationals); a decimal written with k places and at least
+  two significant digits also matches a non-terminating value (1/3, sqrt(17)) that it
+  rounds or truncates to, i.e. within 10**-k;
+- ``X%`` matches ``X%``, ``X`` and ``X/100``; two bare numbers never compare as percent;
+- expressions: exact difference, then ``simplify``, then high-precision evaluation at
+  random points;
+- equations match when ``lhs - rhs`` of one is a non-zero constant multiple of the
+  other's; inequalities by their solution sets (one variable) or the same canonical form;
+  a gold inequality also matches an interval (``x >= 2`` vs ``[2, oo)``), not vice versa;
+- ``x = 5``/``x \\in S`` (assignment to a name) matches its value;
+- bare lists and sets are unordered, tuples/intervals/ratios/sequences with ``\\ldots``
+  are ordered, interval ends must agree, matrices compare entry-wise;
+- words compare as text (case/space/paren-insensitive).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import sympy
+
+from envs.verify.math_normalize import MIN_DECIMAL_SIG_DIGITS
+from envs.verify.math_parse import (
+    Assign,
+    Dots,
+    ListN,
+    Mat,
+    Ratio,
+    Rel,
+    Seq,
+    SetN,
+    Text,
+    UnionN,
+    Unparseable,
+    Val,
+    parse_group,
+    to_sympy,
+)
+
+_rng = random.Random(1234)
+
+
+# ---------------------------------------------------------------- expressions
+
+
+def _is_terminating(x: Any) -> bool:
+    if not isinstance(x, sympy.Rational):
+        return False
+    q = int(x.q)
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    return q == 1
+
+
+_OPAQUE = (
+    sympy.core.function.AppliedUndef,
+    sympy.Sum,
+    sympy.Product,
+    sympy.Integral,
+    sympy.Limit,
+    sympy.Derivative,
+)
+
+
+def _opaque(e: Any) -> bool:
+    """Expressions random evaluation cannot decide (undefined functions, Sums...)."""
+    return any(e.has(t) for t in _OPAQUE)
+
+
+def expr_equal(a: Any, b: Any) -> bool:
+    if a == b:
+        return True
+    if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
+        return isinstance(a, sympy.Set) and isinstance(b, sympy.Set) and sets_equal(a, b)
+    try:
+        d = a - b
+    except Exception:
+        return False
+    if d == 0:
+        return True
+    if d.is_Number:
+        return False
+    free = d.free_symbols
+    try:
+        if not free:
+            if a.is_Rational and b.is_Rational:
+                return False
+            d = d.doit()  # unevaluated factorials/powers -> exact numbers
+            if d.is_Number:
+                return d == 0
+            v = sympy.N(d, 60)
+            if v.is_Number:
+                scale = max(abs(sympy.N(a, 20)), abs(sympy.N(b, 20)))
+                if v == 0 or abs(v) < sympy.Float("1e-45") * scale:
+                    return True
+                if v.is_finite:
+                    return False  # clearly non-zero at 60 digits
+            return sympy.simplify(d) == 0
+        if _opaque(d):
+            return sympy.expand(d) == 0
+        numeric = _numeric_zero(d, free)
+        if numeric is not None:
+            return numeric
+        return sympy.simplify(d) == 0
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError, RecursionError):
+        return False
+
+
+def _points(free: set[Any], n: int) -> list[dict[Any, Any]]:
+    syms = sorted(free, key=str)
+    return [{s: sympy.Rational(_rng.randint(11, 299), 97) for s in syms} for _ in range(n)]
+
+
+def _numeric_zero(d: Any, free: set[Any]) -> bool | None:
+    """Decide ``d == 0`` by evaluation at random points; None when it cannot."""
+    zeros = 0
+    for point in _points(free, 6):
+        try:
+            v = sympy.N(d.subs(point), 40)
+        except Exception:
+            return None
+        if not v.is_Number or not v.is_finite:
+            if v.free_symbols:
+                return None
+            continue
+        if abs(v) > sympy.Float("1e-25"):
+            return False
+        zeros += 1
+        if zeros >= 3:
+            return True
+    return None
+
+
+def _decimal_close(dec: str, other: Any) -> bool:
+    """``dec`` (a literal like "0.333") is ``other`` rounded/truncated to its places."""
+    digits = dec.lstrip("-").replace(".", "").lstrip("0")
+    places = len(dec.split(".", 1)[1]) if "." in dec else 0
+    if len(digits) < MIN_DECIMAL_SIG_DIGITS or places == 0:
+        return False
+    try:
+        if other.free_symbols or not other.is_number or _is_terminating(other):
+            return False
+        v = sympy.N(other, places + 30)
+        if not v.is_real or not v.is_finite:
+            return False
+        return bool(abs(v - sympy.Rational(dec)) < sympy.Rational(1, 10**places))
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def val_equal(g: Val, p: Val) -> bool:
+    a, b = g.expr, p.expr
+    if g.pct != p.pct:
+        pct, other = (g, p) if g.pct else (p, g)
+        choices = [pct.expr, pct.expr / 100]
+        return any(_num_equal(c, other.expr, None, other.decimal) for c in choices)
+    return _num_equal(a, b, g.decimal, p.decimal)
+
+
+def _num_equal(a: Any, b: Any, dec_a: str | None, dec_b: str | None) -> bool:
+    if expr_equal(a, b):
+        return True
+    if dec_b is not None and dec_a is None and _decimal_close(dec_b, a):
+        return True
+    return bool(dec_a is not None and dec_b is None and _decimal_close(dec_a, b))
+
+
+# ---------------------------------------------------------------- relations and sets
+
+
+def sets_equal(a: Any, b: Any) -> bool:
+    if a == b:
+        return True
+    try:
+        return (
+            sympy.Complement(a, b) == sympy.S.EmptySet
+            and sympy.Complement(b, a) == sympy.S.EmptySet
+        )
+    except Exception:
+        return False
+
+
+def _rel_set(r: Rel) -> Any:
+    rel = r.rel
+    free = rel.free_symbols
+    if len(free) == 1 and not rel.atoms(sympy.core.function.AppliedUndef):
+        try:
+            got = rel.as_set()
+            if not isinstance(got, sympy.ConditionSet):
+                return got
+        except Exception:
+            pass
+    if r.bounds is not None:
+        lo, op1, op2, hi = r.bounds
+        return sympy.Interval(lo, hi, op1 == "<", op2 == "<")
+    return None
+
+
+def _canon(rel: Any) -> list[tuple[str, Any]]:
+    args = rel.args if isinstance(rel, sympy.And) else (rel,)
+    out = []
+    for r in args:
+        d = r.lhs - r.rhs
+        op = r.rel_op
+        if op in ("<", "<="):
+            d, op = -d, {"<": ">", "<=": ">="}[op]
+        out.append((op, d))
+    return out
+
+
+def _proportional(d1: Any, d2: Any, positive: bool) -> bool:
+    """``d1 == c * d2`` for a non-zero constant ``c`` (> 0 when ``positive``)."""
+    if d1 == d2:
+        return True
+    if d1 == 0 or d2 == 0:
+        return False
+    try:
+        if sympy.expand(d1 - d2) == 0 or (not positive and sympy.expand(d1 + d2) == 0):
+            return True
+        if _opaque(d1) or _opaque(d2):
+            return False
+        free = d1.free_symbols | d2.free_symbols
+        ratios = []
+        for point in _points(free, 4):
+            v1, v2 = sympy.N(d1.subs(point), 40), sympy.N(d2.subs(point), 40)
+            if v1.is_Number and v2.is_Number and v2 != 0 and v1.is_finite and v2.is_finite:
+                ratios.append(v1 / v2)
+        if len(ratios) >= 2:
+            r0 = ratios[0]
+            same = all(abs(r - r0) <= sympy.Float("1e-20") * (1 + abs(r0)) for r in ratios)
+            ok = same and abs(r0) > sympy.Float("1e-30")
+            return bool(ok and (r0 > 0 if positive else True))
+        r = sympy.simplify(d1 / d2)
+    except Exception:
+        return False
+    if r.free_symbols or not r.is_number or r == 0 or not r.is_finite:
+        return False
+    return bool(r > 0) if positive else True
+
+
+def rel_equal(g: Rel, p: Rel) -> bool:
+    a, b = g.rel, p.rel
+    if isinstance(a, sympy.Eq) and isinstance(b, sympy.Eq):
+        return _proportional(a.lhs - a.rhs, b.lhs - b.rhs, positive=False)
+    if isinstance(a, sympy.Eq) or isinstance(b, sympy.Eq):
+        return False
+    sa, sb = _rel_set(g), _rel_set(p)
+    if sa is not None and sb is not None and a.free_symbols == b.free_symbols:
+        return sets_equal(sa, sb)
+    ca, cb = _canon(a), _canon(b)
+    if len(ca) != len(cb):
+        return False
+    used: set[int] = set()
+    for op, d in ca:
+        hit = next(
+            (
+                j
+                for j, (op2, d2) in enumerate(cb)
+                if j not in used and op2 == op and _proportional(d, d2, positive=op != "!=")
+            ),
+            None,
+        )
+        if hit is None:
+            return False
+        used.add(hit)
+    return True
+
+
+def _as_set(node: Any) -> Any:
+    if (
+        isinstance(node, Seq)
+        and len(node.items) == 2
+        and all(isinstance(i, Val) for i in node.items)
+    ):
+        lo, hi = node.items[0].expr, node.items[1].expr
+        if lo.is_extended_real is False or hi.is_extended_real is False:
+            return None
+        try:
+            return sympy.Interval(lo, hi, node.open == "(", node.close == ")")
+        except Exception:
+            return None
+    if isinstance(node, SetN) and all(isinstance(i, Val) for i in node.items):
+        return sympy.FiniteSet(*[i.expr for i in node.items])
+    if isinstance(node, UnionN):
+        sets = [_as_set(p) for p in node.parts]
+        if any(s is None for s in sets):
+            return None
+        return sympy.Union(*sets)
+    if isinstance(node, Val) and isinstance(node.expr, sympy.Set):
+        return node.expr
+    if isinstance(node, Rel):
+        return _rel_set(node)
+    return None
+
+
+def _assign_rel(a: Assign) -> Rel | None:
+    if not isinstance(a.value, Val):
+        return None
+    try:
+        return Rel(sympy.Eq(to_sympy(a.lhs), a.value.expr, evaluate=False))
+    except (Unparseable, Exception):
+        return None
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def _norm_text(t: str) -> str:
+    return "".join(ch for ch in t.lower() if ch.isalnum())
+
+
+def _unordered(xs: list[Any], ys: list[Any]) -> bool:
+    return all(any(equal(x, y) for y in ys) for x in xs) and all(
+        any(equal(x, y) for x in xs) for y in ys
+    )
+
+
+def _ordered(xs: list[Any], ys: list[Any]) -> bool:
+    return len(xs) == len(ys) and all(equal(x, y) for x, y in zip(xs, ys, strict=False))
+
+
+def equal(g: Any, p: Any) -> bool:
+    """Is prediction node ``p`` equivalent to gold node ``g``?"""
+    if isinstance(g, Dots) or isinstance(p, Dots):
+        return isinstance(g, Dots) and isinstance(p, Dots)
+    if isinstance(g, Assign) and isinstance(p, Assign):
+        if equal(g.value, p.value):
+            return True
+        rg, rp = _assign_rel(g), _assign_rel(p)
+        return rg is not None and rp is not None and rel_equal(rg, rp)
+    if isinstance(g, Assign):
+        if isinstance(p, Rel):
+            rg = _assign_rel(g)
+            return rg is not None and rel_equal(rg, p)
+        return equal(g.value, p)
+    if isinstance(p, Assign):
+        if isinstance(g, Rel) and isinstance(p.value, Val):
+            rp = _assign_rel(p)
+            return rp is not None and rel_equal(g, rp)
+        return equal(g, p.value)
+    if isinstance(g, Text) or isinstance(p, Text):
+        if isinstance(g, Text) and isinstance(p, Text):
+            if _norm_text(g.text) == _norm_text(p.text):
+                return True
+            return g.val is not None and p.val is not None and val_equal(g.val, p.val)
+        t, other = (g, p) if isinstance(g, Text) else (p, g)
+        if t.val is not None and isinstance(other, Val):
+            return val_equal(t.val, other) if t is g else val_equal(other, t.val)
+        return False
+    if isinstance(g, ListN) or isinstance(p, ListN):
+        gi = g.items if isinstance(g, (ListN, SetN, Seq)) else [g]
+        pi = p.items if isinstance(p, (ListN, SetN, Seq)) else [p]
+        ordered = (
+            isinstance(g, Seq)
+            or isinstance(p, Seq)
+            or (isinstance(g, ListN) and g.ordered)
+            or (isinstance(p, ListN) and p.ordered)
+        )
+        if not isinstance(g, (ListN, SetN, Seq)):
+            return all(equal(g, y) for y in pi)  # the same answer repeated
+        if not isinstance(p, (ListN, SetN, Seq)):
+            return False
+        by_name = _by_name(gi, pi)
+        if by_name is not None:
+            return by_name
+        return _ordered(gi, pi) if ordered else _unordered(gi, pi)
+    if isinstance(g, SetN) and isinstance(p, SetN):
+        return _unordered(g.items, p.items)
+    if isinstance(g, Rel) and isinstance(p, Rel):
+        return rel_equal(g, p)
+    if isinstance(g, Seq) and isinstance(p, Seq):
+        return g.open == p.open and g.close == p.close and _ordered(g.items, p.items)
+    if isinstance(g, Ratio) and isinstance(p, Ratio):
+        return _ratio_equal(g, p)
+    if isinstance(g, Mat) and isinstance(p, Mat):
+        return _mat_equal(g.m, p.m)
+    if isinstance(g, Val) and isinstance(p, Val):
+        return val_equal(g, p)
+    if isinstance(p, Rel):
+        return False  # a gold set/interval is not matched by an inequality
+    if isinstance(g, (Rel, UnionN, Seq, SetN, Val)) and isinstance(p, (UnionN, Seq, SetN, Val)):
+        sg, sp = _as_set(g), _as_set(p)
+        return sg is not None and sp is not None and sets_equal(sg, sp)
+    return False
+
+
+def _name(lhs: str) -> str:
+    return "".join(ch for ch in lhs if ch not in "{} ")
+
+
+def _by_name(gi: list[Any], pi: list[Any]) -> bool | None:
+    """``a=2, b=3`` vs ``b=3, a=2``: match named values by name (None: not applicable)."""
+    if not gi or not pi or not all(isinstance(x, Assign) for x in gi + pi):
+        return None
+    gmap = {_name(x.lhs): x.value for x in gi}
+    pmap = {_name(x.lhs): x.value for x in pi}
+    if len(gmap) != len(gi) or len(pmap) != len(pi) or gmap.keys() != pmap.keys():
+        return None  # repeated or different names: compare the values alone
+    return all(equal(gmap[k], pmap[k]) for k in gmap)
+
+
+def _ratio_equal(g: Ratio, p: Ratio) -> bool:
+    if _ordered(g.items, p.items):
+        return True
+    if len(g.items) != len(p.items) or not all(isinstance(x, Val) for x in g.items + p.items):
+        return False
+    a = [x.expr for x in g.items]
+    b = [x.expr for x in p.items]
+    if any(x == 0 for x in a + b):
+        return False
+    return all(expr_equal(a[i] * b[0], b[i] * a[0]) for i in range(1, len(a)))
+
+
+def _mat_equal(a: Any, b: Any) -> bool:
+    if getattr(a, "shape", None) != getattr(b, "shape", None):
+        return False
+    for x, y in zip(a, b, strict=False):
+        if expr_equal(x, y):
+            continue
+        # entries written as decimals arrive as p/10**k rationals: allow their rounding
+        ok = False
+        for dec, other in ((x, y), (y, x)):
+            if isinstance(dec, sympy.Rational) and not _is_terminating(other):
+                q = int(dec.q)
+                k = len(str(q)) - 1
+                if q == 10**k and k > 0:
+                    ok = _decimal_close(_fmt_decimal(dec, k), other)
+            if ok:
+                break
+        if not ok:
+            return False
+    return True
+
+
+def _fmt_decimal(x: Any, k: int) -> str:
+    sign = "-" if x < 0 else ""
+    n = abs(int(x.p))
+    s = str(n).rjust(k + 1, "0")
+    return f"{sign}{s[:-k]}.{s[-k:]}"
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def check(
+    gold_group: tuple[str, ...], pred_groups: tuple[tuple[str, ...], ...]
+) -> tuple[bool, str, dict[str, Any]]:
+    """Grade the final answer ``pred_groups[-1]`` (and competing earlier ones)."""
+    try:
+        g = parse_group(gold_group)
+    except (Unparseable, Exception) as exc:
+        return False, "unparseable", {"side": "gold", "error": str(exc)[:200]}
+    try:
+        p = parse_group(pred_groups[-1])
+    except (Unparseable, Exception) as exc:
+        return False, "unparseable", {"side": "pred", "error": str(exc)[:200]}
+    if not equal(g, p):
+        if len(pred_groups) > 1 or (
+            isinstance(p, ListN) and not isinstance(g, (ListN, SetN, Seq, UnionN))
+        ):
+            return False, "multiple_answers", {}
+        return False, "not_equal", {}
+    for other in pred_groups[:-1]:
+        try:
+            ok = equal(g, parse_group(other))
+        except (Unparseable, Exception):
+            ok = False
+        if not ok:
+            return False, "multiple_answers", {"competing": list(other)}
+    return True, "equal", {}

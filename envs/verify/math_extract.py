@@ -1,0 +1,417 @@
+"""Pull the final answer out of a model completion (or a gold solution).
+
+Pure regex/string code: it runs in the caller's process, so it must stay cheap and
+must never be super-linear in the input length.
+
+Priority, applied to the text after the last ``</think>``:
+
+1. whichever comes last of: the last group of ``\\boxed{}``/``\\fbox{}`` boxes, or the
+   last answer marker ("final answer is", "the answer is", "Answer:", ``**Answer:**``,
+   GSM8K's ``#### N``);
+2. otherwise the last ``$..$``/``\\(..\\)``/``\\[..\\]``/``$$..$$`` segment, unless a
+   number follows it in the prose;
+3. otherwise the whole text when it is a bare answer ("7,425,000", "x=5", "Evelyn"),
+   else the last number in the text.
+
+Boxes (or math segments) separated only by punctuation or a conjunction ("and", "or",
+",") form one *group*: a multi-part answer such as ``\\boxed{1} and \\boxed{2}``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+# Completions longer than this are only scanned at their end: final answers live there,
+# and it bounds the regex work on hostile 1 MB inputs.
+MAX_SCAN_CHARS = 40_000
+MAX_ANSWER_CHARS = 2_000
+
+_SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|im_start|endoftext|eot_id|end)\|>.*", re.S)
+
+# JSON/Python escaping accidents: "\frac" written in a non-raw string becomes "\x0c" + "rac".
+_CTRL_FIXES = {"\x0c": "\\f", "\x08": "\\b", "\x07": "\\a", "\x0b": "\\v"}
+_TAB_CMD = re.compile(r"\t(?=(?:ext|imes|frac|heta|au\b|an\b|riangle))")
+_CR_CMD = re.compile(r"\r(?=(?:ight|ho\b|m\b|angle))")
+_CTRL = re.compile(r"[\x00-\x06\x0e-\x1f\x7f]")
+# "\\frac" (a doubly escaped command) -> "\frac"; three backslashes are a row break
+# followed by a command and are left alone.
+_DOUBLE_ESCAPE = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z]{2,})")
+_LITERAL_NEWLINE = re.compile(r"(?<!\\)\\n(?![a-zA-Z])")
+
+
+def clean_text(text: str) -> str:
+    """Repair common escaping damage and drop control characters (NUL included)."""
+    if len(text) > MAX_SCAN_CHARS:
+        text = text[-MAX_SCAN_CHARS:]
+    for bad, good in _CTRL_FIXES.items():
+        if bad in text:
+            text = text.replace(bad, good)
+    if "\t" in text:
+        text = _TAB_CMD.sub(r"\\t", text)
+    if "\r" in text:
+        text = _CR_CMD.sub(r"\\r", text).replace("\r", "\n")
+    text = _CTRL.sub("", text)
+    if "\\\\" in text:
+        text = _DOUBLE_ESCAPE.sub(r"\\", text)
+        text = _LITERAL_NEWLINE.sub("\n", text)
+    return text
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """``groups[-1]`` is the answer; earlier groups are other, competing final answers.
+
+    Each group is a tuple of answer strings (several for ``\\boxed{1}, \\boxed{2}``).
+    ``source`` says which rule fired: boxed, marker, math, bare or number.
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    source: str
+
+    @property
+    def answer(self) -> tuple[str, ...]:
+        return self.groups[-1]
+
+    def display(self) -> str:
+        return " ; ".join(", ".join(g) for g in self.groups)
+
+
+# ---------------------------------------------------------------- boxes
+
+
+_BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Map each ``{`` index to its matching ``}`` index, in one linear pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+        i += 1
+    return pairs
+
+
+MAX_GROUPS = 32
+
+
+def _find_boxes(text: str, lenient: bool) -> list[tuple[int, int, str]]:
+    """Top-level boxes (a box inside another box is part of its content)."""
+    boxes: list[tuple[int, int, str]] = []
+    pairs: dict[int, int] | None = None
+    covered = -1
+    for m in _BOX_START.finditer(text):
+        if m.start() < covered:
+            continue
+        pos = m.end()
+        if pos < len(text) and text[pos] == "{":
+            if pairs is None:
+                pairs = _brace_pairs(text)
+            close = pairs.get(pos)
+            if close is None:
+                if not lenient:
+                    continue
+                end, content = len(text), text[pos + 1 :]
+            else:
+                end, content = close + 1, text[pos + 1 : close]
+        else:
+            tok = re.match(r"-?[\w.]+", text[pos : pos + 100])
+            if not tok:
+                continue
+            end = pos + tok.end()
+            content = tok.group(0)
+        covered = end
+        boxes.append((m.start(), end, content))
+    return boxes
+
+
+# Gap between two boxes/segments that still makes them one multi-part answer: nothing
+# but punctuation/spacing, or a short phrase with a conjunction ("papers and").
+_GAP_LATEX = re.compile(r"\\(?:quad|qquad|text|mathrm|textbf|mbox|[,;:! ]|\[|\]|\(|\))|[${}]")
+_CONJ = re.compile(r"(?:^|[^a-z])(?:and|or)(?:[^a-z]|$)|[,;&]")
+
+
+_STATEMENT = re.compile(r"\b(?:is|are|was|were|equals?|gives?)\b")
+
+
+def _joinable_gap(gap: str) -> bool:
+    if len(gap) > 200:
+        return False
+    gap = _GAP_LATEX.sub(" ", gap).strip().lower()
+    if not re.search(r"[a-z]", gap):
+        return len(gap) <= 20
+    if _STATEMENT.search(gap):
+        return False  # "$5$ and the remainder is $3$": a new statement, not a list
+    return len(gap.split()) <= 6 and bool(_CONJ.search(gap))
+
+
+def _group(spans: list[tuple[int, int, str]], text: str) -> list[list[tuple[int, int, str]]]:
+    groups: list[list[tuple[int, int, str]]] = []
+    for span in spans[-MAX_GROUPS * 4 :]:
+        if groups and _joinable_gap(text[groups[-1][-1][1] : span[0]]):
+            groups[-1].append(span)
+        else:
+            groups.append([span])
+    return groups
+
+
+# ---------------------------------------------------------------- math segments
+
+
+_NUMBER = re.compile(
+    r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:[.,]\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent))?"
+    r"|(?<![\w.])-?\.\d+"
+)
+
+
+_OPENER = re.compile(r"\$\$|(?<!\\)\$|\\\[|\\\(")
+_CLOSER_OF = {"$$": "$$", "\\[": "\\]", "\\(": "\\)"}
+
+
+def _math_spans(text: str, strict: bool) -> list[tuple[int, int, str]]:
+    """``$$..$$``, ``\\[..\\]``, ``\\(..\\)``, ``$..$`` spans, in one left-to-right pass.
+
+    ``strict`` (valid math) forbids inline math across a newline; the lax form marks
+    everything meant as math. Closers are looked up with bisect, so unclosed openers
+    cost O(log n) each instead of a scan to the end of the text.
+    """
+    closers = {
+        tok: [m.start() for m in re.finditer(re.escape(c), text)] for tok, c in _CLOSER_OF.items()
+    }
+    dollars = [m.start() for m in re.finditer(r"(?<!\\)\$", text)]
+    out: list[tuple[int, int, str]] = []
+    i = 0
+    while True:
+        m = _OPENER.search(text, i)
+        if m is None:
+            break
+        tok, body = m.group(0), m.end()
+        if tok == "$":
+            k = bisect.bisect_left(dollars, body)
+            close = dollars[k] if k < len(dollars) else -1
+            clen = 1
+        else:
+            lst = closers[tok]
+            k = bisect.bisect_left(lst, body)
+            close = lst[k] if k < len(lst) else -1
+            clen = 2
+        if close < 0 or (strict and tok in ("$", "\\(") and "\n" in text[body:close]):
+            i = body
+            continue
+        out.append((m.start(), close + clen, text[body:close]))
+        i = close + clen
+    return out
+
+
+def _segments(text: str) -> list[tuple[int, int, str]]:
+    return [s for s in _math_spans(text, strict=True) if s[2].strip()]
+
+
+def _last_number(text: str, start: int = 0) -> tuple[int, str] | None:
+    chars = list(text)
+    for a, b, _ in _math_spans(text, strict=False):
+        chars[a:b] = " " * (b - a)
+    blanked = "".join(chars)
+    last = None
+    for m in _NUMBER.finditer(blanked, start):
+        last = m
+    if last is None:
+        return None
+    return last.start(), last.group(0)
+
+
+# ---------------------------------------------------------------- bare answers
+
+_UNIT_WORDS = (
+    "and|or|percent|pct|percentage|units?|cm|mm|km|meters?|metres?|miles?|inch(?:es)?|feet|"
+    "foot|ft|yards?|dollars?|cents?|degrees?|yuan|hours?|minutes?|seconds?|days?|years?|"
+    "kg|grams?|liters?|litres?|sq|square|cubic"
+)
+_PROSE_WORD = re.compile(rf"(?<![\\A-Za-z0-9])(?!(?:{_UNIT_WORDS})\b)[A-Za-z]{{3,}}\b", re.I)
+_WORDS_ONLY = re.compile(r"^[A-Za-z][A-Za-z '\-]{0,40}$")
+
+
+def _looks_bare(s: str) -> bool:
+    if not s or len(s) > 300:
+        return False
+    words = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", s).strip()
+    if _WORDS_ONLY.match(words) and len(words.split()) <= 4:
+        return True
+    return _PROSE_WORD.search(s) is None
+
+
+def _strip_stray_dollars(s: str) -> str:
+    if len(re.findall(r"(?<!\\)\$", s)) % 2 == 1:
+        s = re.sub(r"(?<!\\)\$", " ", s)
+    return s.strip()
+
+
+def _trim(s: str) -> str:
+    s = s.strip()
+    s = re.sub(r"^(?:\*\*|__|\\?[\"'`])+|(?:\*\*|__|\\?[\"'`])+$", "", s).strip()
+    s = re.sub(r"(?:[\s.,;:?]|(?<!\d)!)+$", "", s)  # "5!" keeps its factorial
+    return s.strip()
+
+
+# ---------------------------------------------------------------- markers
+
+_MARKER = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*(?::\s*)?"
+    r"|\*\*\s*(?:final\s+)?answer\s*:?\s*\*\*\s*:?"
+    r"|^\s*####\s*",
+    re.I | re.M,
+)
+# "**Final Answer**\n\\boxed{840}": the heading form, with the answer on the next line.
+_MARKER_HEADING = re.compile(r"\*\*\s*final\s+answer\s*\*\*\s*:?", re.I)
+_TAIL_STOP = re.compile(r"\bI hope\b|\n\s*\n", re.I)
+
+
+def _sentence(tail: str) -> str:
+    """The first sentence of ``tail``, not cutting inside math or a decimal point."""
+    m = _TAIL_STOP.search(tail)
+    if m:
+        tail = tail[: m.start()]
+    depth_dollar = False
+    i = 0
+    n = len(tail)
+    while i < n:
+        c = tail[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "$":
+            depth_dollar = not depth_dollar
+        elif (
+            not depth_dollar
+            and c == "\n"
+            and tail[:i].strip()
+            or not depth_dollar
+            and c in ".!?"
+            and (i + 1 == n or tail[i + 1] in " \n")
+        ):
+            return tail[:i]
+        i += 1
+    return tail
+
+
+def _answer_from_span(span: str) -> tuple[tuple[str, ...], str] | None:
+    """Answer inside a span of prose + math (a marker tail or a whole completion)."""
+    boxes = _find_boxes(span, lenient=False)
+    if boxes:
+        grp = _group(boxes, span)[-1]
+        return tuple(c for _, _, c in grp), "boxed"
+    segs = _segments(span)
+    if segs:
+        last_end = segs[-1][1]
+        after = _last_number(span, last_end)
+        if after is not None and span[last_end:].strip(" \t\n.,;:!?$\"'*") != "":
+            return (after[1],), "number"
+        grp = _group(segs, span)[-1]
+        return tuple(c for _, _, c in grp), "math"
+    bare = _trim(_strip_stray_dollars(span))
+    if _looks_bare(bare):
+        return (bare,), "bare"
+    num = _last_number(span)
+    if num is not None:
+        return (num[1],), "number"
+    return None
+
+
+_CHOICE = re.compile(r"^\(([A-Ea-e])\)(?=[\s.,:;]|$)")
+_LEAD_JUNK = re.compile(r"^(?:\\?[\"'`]|\*\*|__|\s)+")
+_TRAILING_LINK = re.compile(r"(?:\b(?:and|or|is|are|was|so|but|which|with)\b|[\s,;.:(])+$", re.I)
+
+
+def _answer_from_marker_tail(tail: str) -> tuple[tuple[str, ...], str] | None:
+    """What directly follows "the answer is" wins over numbers later in the sentence."""
+    tail = _LEAD_JUNK.sub("", tail)
+    choice = _CHOICE.match(tail)
+    if choice:  # "The answer is (C) 42": the choice letter
+        return (choice.group(1),), "marker"
+    if not _find_boxes(tail, lenient=False):
+        segs = _segments(tail)
+        if segs and segs[0][0] == 0:
+            grp = _group(segs, tail)[0]
+            return tuple(c for _, _, c in grp), "math"
+        prose = _PROSE_WORD.search(tail)
+        if prose is not None and prose.start() > 0 and not segs:
+            head = _TRAILING_LINK.sub("", tail[: prose.start()]).strip()
+            if head and re.search(r"\d", head):
+                return (head,), "marker"
+    return _answer_from_span(tail)
+
+
+def extract(text: str, *, gold: bool = False) -> Extraction | None:
+    """Extract the final answer of ``text``; ``None`` when there is none.
+
+    ``gold=True`` is lenient (an unclosed ``\\boxed{`` runs to the end) and keeps only
+    the last group: a gold solution is trusted, a completion's hedges are not.
+    """
+    text = clean_text(text)
+    text = _SPECIAL_TOKENS.sub("", text)
+    if "</think>" in text:
+        after = text.rsplit("</think>", 1)[1]
+        if after.strip():
+            text = after
+    if not text.strip():
+        return None
+
+    boxes = _find_boxes(text, lenient=gold)
+    box_groups = _group(boxes, text) if boxes else []
+    marker = None
+    for m in _MARKER.finditer(text):
+        marker = m
+    heading = None
+    for m in _MARKER_HEADING.finditer(text):
+        heading = m
+    if heading is not None and (marker is None or heading.end() > marker.end()):
+        marker = heading
+
+    last_box_pos = box_groups[-1][-1][0] if box_groups else -1
+    if marker is not None and marker.end() > last_box_pos:
+        tail = text[marker.end() :].lstrip(" \t\n:*")
+        tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
+        got = _answer_from_marker_tail(tail) if tail.strip() else None
+        if got is not None and got[0] and all(a.strip() for a in got[0]):
+            return _finish(((got[0]),), "marker")
+
+    if box_groups:
+        groups = [tuple(c for _, _, c in g) for g in box_groups]
+        if gold:
+            groups = groups[-1:]
+        return _finish(tuple(groups), "boxed")
+
+    got = _answer_from_span(text)
+    if got is None:
+        return None
+    return _finish((got[0],), got[1])
+
+
+def _finish(groups: tuple[tuple[str, ...], ...], source: str) -> Extraction | None:
+    cleaned = []
+    for g in groups[-MAX_GROUPS:]:
+        items = tuple(_trim(a)[: MAX_ANSWER_CHARS + 1] for a in g)
+        items = tuple(a for a in items if a)
+        if items:
+            cleaned.append(items)
+    if not cleaned:
+        return None
+    # Identical repeated answers ("\boxed{5} ... \boxed{5}") are one answer; keep the last.
+    uniq: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for g in cleaned:
+        key = tuple(re.sub(r"\s+", "", a) for a in g)
+        uniq.pop(key, None)
+        uniq[key] = g
+    uniq_groups = list(uniq.values())
+    return Extraction(tuple(uniq_groups), source)

@@ -1,0 +1,414 @@
+"""Answer string -> small tree of answer nodes, leaves parsed to sympy (worker side).
+
+The structure of an answer (lists, tuples vs intervals, sets, relations, assignments,
+ratios, ellipses) is parsed here by bracket-aware splitting, because it decides how two
+answers compare; only leaf expressions go to sympy (``math_simple`` for plain arithmetic,
+``latex2sympy2_extended`` for everything else). Decimals are
+rewritten as exact fractions before sympy sees them, so 0.5 == 1/2 exactly and no float
+ever rounds 1/2**99 into 1/2**98.
+
+Imports sympy: only the worker processes import this module.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+from latex2sympy2_extended import latex2sympy
+from latex2sympy2_extended.math_normalization import NormalizationConfig
+
+from envs.verify.math_normalize import normalize_answer, too_large
+from envs.verify.math_simple import parse_simple
+
+_NORM = NormalizationConfig(
+    basic_latex=True,
+    units=False,
+    malformed_operators=True,
+    nits=False,
+    boxed="none",
+    equations=False,
+)
+
+
+class Unparseable(ValueError):
+    """The answer could not be turned into a node."""
+
+
+# ---------------------------------------------------------------- nodes
+
+
+@dataclass
+class Val:
+    expr: Any
+    pct: bool = False
+    decimal: str | None = None  # the literal, when the leaf is a single decimal number
+
+
+@dataclass
+class Text:
+    text: str
+    val: Val | None = None
+
+
+@dataclass
+class Rel:
+    rel: Any  # sympy Relational or And of Relationals
+    bounds: tuple[Any, str, str, Any] | None = None  # a < mid < b chains: (a, op1, op2, b)
+
+
+@dataclass
+class Assign:
+    lhs: str
+    value: Any
+
+
+@dataclass
+class Seq:
+    """Bracketed tuple or interval: ``(1,2)``, ``[0,1)``."""
+
+    open: str
+    items: list[Any]
+    close: str
+
+
+@dataclass
+class SetN:
+    items: list[Any]
+
+
+@dataclass
+class ListN:
+    items: list[Any]
+    ordered: bool = False
+
+
+@dataclass
+class Ratio:
+    items: list[Any]
+
+
+@dataclass
+class UnionN:
+    parts: list[Any]
+
+
+@dataclass
+class Mat:
+    m: Any
+
+
+@dataclass
+class Dots:
+    kind: str = field(default="ldots")
+
+
+DOTS = Dots()
+
+# ---------------------------------------------------------------- splitting
+
+_OPENERS = "([{"
+_CLOSERS = ")]}"
+
+
+def split_top(s: str, sep: re.Pattern[str]) -> tuple[list[str], list[str]]:
+    """Split ``s`` on ``sep`` matches at bracket depth 0 (and outside environments)."""
+    parts: list[str] = []
+    seps: list[str] = []
+    depth = 0
+    env = 0
+    start = 0
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            if s.startswith("\\begin", i):
+                env += 1
+            elif s.startswith("\\end", i):
+                env -= 1
+            if i + 1 < n and s[i + 1] in "{}":
+                depth += 1 if s[i + 1] == "{" else -1
+                i += 2
+                continue
+            if depth == 0 and env == 0:
+                m = sep.match(s, i)
+                if m and m.end() > i:
+                    parts.append(s[start:i])
+                    seps.append(m.group(0).strip())
+                    i = start = m.end()
+                    continue
+            i += 1
+            while i < n and s[i].isalpha():
+                i += 1
+            continue
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth -= 1
+        elif depth == 0 and env == 0:
+            m = sep.match(s, i)
+            if m and m.end() > i:
+                parts.append(s[start:i])
+                seps.append(m.group(0).strip())
+                i = start = m.end()
+                continue
+        i += 1
+    parts.append(s[start:])
+    return parts, seps
+
+
+_LIST_SEP = re.compile(
+    r"\s*(?:,|\band\b|\bor\b|(?<=[\d)\]}])or(?=[\s(\[{A-Z\\-])|(?<=[\d)\]}])and(?=[\s(\[{A-Z\\-]))\s*"
+    r"(?:(?:and|or)\b\s*)?"
+)
+_SEMI = re.compile(r"\s*;\s*")
+_REL = re.compile(r"\s*(?:\\leq|\\geq|\\neq|\\approx|\\in(?![a-zA-Z])|<|>|=)\s*")
+_CUP = re.compile(r"\s*\\cup\s*")
+_COLON = re.compile(r"\s*:(?!=)\s*")
+_ITEM_SEP = re.compile(r"\s*[,;]\s*")
+
+_NAME_CHARS = re.compile(r"[A-Za-z{}()|:,/\s]+")
+
+
+def name_like(lhs: str) -> bool:
+    """True for the left side of an assignment: x, a_3, f(x), |AB|, (p,q), A:B."""
+    t = lhs.strip()
+    if not t or len(t) > 40:
+        return False
+    t = re.sub(r"_\{[^{}]*\}|_\w", "", t)
+    t = re.sub(r"\\(?:frac|mathrm|text|operatorname)", "", t)
+    t = re.sub(r"[A-Za-z]\w*\s*\([^()]*\)", "F", t)
+    t = t.replace("'", "")
+    return bool(_NAME_CHARS.fullmatch(t)) and bool(re.search(r"[A-Za-z]", t))
+
+
+# ---------------------------------------------------------------- leaves
+
+_DECIMAL = re.compile(r"(?<![\w.])(\d*)\.(\d+)(?![\d.])")
+_DECIMAL_LEAF = re.compile(r"^-?(?:\d+\.\d*|\.\d+)$")
+_WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z\s'\-]*\)?$")
+
+
+def _dec_to_frac(m: re.Match[str]) -> str:
+    whole, frac = m.group(1) or "0", m.group(2)
+    return f"(\\frac{{{int(whole + frac)}}}{{1{'0' * len(frac)}}})"
+
+
+def to_sympy(leaf: str) -> Any:
+    if too_large(leaf):
+        raise Unparseable("number too large")
+    src = _DECIMAL.sub(_dec_to_frac, leaf)
+    fast = parse_simple(src)
+    if fast is not None:
+        return fast
+    try:
+        expr = latex2sympy(src, normalization_config=_NORM)
+    except Exception as exc:  # the ANTLR parser raises bare Exceptions
+        raise Unparseable(str(exc)[:200]) from None
+    return expr
+
+
+def _leaf(s: str) -> Any:
+    pct = False
+    if s.endswith("\\%"):
+        pct = True
+        s = s[:-2].strip()
+    s = s.replace("\\%", "/100")
+    if not s:
+        raise Unparseable("empty")
+    for pm, signs in (("\\pm", ("+", "-")), ("\\mp", ("-", "+"))):
+        if pm in s:
+            # latex2sympy cannot parse \pm inside \frac: expand textually, one at a time
+            return SetN(_flatten([_leaf(s.replace(pm, sg, 1)) for sg in signs]))
+    if _WORDS.match(s):
+        word = s.strip("()").strip()
+        val = None
+        if len(word) == 1:
+            try:
+                val = Val(to_sympy(word))
+            except Unparseable:
+                val = None
+        return Text(word, val)
+    expr = to_sympy(s)
+    if isinstance(expr, sympy.MatrixBase) or getattr(expr, "is_Matrix", False):
+        return Mat(sympy.Matrix(expr.doit()) if hasattr(expr, "doit") else expr)
+    if isinstance(expr, sympy.FiniteSet):
+        return SetN([Val(e) for e in expr])
+    if isinstance(expr, sympy.Set):
+        return Val(expr)
+    if isinstance(expr, (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction)):
+        return Rel(expr)
+    if not isinstance(expr, sympy.Basic):
+        raise Unparseable(f"unexpected {type(expr).__name__}")
+    return Val(expr, pct=pct, decimal=s if _DECIMAL_LEAF.match(s) else None)
+
+
+# ---------------------------------------------------------------- structure
+
+
+def _flatten(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for it in items:
+        if isinstance(it, (ListN, SetN)) and not (isinstance(it, ListN) and it.ordered):
+            out.extend(_flatten(it.items))
+        elif isinstance(it, Assign) and isinstance(it.value, (ListN, SetN)):
+            out.extend(_flatten(it.value.items))
+        else:
+            out.append(it)
+    return out
+
+
+def _make_list(nodes: list[Any]) -> Any:
+    nodes = _flatten(nodes)
+    if len(nodes) == 1:
+        return nodes[0]
+    return ListN(nodes, ordered=any(isinstance(n, Dots) for n in nodes))
+
+
+def parse_list(s: str) -> Any:
+    s = s.strip()
+    parts, _ = split_top(s, _SEMI)
+    if len(parts) > 1:
+        # "p=5,q=2;p=7,q=2": each ;-part is one (ordered) solution
+        return _make_list([_ordered_or_item(p) for p in parts if p.strip()])
+    return _ordered_or_item(s, top=True)
+
+
+def _ordered_or_item(s: str, top: bool = False) -> Any:
+    parts, _ = split_top(s.strip(), _LIST_SEP)
+    parts = [p for p in parts if p.strip()]
+    if not parts:
+        raise Unparseable("empty")
+    if len(parts) == 1:
+        return parse_item(parts[0])
+    nodes = [parse_item(p) for p in parts]
+    if top:
+        return _make_list(nodes)
+    return ListN(nodes, ordered=True)
+
+
+def _relation(parts: list[str], ops: list[str]) -> Any:
+    if "\\approx" in ops:
+        k = ops.index("\\approx")
+        before, before_ops = parts[: k + 1], ops[:k]
+        if len(before) == 1 and name_like(before[0]):
+            rest_ops = [o for o in ops[k + 1 :] if o != "\\approx"]
+            rest = parts[k + 1 : k + 2 + len(rest_ops)]
+            if not rest_ops:
+                return parse_item(rest[0])
+            return _relation(rest, rest_ops)
+        parts, ops = before, before_ops
+        if not ops:
+            return parse_item(parts[0])
+    if all(o == "=" for o in ops):
+        if len(parts) >= 3:
+            return parse_item(parts[-1])
+        lhs, rhs = parts
+        if not rhs.strip():
+            return parse_item(lhs)
+        if not re.search(r"[A-Za-z]", _strip_cmds(lhs + rhs)):
+            # "\frac{1}{2} \cdot 3 = \frac{3}{2}": a computation, its result is the answer
+            return parse_item(rhs)
+        if name_like(lhs):
+            return Assign(lhs.strip(), parse_item(rhs))
+        return Rel(sympy.Eq(_expr(lhs), _expr(rhs), evaluate=False))
+    if ops == ["\\in"]:
+        return Assign(parts[0].strip(), parse_item(parts[1]))
+    if any(o in ("=", "\\in") for o in ops):
+        raise Unparseable("mixed relation")
+    table = {"<": sympy.Lt, ">": sympy.Gt, "\\leq": sympy.Le, "\\geq": sympy.Ge, "\\neq": sympy.Ne}
+    exprs = [_expr(p) for p in parts]
+    rels = [table[o](exprs[i], exprs[i + 1], evaluate=False) for i, o in enumerate(ops)]
+    bounds = None
+    if len(ops) == 2 and ops[0] in ("<", "\\leq") and ops[1] in ("<", "\\leq"):
+        bounds = (exprs[0], ops[0], ops[1], exprs[2])
+    rel = rels[0] if len(rels) == 1 else sympy.And(*rels, evaluate=False)
+    return Rel(rel, bounds)
+
+
+def _strip_cmds(s: str) -> str:
+    return re.sub(r"\\[a-zA-Z]+", "", s)
+
+
+def _expr(s: str) -> Any:
+    node = parse_item(s)
+    if isinstance(node, Val):
+        return node.expr / 100 if node.pct else node.expr
+    if isinstance(node, Text) and node.val is not None:
+        return node.val.expr
+    if isinstance(node, Text):
+        return sympy.Symbol(node.text.lower().replace(" ", ""))
+    raise Unparseable("relation side is not an expression")
+
+
+def _match_close(s: str) -> int:
+    """Index of the bracket closing ``s[0]`` (any bracket type: intervals mix them)."""
+    depth = 0
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def parse_item(s: str) -> Any:
+    s = s.strip()
+    if not s:
+        raise Unparseable("empty")
+    if s == "\\ldots":
+        return DOTS
+    parts, ops = split_top(s, _REL)
+    if ops:
+        if any(not p.strip() for p in parts[:-1]) or not parts[-1].strip():
+            if ops[0] in ("=", "\\approx") and not parts[0].strip():
+                return parse_item("".join(parts[1:]))
+            raise Unparseable("dangling relation")
+        return _relation(parts, ops)
+    parts, _ = split_top(s, _CUP)
+    if len(parts) > 1:
+        return UnionN([parse_item(p) for p in parts])
+    parts, _ = split_top(s, _COLON)
+    if len(parts) > 1:
+        return Ratio([parse_item(p) for p in parts])
+    if s.startswith("\\{") and s.endswith("\\}"):
+        inner = s[2:-2]
+        if _match_close(s[1:]) == len(s) - 2:
+            items, _ = split_top(inner, _ITEM_SEP)
+            return SetN(_flatten([parse_item(p) for p in items if p.strip()]))
+    if s[0] in _OPENERS and _match_close(s) == len(s) - 1:
+        inner = s[1:-1]
+        items, _ = split_top(inner, _ITEM_SEP)
+        items = [p for p in items if p.strip()]
+        if s[0] == "{":
+            return parse_list(inner)
+        if len(items) >= 2:
+            return Seq(s[0], [parse_item(p) for p in items], s[-1])
+        if len(items) == 1 and (s[0], s[-1]) in (("(", ")"), ("[", "]")):
+            return parse_item(inner)
+    return _leaf(s)
+
+
+def parse_answer(raw: str) -> Any:
+    """Parse one extracted answer string into a node."""
+    s = normalize_answer(raw)
+    if not s:
+        raise Unparseable("empty")
+    return parse_list(s)
+
+
+def parse_group(items: tuple[str, ...] | list[str]) -> Any:
+    """Several answers that form one (boxes joined by "and") become one list node."""
+    nodes = [parse_answer(s) for s in items]
+    return _make_list(nodes)

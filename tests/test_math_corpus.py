@@ -1,0 +1,69 @@
+"""The shared equivalence corpus: accuracy must beat math-verify's observed accuracy.
+
+The corpus lives beside the clone (``../shared/corpora``); a missing file is a failure,
+not a skip, so CI cannot silently stop checking accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envs.verify.math import verify
+
+CORPUS = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "corpora"
+    / "math_equivalence_cases.jsonl"
+)
+
+# Rows math-verify 0.8.0 gets wrong (exact big rationals, ordered sequences, \sqrt(2), ...)
+# plus rows that exercise extraction/equivalence rules that are easy to regress.
+KNOWN_HARD = {
+    57: "14{,}916 written with a spaced {, } separator in a final-answer line",
+    58: "'12 and 13' across two math segments vs a boxed '12\\text{ and }13'",
+    146: "10\\sqrt{10.5} must equal 5\\sqrt{42} exactly (decimal -> rational)",
+    166: "intermediate boxes 200, 255 superseded by a later 'final answer is'",
+    177: "two boxes joined by \\text{and} vs gold n = \\boxed{1,-2}",
+    191: "1 <= |z| <= 3/2 vs a union of intervals",
+    210: "'W(x)=1orW(x)=-1' glued 'or' list vs an unclosed gold box",
+    239: "two boxes vs a list of assignments with \\quadx_{2}",
+    271: "10% vs 10 (percent sign dropped)",
+    278: "1/2004! vs 1/2006! (exact)",
+    279: "1/2^99 vs 1/2^98 (exact)",
+    280: "(2^2005+1)/(3*2^2006) vs 1/(3*2^2006) (exact)",
+    281: "sequences with \\ldots compare in order",
+    282: "ratios 1:2:3:... vs 1:4:9:...",
+    283: "1 - 1/e vs 1 + 1/e",
+    284: "different linear equations",
+    286: "4 vs 4\\sqrt(2)",
+    289: "gold inequality m >= sqrt(2) vs pred interval",
+    290: "gold interval vs pred inequality is not accepted",
+}
+
+
+def _rows() -> list[dict]:
+    if not CORPUS.is_file():
+        pytest.fail(f"math corpus missing: {CORPUS} (expected ../shared beside the clone)")
+    with CORPUS.open() as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_corpus_accuracy_beats_math_verify() -> None:
+    rows = _rows()
+    peer = sum(r["observed_math_verify_0_8_0"] == r["expected"] for r in rows)
+    wrong = []
+    for i, r in enumerate(rows):
+        v = verify(r["gold"], r["pred"], timeout=30.0)  # generous: CI machines are busy
+        if v.passed != r["expected"]:
+            wrong.append((i, r["expected"], v.reason, v.extracted))
+    ours = len(rows) - len(wrong)
+    assert ours > peer, f"accuracy {ours}/{len(rows)} not above math-verify's {peer}: {wrong}"
+    hard_wrong = [w for w in wrong if w[0] in KNOWN_HARD]
+    assert not hard_wrong, [(w, KNOWN_HARD[w[0]]) for w in hard_wrong]
