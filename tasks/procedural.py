@@ -1,0 +1,90 @@
+"""The common machinery of procedural packs (``arith``, ``extract``).
+
+A procedural pack has an unbounded train split and a fixed test split, and the two never share
+a problem: a stable hash of each problem's key (its text) picks the one split it may appear in.
+Train item ``i`` and the test list are generated from seeds derived from the pack name, the
+option combination and the index, so every machine sees the same tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+def seeded_rng(*key: Any) -> random.Random:
+    seed = hashlib.sha256(repr(key).encode()).digest()[:8]
+    return random.Random(int.from_bytes(seed, "big"))
+
+
+class HashSplitGenerator:
+    """Base class for a pack ``generator`` (see ``tasks.pack.Generator``).
+
+    Subclasses set ``combos`` (tuples whose first item is the difficulty level) in ``__init__``
+    and implement ``build(combo, rng) -> (key, fields)``; ``key`` is the text whose hash picks
+    the split. Train ids are ``L<level>-<index>``, test ids ``test-L<level>[-<rest>]-<n>``.
+    """
+
+    name: ClassVar[str]
+    test_size: ClassVar[int]  # per combo, or fewer where a combo has fewer distinct problems
+    test_percent: ClassVar[int]
+    test_attempts: ClassVar[int]  # draws per combo while filling its test list
+    combos: list[tuple[Any, ...]]
+
+    def build(self, combo: tuple[Any, ...], rng: random.Random) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def source_files(self) -> list[Path]:
+        """Files whose text decides the generated data (part of the pack's content hash)."""
+        raise NotImplementedError
+
+    def in_test(self, key: str) -> bool:
+        return hashlib.sha256(key.encode()).digest()[0] * 100 < self.test_percent * 256
+
+    @cached_property
+    def _test(self) -> list[dict[str, Any]]:
+        out = []
+        for combo in self.combos:
+            rng, seen = seeded_rng(f"{self.name}-test", *combo), set()
+            for _ in range(self.test_attempts):
+                key, fields = self.build(combo, rng)
+                if self.in_test(key) and key not in seen:
+                    label = "-".join([f"L{combo[0]}", *map(str, combo[1:]), str(len(seen))])
+                    seen.add(key)
+                    out.append({"id": f"test-{label}", **fields})
+                    if len(seen) == self.test_size:
+                        break
+        return out
+
+    @cached_property
+    def _test_index(self) -> dict[str, int]:
+        return {rec["id"]: i for i, rec in enumerate(self._test)}
+
+    def size(self, split: str) -> int | None:
+        return None if split == "train" else len(self._test)
+
+    def record(self, split: str, index: int) -> dict[str, Any]:
+        if split == "test":
+            return self._test[index]
+        combo = self.combos[index % len(self.combos)]
+        rng = seeded_rng(f"{self.name}-train", *combo, index)
+        while True:
+            key, fields = self.build(combo, rng)
+            if not self.in_test(key):
+                return {"id": f"L{combo[0]}-{index}", **fields}
+
+    def locate(self, native_id: str) -> tuple[str, int]:
+        if native_id.startswith("test-"):
+            return "test", self._test_index[native_id]
+        level, _, index = native_id.removeprefix("L").partition("-")
+        i = int(index)
+        if i < 0 or self.combos[i % len(self.combos)][0] != int(level):
+            raise KeyError(f"{native_id} is not a task of this pack's options")
+        return "train", i
+
+    def fingerprint(self) -> str:
+        code = "".join(p.read_text(encoding="utf-8") for p in self.source_files())
+        return code + Path(__file__).read_text(encoding="utf-8") + repr(self.combos)
