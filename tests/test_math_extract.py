@@ -103,3 +103,34 @@ def test_no_answer() -> None:
     assert extract("") is None
     assert extract("\x00" * 100) is None
     assert extract("I do not know, sorry about that one.") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"\begin{pmatrix} 6 \\ 3 \\ 0 \end{pmatrix}",
+        r"\begin{pmatrix} 1/5 & 4/5 \\ 0 & 1 \end{pmatrix}",
+        r"\left(\begin{array}{ccc} 0 & 1 & 0 \\ 0 & 0 & 1 \\ 1 & 1 & 1 \end{array}\right)",
+        r"81\text{ teachers}",
+        r"65 \text{ children tickets }",
+        r"\frac{68}{3}\text{ pounds}",
+        r"\text{June 20}",
+    ],
+)
+def test_bare_latex_answer_is_read_whole(text: str) -> None:
+    # Environment names and short \text{} labels are LaTeX, not prose: the answer is the
+    # whole string, not its last number (a matrix once became its bottom-right entry).
+    assert answer(text, gold=True) == (text.strip(),)
+    assert answer(text) == (text.strip(),)
+
+
+def test_prose_and_long_text_still_fall_back_to_the_number() -> None:
+    assert answer(r"\text{we add the two numbers and then get} 12") == ("12",)
+    assert answer(r"The answer is 81\text{ teachers}.") == (r"81\text{ teachers}",)
+    # a derivation environment is working, not an answer: its last number is
+    assert answer("\\begin{align*}\n2x &= 4 \\\\\nx &= {2}\n\\end{align*}") == ("2",)
+
+
+def test_marker_answer_keeps_a_matrix_written_over_several_lines() -> None:
+    text = "The answer is \\begin{pmatrix}\n1 \\\\\n2\n\\end{pmatrix}.\nDone."
+    assert answer(text) == ("\\begin{pmatrix}\n1 \\\\\n2\n\\end{pmatrix}",)

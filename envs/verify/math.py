@@ -10,8 +10,10 @@ Conventions worth knowing (see ``math_equiv`` for all of them):
 - bare lists ("1, 2") and sets are unordered; tuples/intervals are ordered;
 - several different final answers (hedges, different boxes) fail with
   ``multiple_answers``;
-- a decimal matches a non-terminating exact value it rounds to (0.333 vs 1/3), never a
-  value that has an exact short decimal form (0.24 vs 1/4 is wrong).
+- a decimal matches an exact value with no finite decimal form only when correctly
+  rounded or truncated, with at least 2 significant digits for a rational (0.33 vs 1/3)
+  and 4 otherwise (1.414 vs sqrt(2); 1.41 and 3.14 fail); a value that has a finite
+  decimal form must match exactly (0.24 vs 1/4 is wrong). See ``math_normalize``.
 
 Reasons: equal, not_equal, no_answer, multiple_answers, timeout, unparseable, and
 worker_error (no worker process could be started).
@@ -26,7 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 from envs.verify.math_extract import MAX_ANSWER_CHARS, Extraction, extract
-from envs.verify.math_normalize import MIN_DECIMAL_SIG_DIGITS, normalize_answer, too_large
+from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large
 from envs.verify.verdict import Verdict
 
 __all__ = ["verify", "clear_cache", "cache_info", "shutdown"]
@@ -80,18 +82,8 @@ def _as_fraction(s: str) -> Fraction | None:
 
 
 def _decimal_close(dec: str, other: Fraction) -> bool:
-    """Same rule as the worker: ``dec`` is ``other`` rounded/truncated to its places."""
-    if "." not in dec or "/" in dec:
-        return False
-    places = len(dec.split(".", 1)[1])
-    digits = dec.lstrip("-").replace(".", "").lstrip("0")
-    q = other.denominator
-    for p in (2, 5):
-        while q % p == 0:
-            q //= p
-    if places == 0 or len(digits) < MIN_DECIMAL_SIG_DIGITS or q == 1:
-        return False
-    return abs(Fraction(dec) - other) < Fraction(1, 10**places)
+    """``dec`` stands for the rational ``other`` (the rule in ``math_normalize``)."""
+    return decimal_matches(dec, other, rational=True)
 
 
 def _fast(gold: str, pred: str) -> bool | None:

@@ -1,9 +1,10 @@
 """Equivalence of parsed answers (worker side; imports sympy).
 
 Rules, in short:
-- numbers compare exactly (rationals); a decimal written with k places and at least
-  two significant digits also matches a non-terminating value (1/3, sqrt(17)) that it
-  rounds or truncates to, i.e. within 10**-k;
+- numbers compare exactly (rationals); a decimal also matches a value with no finite
+  decimal form (1/3, sqrt(17)) that it is correctly rounded or truncated from, given
+  enough significant digits (``math_normalize.decimal_matches``: 2 for a rational,
+  4 otherwise);
 - ``X%`` matches ``X%``, ``X`` and ``X/100``; two bare numbers never compare as percent;
 - expressions: exact difference, then ``simplify``, then high-precision evaluation at
   random points;
@@ -12,18 +13,20 @@ Rules, in short:
   a gold inequality also matches an interval (``x >= 2`` vs ``[2, oo)``), not vice versa;
 - ``x = 5``/``x \\in S`` (assignment to a name) matches its value;
 - bare lists and sets are unordered, tuples/intervals/ratios/sequences with ``\\ldots``
-  are ordered, interval ends must agree, matrices compare entry-wise;
+  are ordered, interval ends must agree, matrices compare entry-wise, and a one-row or
+  one-column matrix matches the tuple of its entries (a vector written ``(6, 3, 0)``);
 - words compare as text (case/space/paren-insensitive).
 """
 
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 from typing import Any
 
 import sympy
 
-from envs.verify.math_normalize import MIN_DECIMAL_SIG_DIGITS
+from envs.verify.math_normalize import decimal_matches
 from envs.verify.math_parse import (
     Assign,
     Dots,
@@ -137,19 +140,27 @@ def _numeric_zero(d: Any, free: set[Any]) -> bool | None:
 
 
 def _decimal_close(dec: str, other: Any) -> bool:
-    """``dec`` (a literal like "0.333") is ``other`` rounded/truncated to its places."""
-    digits = dec.lstrip("-").replace(".", "").lstrip("0")
-    places = len(dec.split(".", 1)[1]) if "." in dec else 0
-    if len(digits) < MIN_DECIMAL_SIG_DIGITS or places == 0:
+    """``dec`` (a literal like "0.333") stands for the exact value ``other``."""
+    if "." not in dec:
         return False
     try:
-        if other.free_symbols or not other.is_number or _is_terminating(other):
+        if other.free_symbols or not other.is_number:
             return False
-        v = sympy.N(other, places + 30)
-        if not v.is_real or not v.is_finite:
+        exact = other
+        if not isinstance(exact, sympy.Rational) and other.is_rational:
+            # an unevaluated rational expression (5!/7); evaluated exactly, because
+            # nsimplify would round it to a nearby simpler fraction
+            exact = sympy.expand(other.doit())
+        if isinstance(exact, sympy.Rational):
+            return decimal_matches(dec, Fraction(int(exact.p), int(exact.q)), rational=True)
+        # 30 guard digits beyond the written ones: the approximation cannot straddle a
+        # rounding boundary of ``dec`` (irrational values have no ties).
+        v = sympy.N(other, len(dec) + 30)
+        if not v.is_real or not v.is_finite or not v.is_Float:
             return False
-        return bool(abs(v - sympy.Rational(dec)) < sympy.Rational(1, 10**places))
-    except (TypeError, ValueError, AttributeError):
+        approx = sympy.Rational(v)
+        return decimal_matches(dec, Fraction(int(approx.p), int(approx.q)), rational=False)
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError):
         return False
 
 
@@ -379,6 +390,8 @@ def equal(g: Any, p: Any) -> bool:
         return _ratio_equal(g, p)
     if isinstance(g, Mat) and isinstance(p, Mat):
         return _mat_equal(g.m, p.m)
+    if isinstance(g, Mat) and isinstance(p, Seq) or isinstance(g, Seq) and isinstance(p, Mat):
+        return _vector_equal(g, p)
     if isinstance(g, Val) and isinstance(p, Val):
         return val_equal(g, p)
     if isinstance(p, Rel):
@@ -435,6 +448,21 @@ def _mat_equal(a: Any, b: Any) -> bool:
         if not ok:
             return False
     return True
+
+
+def _vector_equal(a: Any, b: Any) -> bool:
+    """A one-row/one-column matrix against a tuple: ``(6, 3, 0)`` is that vector.
+
+    MATH writes vectors as ``\\begin{pmatrix} 6 \\\\ 3 \\\\ 0 \\end{pmatrix}``; a model
+    that writes the same components as a tuple (or ``\\langle 6, 3, 0 \\rangle``) states
+    the same vector. Order matters; intervals (``[0, 1)``, mixed brackets) never match.
+    """
+    mat, seq = (a.m, b) if isinstance(a, Mat) else (b.m, a)
+    if (seq.open, seq.close) != ("(", ")") or 1 not in mat.shape:
+        return False
+    if len(seq.items) != len(mat) or not all(isinstance(i, Val) and not i.pct for i in seq.items):
+        return False
+    return _mat_equal(mat, sympy.Matrix(mat.shape[0], mat.shape[1], [i.expr for i in seq.items]))
 
 
 def _fmt_decimal(x: Any, k: int) -> str:

@@ -240,15 +240,44 @@ _UNIT_WORDS = (
 )
 _PROSE_WORD = re.compile(rf"(?<![\\A-Za-z0-9])(?!(?:{_UNIT_WORDS})\b)[A-Za-z]{{3,}}\b", re.I)
 _WORDS_ONLY = re.compile(r"^[A-Za-z][A-Za-z '\-]{0,40}$")
+# Letters that belong to LaTeX syntax, not to prose: matrix environment names ("pmatrix"
+# in \begin{pmatrix}, an array's column spec {ccc}) and short \text{} labels
+# ("81\text{ teachers}", "\text{June 20}"). Left visible, they made a bare LaTeX answer
+# look like a sentence, so the answer fell back to its last number (a gold matrix was
+# graded as its bottom-right entry).
+# Only environments whose body is a value: an align* derivation is still working, not an
+# answer, and keeps falling back to its last number.
+_VALUE_ENV = r"\{(?:[pbBvV]?matrix|smallmatrix|array)\*?\}"
+_ENV_NAME = re.compile(rf"\\begin\s*{_VALUE_ENV}(?:\s*\{{[lcr|\s]*\}})?|\\end\s*{_VALUE_ENV}")
+_TEXT_ARG = re.compile(r"\\(?:text\w*|mathrm|mbox)\s*\{([^{}]*)\}")
+_VALUE_BEGIN = re.compile(rf"\\begin\s*{_VALUE_ENV}")
+_VALUE_END = re.compile(rf"\\end\s*{_VALUE_ENV}")
+MAX_LABEL_WORDS = 4
+
+
+def _blank_latex_words(s: str) -> str:
+    """``s`` with environment names and short ``\\text{}`` labels blanked (same length)."""
+    s = _ENV_NAME.sub(lambda m: " " * len(m.group(0)), s)
+    return _TEXT_ARG.sub(
+        lambda m: (
+            " " * len(m.group(0)) if len(m.group(1).split()) <= MAX_LABEL_WORDS else m.group(0)
+        ),
+        s,
+    )
+
+
+def _prose_word(s: str) -> re.Match[str] | None:
+    """The first word of prose in ``s``, ignoring the LaTeX syntax above."""
+    return _PROSE_WORD.search(_blank_latex_words(s))
 
 
 def _looks_bare(s: str) -> bool:
     if not s or len(s) > 300:
         return False
-    words = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", s).strip()
+    words = _TEXT_ARG.sub(r"\1", s).strip()
     if _WORDS_ONLY.match(words) and len(words.split()) <= 4:
         return True
-    return _PROSE_WORD.search(s) is None
+    return _prose_word(s) is None
 
 
 def _strip_stray_dollars(s: str) -> str:
@@ -278,27 +307,35 @@ _TAIL_STOP = re.compile(r"\bI hope\b|\n\s*\n", re.I)
 
 
 def _sentence(tail: str) -> str:
-    """The first sentence of ``tail``, not cutting inside math or a decimal point."""
+    """The first sentence of ``tail``, not cutting inside math, a matrix (often written
+    over several lines) or a decimal point."""
     m = _TAIL_STOP.search(tail)
     if m:
         tail = tail[: m.start()]
     depth_dollar = False
+    env = 0
     i = 0
     n = len(tail)
     while i < n:
         c = tail[i]
         if c == "\\":
+            if _VALUE_BEGIN.match(tail, i):
+                env += 1
+            elif env and _VALUE_END.match(tail, i):
+                env -= 1
             i += 2
             continue
         if c == "$":
             depth_dollar = not depth_dollar
         elif (
             not depth_dollar
-            and c == "\n"
-            and tail[:i].strip()
-            or not depth_dollar
-            and c in ".!?"
-            and (i + 1 == n or tail[i + 1] in " \n")
+            and not env
+            and (
+                c == "\n"
+                and tail[:i].strip()
+                or c in ".!?"
+                and (i + 1 == n or tail[i + 1] in " \n")
+            )
         ):
             return tail[:i]
         i += 1
@@ -344,7 +381,7 @@ def _answer_from_marker_tail(tail: str) -> tuple[tuple[str, ...], str] | None:
         if segs and segs[0][0] == 0:
             grp = _group(segs, tail)[0]
             return tuple(c for _, _, c in grp), "math"
-        prose = _PROSE_WORD.search(tail)
+        prose = _prose_word(tail)
         if prose is not None and prose.start() > 0 and not segs:
             head = _TRAILING_LINK.sub("", tail[: prose.start()]).strip()
             if head and re.search(r"\d", head):

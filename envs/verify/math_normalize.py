@@ -1,19 +1,73 @@
 """String-level normalization of one answer (no sympy; shared by parent and worker).
 
 Drops what never changes the value (spacing commands, ``\\left``/``\\right``, units,
-``\\$``, degree marks), canonicalizes commands (``\\dfrac`` -> ``\\frac``, ``>=`` ->
-``\\geq``) and digit grouping ("7,425,000", "1 000", ``14{,}916``) so that the parser
-and the parent's fast paths see one spelling per value.
+word labels such as ``81\\text{ teachers}``, ``\\$``, degree marks), canonicalizes
+commands (``\\dfrac`` -> ``\\frac``, ``>=`` -> ``\\geq``) and digit grouping
+("7,425,000", "1 000", ``14{,}916``) so that the parser and the parent's fast paths see
+one spelling per value.
+
+It also holds the one rule for decimals against exact values (``decimal_matches``), used
+by the parent's fast path and by the worker alike:
+
+- a value with a finite decimal form (1/4, 7, 0.125) is only matched exactly: 0.24 or
+  0.26 are not 1/4;
+- a decimal matches a value with no finite decimal form only when it is that value
+  correctly rounded or truncated to the decimal's places (1/3: 0.33 or 0.333, never 0.34;
+  2/3: 0.67 or 0.66), and has at least
+  - ``MIN_SIG_DIGITS_RATIONAL`` = 2 significant digits for a rational value (0.33 for 1/3,
+    0.083 for 1/12): the corpus expects 0.33 for 1/3 (a matrix entry, row 127), and a
+    repeating decimal's first digits already single out a small-denominator fraction;
+  - ``MIN_SIG_DIGITS_IRRATIONAL`` = 4 for any other value (sqrt(2), pi, e, log 3): 1.414
+    and 3.142 (or 3.141) pass, 1.4, 1.41, 3.1 and 3.14 fail. The three-digit forms are the
+    memorized constants (pi = 3.14, sqrt(2) = 1.41, e = 2.72) that a policy writes when it
+    estimates instead of finding the exact value, so they must not earn the reward; a
+    genuine numeric answer carries more digits (the corpus's irrational rows have 16).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
-# A decimal answer with at least this many significant digits also matches a
-# non-terminating exact value it rounds/truncates to (0.33 vs 1/3, 6.28 vs 2*pi).
-# 2 is what the shared corpus expects (0.33 == 1/3); raise it for stricter grading.
-MIN_DECIMAL_SIG_DIGITS = 2
+MIN_SIG_DIGITS_RATIONAL = 2
+MIN_SIG_DIGITS_IRRATIONAL = 4
+
+_DEC_LITERAL = re.compile(r"^(-?)(\d*)\.(\d+)$")
+
+
+def has_finite_decimal(x: Fraction) -> bool:
+    """True for 1/4 or 7/20 (denominator 2^a 5^b), False for 1/3."""
+    q = x.denominator
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    return q == 1
+
+
+def decimal_matches(dec: str, value: Fraction, *, rational: bool) -> bool:
+    """Is the literal ``dec`` ("0.333") the non-terminating ``value`` rounded or truncated?
+
+    ``value`` is exact when ``rational``; otherwise it is an approximation accurate to
+    many more places than ``dec`` has (the worker evaluates with 30 guard digits), which
+    cannot sit on a rounding boundary: a value with no finite decimal form never has a
+    tie, so "nearest" and "truncated" are well defined.
+    """
+    m = _DEC_LITERAL.match(dec.strip())
+    if m is None:
+        return False
+    sign, whole, frac = m.groups()
+    need = MIN_SIG_DIGITS_RATIONAL if rational else MIN_SIG_DIGITS_IRRATIONAL
+    if len((whole + frac).lstrip("0")) < need:
+        return False
+    if rational and has_finite_decimal(value):
+        return False
+    if (value < 0) != (sign == "-"):
+        return False
+    scaled = abs(value) * 10 ** len(frac)
+    written = int(whole + frac)
+    return written in (math.floor(scaled), math.floor(scaled + Fraction(1, 2)))
+
 
 _TEXT_CMD = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|rm|bf|"
@@ -31,6 +85,17 @@ _SHORT_UNIT = r"(?:m|s|g|l|in)"
 _UNIT_END = r"(?=\s*(?:$|[,;)\]]|\\}|and\b|or\b))"
 _NUM_UNIT = re.compile(
     r"(?<=[\d}])(?:\s*" + _UNIT + r"|\s+" + _SHORT_UNIT + r")(?:\s*\^\s*\{?\d\}?)?" + _UNIT_END
+)
+# A word label in a text command after a value ends the item: "81\text{ teachers}",
+# "\frac{68}{3}\text{ pounds}", "18\text{ ways.}" are 81, 68/3 and 18, whatever the
+# noun (the unit list above cannot name every counted thing). Only text commands, whose
+# argument is prose: "2\mathrm{e}" is a constant. A label with a connective is kept: "and"
+# joins list items, and "5\text{ or six}" is a hedge, not 5 with a label.
+_LABEL_LINKS = r"and|or|nor|not|but|plus|minus|times|than|to|is|are|equals?"
+_TEXT_LABEL = re.compile(
+    r"(?<=[\d}])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
+    rf"(?![^{{}}]*\b(?:{_LABEL_LINKS})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
+    + _UNIT_END
 )
 _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])")
 _SIMPLE_SUBS = [
@@ -112,6 +177,7 @@ def normalize_answer(s: str) -> str:
         "",
         s,
     )
+    s = _TEXT_LABEL.sub("", s)
     prev = None
     while prev != s:
         prev = s
