@@ -1,0 +1,1 @@
+"""The bundled GRPO learner: ``python -m learner.run`` trains a causal LM on any grpo/* env."""

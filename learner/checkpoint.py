@@ -1,0 +1,68 @@
+"""Atomic checkpoints through accelerate's save_state (model, optimizer, scheduler, RNG states).
+
+A checkpoint is written into a temporary folder and renamed into place, so a run killed at any
+moment (kill -9 included) leaves either the previous checkpoint or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
+
+STATE_FILE = "trainer_state.json"
+
+
+def checkpoint_dir(output_dir: str | Path) -> Path:
+    return Path(output_dir) / "checkpoints"
+
+
+def latest(output_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint, or None."""
+    root = checkpoint_dir(output_dir)
+    if not root.is_dir():
+        return None
+    done = [p for p in root.glob("step-*") if (p / STATE_FILE).is_file()]
+    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dict[str, Any],
+         keep: int = 2) -> Path:
+    root = checkpoint_dir(output_dir)
+    final = root / f"step-{step:07d}"
+    tmp = root / f".tmp-step-{step:07d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    # Tied input/output embeddings make safetensors refuse the state dict; torch.save keeps them.
+    accelerator.save_state(str(tmp), safe_serialization=False)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=1))
+        _fsync_dir(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        _fsync_dir(root)
+        for old in sorted(root.glob("step-*"))[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def load(accelerator: Accelerator, path: Path) -> dict[str, Any]:
+    """Restore everything ``save`` wrote; returns the trainer state (step, data position, ...)."""
+    accelerator.load_state(str(path))
+    return json.loads((path / STATE_FILE).read_text())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

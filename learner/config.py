@@ -1,0 +1,201 @@
+"""Run configuration: one dataclass, filled from defaults, then a TOML file, then command-line flags.
+
+Every field is both a flag (``--group-size``) and a TOML key (``group_size`` or ``group-size``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from learner.grpo import LOSS_TYPES, SCALE_REWARDS
+
+
+class ConfigError(ValueError):
+    """A bad flag or config value; the message says which and why."""
+
+
+def _opt(default: Any, help: str, **extra: Any) -> Any:
+    meta = {"help": help, **extra}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Config:
+    # -- what to train, where to write ---------------------------------------------------------
+    env: str = _opt("grpo/MathExact-v0", "gymnasium id of a grpo/* env")
+    env_kwargs: dict = _opt({}, "JSON object of keyword arguments for the env, e.g. '{\"pack\": \"arith\"}'")
+    model: str | None = _opt(None, "local path or hub id; default: the embedded SmolLM2-135M-Instruct")
+    output_dir: str = _opt("runs/grpo", "where metrics, samples and checkpoints go")
+    seed: int = _opt(0, "seed for sampling prompts and completions")
+    # -- sampling ------------------------------------------------------------------------------
+    steps: int = _opt(100, "optimizer steps (each on one generation batch)")
+    prompts_per_step: int = _opt(8, "P: prompts per step (over all processes)")
+    group_size: int = _opt(8, "G: completions sampled per prompt")
+    max_new_tokens: int = _opt(64, "T: completion budget in tokens")
+    temperature: float = _opt(1.0, "sampling temperature")
+    top_p: float = _opt(1.0, "nucleus sampling threshold")
+    dynamic_sampling: bool = _opt(False, "draw more prompts until P groups have non-zero reward std")
+    max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
+    # -- objective -----------------------------------------------------------------------------
+    beta: float = _opt(0.04, "KL coefficient (k3 estimator); 0 skips the reference model")
+    epsilon: float = _opt(0.2, "lower clip range of the ratio")
+    epsilon_high: float | None = _opt(None, "upper clip range (clip-higher); default: --epsilon")
+    num_iterations: int = _opt(1, "mu: policy updates per generation batch")
+    scale_rewards: str = _opt("group", "advantage scaling", choices=SCALE_REWARDS)
+    loss_type: str = _opt("grpo", "loss aggregation", choices=LOSS_TYPES)
+    mask_truncated: bool = _opt(False, "exclude completions that hit --max-new-tokens from the loss")
+    # -- optimisation --------------------------------------------------------------------------
+    learning_rate: float = _opt(1e-6, "peak AdamW learning rate")
+    weight_decay: float = _opt(0.0, "AdamW weight decay")
+    adam_beta1: float = _opt(0.9, "AdamW beta1")
+    adam_beta2: float = _opt(0.99, "AdamW beta2")
+    lr_scheduler: str = _opt("constant", "learning-rate schedule", choices=("constant", "cosine"))
+    warmup_steps: int = _opt(0, "linear warmup steps")
+    max_grad_norm: float = _opt(1.0, "gradient clipping (0 disables)")
+    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step")
+    gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass")
+    lora_r: int = _opt(0, "LoRA rank (0 = full fine-tuning)")
+    lora_alpha: int = _opt(16, "LoRA alpha")
+    lora_dropout: float = _opt(0.0, "LoRA dropout")
+    # -- evaluation, logging, checkpoints ------------------------------------------------------
+    eval_every: int = _opt(0, "held-out evaluation every N steps (0: before and after only)")
+    eval_size: int = _opt(0, "held-out tasks to evaluate (0 = the whole test split)")
+    eval_k: int = _opt(1, "k of pass@k (sampled at --temperature; 1 = greedy accuracy only)")
+    eval_batch_size: int = _opt(64, "prompts per evaluation generate call")
+    eval: bool = _opt(True, "run the held-out evaluation (--no-eval skips it)")
+    save_every: int = _opt(0, "checkpoint every N steps (0: only at the end)")
+    keep_checkpoints: int = _opt(2, "checkpoints kept on disk")
+    resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")
+    samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps")
+    samples_groups: int = _opt(2, "groups written each time")
+    score_workers: int = _opt(16, "threads grading completions concurrently")
+    num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
+    progress: bool = _opt(True, "show a progress bar")
+
+    @property
+    def eps_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    def validate(self) -> None:
+        positive = ["steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
+                    "gradient_accumulation_steps", "max_sampling_tries", "eval_batch_size",
+                    "eval_k", "score_workers"]
+        problems = [f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}"
+                    for k in positive if getattr(self, k) < 1]
+        for name in ("save_every", "eval_every", "eval_size", "warmup_steps", "lora_r",
+                     "samples_every", "num_threads"):
+            if getattr(self, name) < 0:
+                problems.append(f"--{name.replace('_', '-')} must be >= 0")
+        if self.group_size < 2:
+            problems.append("--group-size must be >= 2: advantages compare completions in a group")
+        if self.temperature <= 0:
+            problems.append("--temperature must be > 0")
+        if not 0 < self.top_p <= 1:
+            problems.append("--top-p must be in (0, 1]")
+        if self.learning_rate <= 0:
+            problems.append("--learning-rate must be > 0")
+        if self.beta < 0 or self.epsilon < 0 or self.eps_high < 0:
+            problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
+        for name in ("scale_rewards", "loss_type", "lr_scheduler"):
+            choices = _field(name).metadata["choices"]
+            if getattr(self, name) not in choices:
+                problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        if not isinstance(self.env_kwargs, dict):
+            problems.append("--env-kwargs must be a JSON object")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _field(name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(Config) if f.name == name)
+
+
+def _parse_json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m learner.run",
+        description="Train a causal LM with GRPO on a grpo/* environment.",
+        argument_default=argparse.SUPPRESS,  # so only flags given explicitly override the TOML
+    )
+    parser.add_argument("--config", help="TOML file with any of the options below")
+    for f in dataclasses.fields(Config):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        kwargs: dict[str, Any] = {"help": f"{f.metadata['help']} (default: {default!r})"}
+        if f.type == "bool":
+            # --flag, --no-flag
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif f.name == "env_kwargs":
+            kwargs["type"] = _parse_json_object
+        elif f.type in ("int", "float"):
+            kwargs["type"] = int if f.type == "int" else float
+        elif f.type == "float | None":
+            kwargs["type"] = float
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        parser.add_argument(flag, dest=f.name, **kwargs)
+    return parser
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    names = {f.name for f in dataclasses.fields(Config)}
+    out = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{path}: unknown key '{key}'{hint}")
+        out[name] = value
+    return out
+
+
+def parse_config(argv: list[str] | None = None) -> Config:
+    """Defaults < ``--config`` TOML < explicit flags; raises SystemExit(2) on bad flags."""
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    values: dict[str, Any] = {}
+    try:
+        if "config" in args:
+            values.update(read_toml(args.pop("config")))
+        values.update(args)
+        config = Config(**values)
+        config.validate()
+    except (ConfigError, TypeError) as exc:
+        parser.error(str(exc))
+    return config

@@ -1,0 +1,303 @@
+"""Evaluation gates: the measurements that tell real improvement from verifier gaming.
+
+``run_gates`` evaluates one policy on held-out tasks and returns every section of the report:
+greedy accuracy and pass@k, the reward distribution (total and per component), within-group
+reward variance, accuracy under prompt perturbations, flagged samples and the general check.
+``perturbation_metrics`` is the small piece the trainer logs every ``--eval-every`` steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from envs.base import TaskEnv
+from learner.evaluation import pass_at_k
+from learner.flags import flag_samples
+from learner.general import general_check
+from learner.model import chat_prompt
+from learner.perturb import Perturbation, check_components, domain_of, perturbations_for
+from learner.rollout import generate
+from learner.scoring import score_all
+from tasks import Task
+
+HIST_BINS = 10
+ZERO_STD = 1e-6
+
+
+@dataclass
+class GateSettings:
+    group_size: int = 4
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    batch_size: int = 8  # prompts per generate call
+    workers: int = 16
+    general_limit: int = 50
+    flag_min_reward: float | None = None  # default: half the env's maximum reward
+    max_flagged: int = 50
+    perturbations: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- sampling -------------------------------------------------------------------------------
+def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+           tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
+           temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
+           build: Callable[[Task], str] | None = None) -> list[dict[str, Any]]:
+    """``group_size`` graded completions per task (prompts from ``build``, default the env's).
+
+    One dict per completion: task_id, group (index of its task), prompt, completion, reward,
+    rewards (components), passed, truncated, infra_error.
+    """
+    build = build or env.prompt
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(tasks), batch_size):
+        chunk = list(tasks[start:start + batch_size])
+        prompts = [build(t) for t in chunk]
+        roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
+                        group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
+                        temperature=temperature, top_p=top_p)
+        repeated = [t for t in chunk for _ in range(group_size)]
+        scores = score_all(env, repeated, roll.texts, workers)
+        for row, text in enumerate(roll.texts):
+            i = row // group_size
+            out.append({
+                "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
+                "completion": text, "reward": scores.rewards[row],
+                "rewards": scores.components[row], "passed": scores.passed[row],
+                "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row],
+            })
+    return out
+
+
+# -- statistics -----------------------------------------------------------------------------
+def describe(values: Sequence[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "mean": None, "std": None, "min": None, "max": None}
+    return {"n": len(values), "mean": statistics.fmean(values),
+            "std": statistics.pstdev(values), "min": min(values), "max": max(values)}
+
+
+def histogram(values: Sequence[float], bins: int = HIST_BINS,
+              span: tuple[float, float] | None = None) -> dict[str, list[float] | list[int]]:
+    """Counts over ``bins`` equal bins (edges included); counts sum to ``len(values)``."""
+    lo, hi = span or (min([0.0, *values]), max([1.0, *values]))
+    counts, edges = np.histogram(np.asarray(values, dtype=float), bins=bins, range=(lo, hi))
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def _scored(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    # A sandbox failure says nothing about the policy.
+    return [s for s in samples if not s["infra_error"]]
+
+
+def reward_distribution(samples: Sequence[dict[str, Any]],
+                        components: Sequence[str]) -> dict[str, Any]:
+    """Histogram and mean/std of the total reward and of each component."""
+    scored = _scored(samples)
+    totals = [s["reward"] for s in scored]
+    out: dict[str, Any] = {"total": {**describe(totals), "histogram": histogram(totals)}}
+    out["components"] = {}
+    for name in components:
+        values = [s["rewards"].get(name, 0.0) for s in scored]
+        out["components"][name] = {**describe(values), "histogram": histogram(values, span=(0, 1))}
+    return out
+
+
+def group_variance(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Within-group reward std (unbiased, as the trainer's advantages use) and the share of
+    groups with zero variance: every completion scored alike, so GRPO learns nothing there."""
+    groups: dict[int, list[float]] = {}
+    for s in _scored(samples):
+        groups.setdefault(s["group"], []).append(s["reward"])
+    stds = [statistics.stdev(r) if len(r) > 1 else 0.0 for r in groups.values()]
+    zero = sum(sd < ZERO_STD for sd in stds)
+    all_same = [r[0] for r in groups.values() if max(r) - min(r) < ZERO_STD]
+    return {
+        "n_groups": len(stds),
+        "zero_variance_fraction": zero / len(stds) if stds else None,
+        "zero_variance_groups": {"all_high": sum(v > 0 for v in all_same),
+                                 "all_zero": sum(v <= 0 for v in all_same)},
+        "std": describe(stds),
+        "histogram": histogram(stds, span=(0.0, max([0.5, *stds]))),
+    }
+
+
+def heldout_accuracy(greedy: Sequence[dict[str, Any]], sampled: Sequence[dict[str, Any]],
+                     k: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(accuracy section, pass_at_k section) from one greedy and ``k`` sampled completions/task.
+
+    pass@k uses the learner's unbiased estimator over the task's scored samples.
+    """
+    hits: dict[int, list[bool]] = {}
+    for s in _scored(sampled):
+        hits.setdefault(s["group"], []).append(s["passed"])
+    scored = _scored(greedy)
+    accuracy = {
+        "greedy": statistics.fmean(g["passed"] for g in scored) if scored else None,
+        "reward": statistics.fmean(g["reward"] for g in scored) if scored else None,
+        "n": len(scored),
+        "infra_errors": len(greedy) - len(scored),
+    }
+    counts = [(len(h), sum(h)) for h in hits.values() if h]
+    passk: dict[str, Any] = {"k": k, "n": len(counts),
+                             "estimator": "unbiased (Chen et al. 2021)"}
+    if counts:
+        passk["pass@1"] = statistics.fmean(pass_at_k(n, c, 1) for n, c in counts)
+        passk[f"pass@{k}"] = statistics.fmean(pass_at_k(n, c, min(k, n)) for n, c in counts)
+    return accuracy, passk
+
+
+# -- perturbations --------------------------------------------------------------------------
+def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> dict[str, Any]:
+    scored = _scored(samples)
+    means = {c: (statistics.fmean(s["rewards"].get(c, 0.0) for s in scored) if scored else None)
+             for c in components}
+    return {
+        "n": len(scored),
+        "score": means[components[0]] if components else None,
+        "components": means,
+        "passed": statistics.fmean(s["passed"] for s in scored) if scored else None,
+    }
+
+
+def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                          env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
+                          batch_size: int = 8, workers: int = 16,
+                          perturbations: Sequence[Perturbation] | None = None,
+                          original: Sequence[dict[str, Any]] | None = None,
+                          gather: Callable[[list], list] | None = None) -> dict[str, Any]:
+    """Greedy score of ``tasks`` under each perturbation of the env's domain, next to the
+    unperturbed prompt (``original``: its greedy samples when already computed).
+
+    ``score`` is the mean of the env's format-independent component (math ``correct``, code
+    ``tests``, json ``content``); ``samples`` keeps the graded completions for the report. With
+    several processes each grading its shard of ``tasks``, ``gather`` (accelerate's
+    ``gather_object``) joins the samples so every process reports the same means.
+    """
+    gather = gather or list
+    components = check_components(env)
+    perturbations = perturbations_for(env) if perturbations is None else perturbations
+    run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
+               workers=workers)
+    if original is None:
+        original = gather(sample(model, tokenizer, env, tasks, **run))
+    results = {"original": {"description": "the pack's own prompt",
+                            **_summarise(original, components)}}
+    samples = {}
+    for p in perturbations:
+        graded = gather(sample(model, tokenizer, env, tasks,
+                               build=lambda t, p=p: p(env.pack, t), **run))
+        results[p.name] = {"description": p.description, **_summarise(graded, components),
+                           "example_prompt": graded[0]["prompt"] if graded else None}
+        samples[p.name] = graded
+    base = results["original"]["score"]
+    for r in results.values():
+        r["delta_vs_original"] = (None if base is None or r["score"] is None
+                                  else r["score"] - base)
+    return {"domain": domain_of(env), "check": list(components), "results": results,
+            "samples": samples}
+
+
+def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                         env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
+                         batch_size: int = 8, workers: int = 16,
+                         gather: Callable[[list], list] | None = None) -> dict[str, float]:
+    """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl."""
+    result = perturbation_accuracy(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens,
+                                   batch_size=batch_size, workers=workers, gather=gather)
+    return {f"eval/perturb/{name}": r["score"] for name, r in result["results"].items()
+            if r["score"] is not None}
+
+
+# -- everything for one policy --------------------------------------------------------------
+def max_reward(env: TaskEnv) -> float:
+    """The highest total reward: every component at 1, weighted."""
+    return sum(w for w in env.reward_weights.values() if w > 0)
+
+
+def _public(sample: dict[str, Any]) -> dict[str, Any]:
+    keep = ("task_id", "prompt", "completion", "reward", "rewards", "passed", "truncated",
+            "flags", "source")
+    return {k: sample[k] for k in keep if k in sample}
+
+
+def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+              tasks: Sequence[Task], settings: GateSettings,
+              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every report section for one policy; ``samples`` (all graded completions) rides along.
+
+    ``log`` receives a line after each phase (generation on CPU takes minutes).
+    """
+    s = settings
+    timing: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timing[name] = round(now - clock, 3)
+        clock = now
+        if log:
+            log(f"  {name.removesuffix('_s')}: {timing[name]:.1f} s")
+
+    torch.manual_seed(s.seed)  # generate() samples from torch's global generator
+    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
+                    max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers)
+    lap("greedy_s")
+    sampled = sample(model, tokenizer, env, tasks, group_size=s.group_size,
+                     max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                     batch_size=s.batch_size, workers=s.workers)
+    lap("sampled_s")
+    accuracy, passk = heldout_accuracy(greedy, sampled, s.group_size)
+    components = list(env.default_weights)
+    report: dict[str, Any] = {
+        "accuracy": accuracy,
+        "pass_at_k": passk,
+        "reward_distribution": reward_distribution(sampled, components),
+        "group_variance": group_variance(sampled),
+    }
+    perturbed: dict[str, list[dict[str, Any]]] = {}
+    if s.perturbations:
+        result = perturbation_accuracy(model, tokenizer, env, tasks,
+                                       max_new_tokens=s.max_new_tokens,
+                                       batch_size=s.batch_size, workers=s.workers,
+                                       original=greedy)
+        perturbed = result.pop("samples")
+        report["perturbations"] = result
+        lap("perturbations_s")
+    min_reward = s.flag_min_reward if s.flag_min_reward is not None else max_reward(env) / 2
+    candidates = ([{**x, "source": "sampled"} for x in sampled]
+                  + [{**x, "source": "greedy"} for x in greedy]
+                  + [{**x, "source": f"perturbation:{name}"}
+                     for name, rows in perturbed.items() for x in rows])
+    flagged = flag_samples(candidates, domain=domain_of(env), min_reward=min_reward)
+    reasons: dict[str, int] = {}
+    for f in flagged:
+        for flag in f["flags"]:
+            reasons[flag["reason"]] = reasons.get(flag["reason"], 0) + 1
+    report["flagged"] = {
+        "min_reward": min_reward, "n_checked": len(candidates),
+        "n_high_reward": sum(c["reward"] >= min_reward for c in candidates),
+        "n_flagged": len(flagged), "by_reason": reasons,
+        "samples": [_public(f) for f in flagged[:s.max_flagged]],
+    }
+    lap("flags_s")
+    if s.general_limit:
+        report["general"] = general_check(model, tokenizer, s.general_limit)
+        lap("general_s")
+    report["timing"] = timing
+    report["samples"] = [_public({**x, "source": "sampled"}) for x in sampled] + \
+        [_public({**x, "source": "greedy"}) for x in greedy]
+    return report

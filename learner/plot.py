@@ -1,0 +1,78 @@
+"""``python -m learner.plot DIR``: PNG training curves from ``DIR/metrics.jsonl``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+from learner.metrics import read_metrics  # noqa: E402
+
+PANELS = {
+    "reward": ["reward/mean"],
+    "reward_components": None,  # every reward/<component>
+    "kl": ["kl"],
+    "entropy": ["entropy"],
+    "zero_std_fraction": ["group/frac_zero_std"],
+    "completion_length": ["completion/len_mean"],
+    "heldout_accuracy": None,  # every eval/accuracy, eval/pass@k
+}
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write one PNG per panel; returns the files written (panels without data are skipped)."""
+    rows = read_metrics(run_dir)
+    out = Path(out_dir or Path(run_dir) / "plots")
+    out.mkdir(parents=True, exist_ok=True)
+    keys = {k for r in rows for k in r}
+    written = []
+    for name, wanted in PANELS.items():
+        if name == "reward_components":
+            wanted = sorted(k for k in keys if k.startswith("reward/") and k not in
+                            ("reward/mean", "reward/std"))
+        elif name == "heldout_accuracy":
+            wanted = sorted(k for k in keys if k == "eval/accuracy" or k.startswith("eval/pass@"))
+        series = {k: _series(rows, k) for k in wanted}
+        series = {k: v for k, v in series.items() if v[0]}
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for key, (x, y) in series.items():
+            ax.plot(x, y, marker="o" if len(x) < 30 else None, label=key)
+        ax.set_xlabel("step")
+        ax.set_title(name.replace("_", " "))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m learner.plot", description=__doc__)
+    parser.add_argument("run_dir", help="a learner.run --output-dir")
+    parser.add_argument("--out", help="where to write the PNGs (default: RUN_DIR/plots)")
+    args = parser.parse_args(argv)
+    if not (Path(args.run_dir) / "metrics.jsonl").is_file():
+        print(f"error: no metrics.jsonl in {args.run_dir}", file=sys.stderr)
+        return 1
+    for path in plot(args.run_dir, args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

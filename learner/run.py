@@ -1,0 +1,72 @@
+"""``python -m learner.run``: GRPO training of a causal LM on any grpo/* env.
+
+Bad flags, unknown env ids and unloadable models fail before any work starts, with a message.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+
+import envs  # noqa: F401  (registers the grpo/* envs)
+from learner.config import Config, parse_config
+from learner.model import ModelLoadError
+
+
+class SetupError(RuntimeError):
+    pass
+
+
+def make_env(config: Config):
+    """The env's unwrapped TaskEnv; unknown ids and bad kwargs fail with a clear message."""
+    if config.env not in gym.registry:
+        ids = [i for i in gym.registry if i.startswith("grpo/")] or list(gym.registry)
+        close = difflib.get_close_matches(config.env, ids, n=3, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else f" Known: {', '.join(ids)}"
+        raise SetupError(f"unknown env id '{config.env}'.{hint}")
+    try:
+        return gym.make(config.env, **config.env_kwargs).unwrapped
+    except Exception as exc:  # noqa: BLE001 - any construction error is reported the same way
+        raise SetupError(f"cannot create {config.env} with {config.env_kwargs}: {exc}") from exc
+
+
+def format_eval(metrics: dict[str, float]) -> str:
+    parts = [f"accuracy {metrics.get('eval/accuracy', float('nan')):.1%}"]
+    if "eval/full_marks" in metrics:
+        parts.append(f"full marks (all reward components) {metrics['eval/full_marks']:.1%}")
+    parts += [f"{k.removeprefix('eval/')} {v:.1%}" for k, v in metrics.items()
+              if k.startswith("eval/pass@")]
+    return ", ".join(parts) + f" on {int(metrics.get('eval/n', 0))} held-out tasks"
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_config(argv)
+    try:
+        env = make_env(config)
+        from learner.trainer import GRPOTrainer  # heavy imports after the cheap checks
+
+        trainer = GRPOTrainer(config, env=env)
+    except (SetupError, ModelLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    out = Path(config.output_dir)
+    if trainer.accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
+    result = trainer.train()
+    trainer.save_model(out / "final")
+    if trainer.accelerator.is_main_process:
+        if "before" in result:
+            print(f"held-out before: {format_eval(result['before'])}")
+        if "after" in result:
+            print(f"held-out after:  {format_eval(result['after'])}")
+        print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,468 @@
+"""The GRPO training loop: generate -> score -> advantages -> clipped-surrogate updates.
+
+It runs unchanged as one process or under ``accelerate launch`` (DDP; FSDP/DeepSpeed through
+accelerate's config): every process takes its share of the step's prompts, groups never span
+processes, and gradients are averaged by the wrapped model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import Tensor
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from envs.base import TaskEnv
+from learner import checkpoint, grpo
+from learner.config import Config
+from learner.data import PromptStream
+from learner.evaluation import evaluate, heldout_tasks
+from learner.forward import completion_logits
+from learner.metrics import RunLog
+from learner.model import chat_prompt, load_model, load_tokenizer
+from learner.rollout import Rollout, generate
+from learner.scoring import Scores, score_all
+
+
+@dataclass
+class Batch:
+    """The training rows of one step (already filtered); rows of a group are contiguous."""
+
+    prompt_ids: Tensor
+    prompt_mask: Tensor
+    completion_ids: Tensor
+    completion_mask: Tensor
+    loss_mask: Tensor
+    advantages: Tensor
+    groups: Tensor
+
+    def __len__(self) -> int:
+        return self.prompt_ids.shape[0]
+
+    @property
+    def tokens(self) -> int:
+        return int(self.prompt_mask.sum() + self.completion_mask.sum())
+
+    def split(self, n: int) -> list[Batch]:
+        size = math.ceil(len(self) / n)
+        return [Batch(*(t[i:i + size] for t in self._tensors())) for i in range(0, len(self), size)]
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(*(t.to(device) for t in self._tensors()))
+
+    def _tensors(self) -> tuple[Tensor, ...]:
+        return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
+                self.loss_mask, self.advantages, self.groups)
+
+
+def _pad_cat(tensors: list[Tensor], value: int, left: bool) -> Tensor:
+    width = max(t.shape[1] for t in tensors)
+    padded = []
+    for t in tensors:
+        pad = t.new_full((t.shape[0], width - t.shape[1]), value)
+        padded.append(torch.cat([pad, t] if left else [t, pad], dim=1))
+    return torch.cat(padded)
+
+
+def merge_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
+    if len(rollouts) == 1:
+        return rollouts[0]
+    return Rollout(
+        prompt_ids=_pad_cat([r.prompt_ids for r in rollouts], pad_id, left=True),
+        prompt_mask=_pad_cat([r.prompt_mask for r in rollouts], 0, left=True),
+        completion_ids=_pad_cat([r.completion_ids for r in rollouts], pad_id, left=False),
+        completion_mask=_pad_cat([r.completion_mask for r in rollouts], 0, left=False),
+        truncated=torch.cat([r.truncated for r in rollouts]),
+        texts=[t for r in rollouts for t in r.texts],
+        generated_tokens=sum(r.generated_tokens for r in rollouts),
+    )
+
+
+class GRPOTrainer:
+    def __init__(self, config: Config, *, model=None, tokenizer=None, env: TaskEnv | None = None,
+                 accelerator: Accelerator | None = None):
+        self.config = c = config
+        cuda = torch.cuda.is_available()
+        # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
+        self.accelerator = accelerator or Accelerator(
+            mixed_precision="bf16" if cuda else "no", cpu=not cuda)
+        if c.num_threads or self.accelerator.device.type == "cpu":
+            torch.set_num_threads(c.num_threads or cpu_threads(self.accelerator.num_processes))
+        set_seed(c.seed, device_specific=True)  # each process samples differently
+        self.env = env or gym.make(c.env, **c.env_kwargs).unwrapped
+        self.tokenizer = tokenizer or load_tokenizer(c.model)
+        model = model or load_model(c.model)
+        if c.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.config.use_cache = True  # generation still uses the KV cache (eval mode)
+        self.ref_model = None
+        if c.lora_r:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(
+                r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout,
+                target_modules="all-linear", task_type="CAUSAL_LM"))
+        elif c.beta > 0:
+            # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=c.learning_rate,
+            betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
+        scheduler = get_scheduler(
+            c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
+            num_training_steps=c.steps * c.num_iterations)
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
+            model, optimizer, scheduler)
+        if self.ref_model is not None:
+            self.ref_model.to(self.accelerator.device)
+        self.stream = PromptStream(self.env, "train", seed=c.seed)
+        self.step = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+    @property
+    def policy(self):
+        return self.accelerator.unwrap_model(self.model)
+
+    @property
+    def world(self) -> tuple[int, int]:
+        return self.accelerator.process_index, self.accelerator.num_processes
+
+    def _local(self, items: list) -> list:
+        rank, world = self.world
+        return items[rank::world]
+
+    def _mean(self, value: float) -> float:
+        """Average a per-process number over processes."""
+        if self.accelerator.num_processes == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
+        return float(self.accelerator.reduce(t, reduction="mean"))
+
+    # -- one step ---------------------------------------------------------------------------
+    def rollout(self, n_prompts: int) -> tuple[list, Rollout, Scores, float, float]:
+        c = self.config
+        tasks = self._local(self.stream.take(n_prompts))
+        prompts = [chat_prompt(self.tokenizer, self.env.prompt(t)) for t in tasks]
+        t0 = time.perf_counter()
+        with self.accelerator.autocast():  # bf16 on CUDA, a no-op on CPU
+            roll = generate(self.policy, self.tokenizer, prompts, group_size=c.group_size,
+                            max_new_tokens=c.max_new_tokens, temperature=c.temperature,
+                            top_p=c.top_p)
+        t1 = time.perf_counter()
+        repeated = [t for t in tasks for _ in range(c.group_size)]
+        scores = score_all(self.env, repeated, roll.texts, c.score_workers)
+        return tasks, roll, scores, t1 - t0, time.perf_counter() - t1
+
+    def collect(self) -> dict[str, Any]:
+        """Generate and score until the step has its P groups (see ``--dynamic-sampling``)."""
+        c = self.config
+        tasks, rolls, scores, gen_s, score_s = [], [], [], 0.0, 0.0
+        informative, tries = 0, 0
+        while True:
+            tries += 1
+            want = c.prompts_per_step if tries == 1 else c.prompts_per_step - informative
+            want = max(want, self.world[1])  # every process needs at least one prompt
+            t, r, s, g, sc = self.rollout(want)
+            tasks += t
+            rolls.append(r)
+            scores.append(s)
+            gen_s, score_s = gen_s + g, score_s + sc
+            rewards = torch.tensor([x for s_ in scores for x in s_.rewards])
+            infra = torch.tensor([x for s_ in scores for x in s_.infra_error])
+            groups = torch.arange(len(tasks)).repeat_interleave(c.group_size)
+            std = grpo.group_std(rewards[~infra], groups[~infra], len(tasks))
+            informative = int(self._mean(float((std > 0).sum())) * self.world[1])
+            if not c.dynamic_sampling or informative >= c.prompts_per_step \
+                    or tries >= c.max_sampling_tries:
+                break
+        roll = merge_rollouts(rolls, self.tokenizer.pad_token_id)
+        merged = Scores(
+            rewards=[x for s in scores for x in s.rewards],
+            components=[x for s in scores for x in s.components],
+            passed=[x for s in scores for x in s.passed],
+            infra_error=[x for s in scores for x in s.infra_error],
+        )
+        return {"tasks": tasks, "rollout": roll, "scores": merged, "groups": groups,
+                "rewards": rewards, "infra": infra, "group_std": std, "tries": tries,
+                "time/generate_s": gen_s, "time/score_s": score_s}
+
+    def make_batch(self, col: dict[str, Any]) -> tuple[Batch | None, Tensor]:
+        """Advantages over valid samples; keep rows of groups with signal (first P of them)."""
+        c = self.config
+        roll, groups, valid = col["rollout"], col["groups"], ~col["infra"]
+        adv = torch.zeros(len(groups))
+        if valid.any():
+            adv[valid] = grpo.group_advantages(col["rewards"][valid], groups[valid],
+                                               c.scale_rewards)
+        informative = (col["group_std"] > 0).nonzero().squeeze(-1)
+        if c.dynamic_sampling:
+            informative = informative[: max(1, c.prompts_per_step // self.world[1])]
+        keep = torch.isin(groups, informative) & valid
+        if not keep.any():
+            return None, adv
+        idx = keep.nonzero().squeeze(-1)
+        loss_mask = roll.completion_mask[idx]
+        if c.mask_truncated:
+            loss_mask = loss_mask * (~roll.truncated[idx]).long().unsqueeze(-1)
+        batch = Batch(
+            prompt_ids=roll.prompt_ids[idx],
+            prompt_mask=roll.prompt_mask[idx],
+            completion_ids=roll.completion_ids[idx],
+            completion_mask=roll.completion_mask[idx],
+            loss_mask=loss_mask,
+            advantages=adv[idx],
+            groups=groups[idx],
+        )
+        return batch, adv
+
+    def _logits(self, model, mb: Batch) -> Tensor:
+        # Gradient checkpointing and a KV cache that carries gradients do not mix.
+        return completion_logits(model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids,
+                                 mb.completion_mask, mb.groups,
+                                 share_prompts=not self.config.gradient_checkpointing)
+
+    @torch.no_grad()
+    def _ref_logprobs(self, mb: Batch) -> Tensor:
+        c = self.config
+        if self.ref_model is not None:
+            logits = self._logits(self.ref_model, mb)
+        else:  # LoRA: the reference is the base model with the adapters switched off
+            with self.policy.disable_adapter():
+                logits = self._logits(self.model, mb)
+        return grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
+
+    def train_on(self, batch: Batch) -> dict[str, float]:
+        c = self.config
+        dev = self.accelerator.device
+        micro = [mb.to(dev) for mb in batch.split(c.gradient_accumulation_steps)]
+        norm = {"total_sequences": len(batch), "total_tokens": int(batch.loss_mask.sum()),
+                "max_tokens": c.max_new_tokens}
+        use_ref = c.beta > 0
+        old: list[Tensor] = []
+        ref: list[Tensor | None] = [self._ref_logprobs(mb) if use_ref else None for mb in micro]
+        stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "entropy": 0.0, "grad_norm": 0.0,
+                 "nonfinite_skipped": 0.0}
+        tokens = max(norm["total_tokens"], 1)
+        for it in range(c.num_iterations):
+            for i, mb in enumerate(micro):
+                last = i == len(micro) - 1
+                ctx = self.accelerator.no_sync(self.model) if not last else contextlib.nullcontext()
+                with ctx, self.accelerator.autocast():
+                    logits = self._logits(self.model, mb)
+                    logp = grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
+                    # The first pass runs the generating policy itself: its log-probs are the
+                    # "old" ones, so no extra forward pass is needed for them.
+                    if it == 0:
+                        old.append(logp.detach())
+                    loss, aux = grpo.grpo_loss(
+                        logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
+                        eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type, **norm)
+                finite = self._mean(float(torch.isfinite(loss))) == 1.0
+                if finite:
+                    self.accelerator.backward(loss)
+                else:
+                    stats["nonfinite_skipped"] = 1.0
+                if it == c.num_iterations - 1:
+                    m = mb.loss_mask.bool()
+                    with torch.no_grad():
+                        stats["loss"] += float(loss)
+                        stats["kl"] += float(aux["kl"][m].sum()) / tokens
+                        stats["clip_frac"] += float(aux["clipped"][m].float().sum()) / tokens
+                        stats["entropy"] += float(
+                            grpo.token_entropy(logits.detach(), c.temperature)[m].sum()) / tokens
+                del logits
+            stats["grad_norm"] = self._optimizer_step(stats)
+        return stats
+
+    def _optimizer_step(self, stats: dict[str, float]) -> float:
+        c = self.config
+        grad_norm = float("nan")
+        if stats["nonfinite_skipped"] == 0.0:
+            if c.max_grad_norm > 0:
+                grad_norm = float(self.accelerator.clip_grad_norm_(
+                    self.model.parameters(), c.max_grad_norm))
+            else:
+                grad_norm = float(torch.norm(torch.stack([
+                    p.grad.norm() for p in self.model.parameters() if p.grad is not None])))
+            if math.isfinite(grad_norm):
+                self.optimizer.step()
+            else:
+                stats["nonfinite_skipped"] = 1.0
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+    def train_step(self) -> dict[str, Any]:
+        c = self.config
+        start = time.perf_counter()
+        col = self.collect()
+        batch, adv = self.make_batch(col)
+        t0 = time.perf_counter()
+        has_rows = self._mean(float(batch is not None)) == 1.0
+        if batch is not None and has_rows:
+            stats = self.train_on(batch)
+            trained_tokens = batch.tokens
+        else:
+            # Nothing carries signal (or some process has no rows): skip the update entirely.
+            for _ in range(c.num_iterations):
+                self.scheduler.step()
+            nan = float("nan")  # no update: nothing was measured (0 would read as "no drift")
+            stats = {"loss": 0.0, "kl": nan, "clip_frac": nan, "entropy": nan, "grad_norm": 0.0,
+                     "nonfinite_skipped": 0.0}
+            trained_tokens = 0
+        train_s = time.perf_counter() - t0
+        self.step += 1
+        metrics = self._step_metrics(col, stats, batch)
+        total_s = time.perf_counter() - start
+        roll = col["rollout"]
+        metrics.update({
+            "lr": self.scheduler.get_last_lr()[0],
+            "time/step_s": total_s,
+            "time/generate_s": col["time/generate_s"],
+            "time/score_s": col["time/score_s"],
+            "time/train_s": train_s,
+            "tokens_per_s": self._mean(roll.generated_tokens / total_s) * self.world[1],
+            "tokens_per_s/generate": self._mean(
+                roll.generated_tokens / max(col["time/generate_s"], 1e-9)) * self.world[1],
+            "tokens_per_s/train": self._mean(trained_tokens * c.num_iterations / max(train_s, 1e-9))
+            * self.world[1],
+        })
+        self._last = (col, adv)
+        return metrics
+
+    def _step_metrics(self, col: dict[str, Any], stats: dict[str, float],
+                      batch: Batch | None) -> dict[str, Any]:
+        scores, valid = col["scores"], ~col["infra"]
+        rewards = col["rewards"][valid]
+        roll = col["rollout"]
+        out: dict[str, Any] = {
+            "reward/mean": float(rewards.mean()) if rewards.numel() else float("nan"),
+            "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+        }
+        names = sorted({k for comp in scores.components for k in comp})
+        for name in names:
+            vals = [comp.get(name, 0.0) for comp, ok in zip(scores.components, valid, strict=True)
+                    if ok]
+            out[f"reward/{name}"] = sum(vals) / max(len(vals), 1)
+        out["accuracy"] = sum(p for p, ok in zip(scores.passed, valid, strict=True) if ok) / max(
+            int(valid.sum()), 1)
+        out.update({
+            "group/std_mean": float(col["group_std"].mean()),
+            "group/frac_zero_std": float((col["group_std"] == 0).float().mean()),
+            "group/sampling_tries": col["tries"],
+            "group/trained": 0 if batch is None else len(batch) // self.config.group_size,
+            "samples/sandbox_errors": int(col["infra"].sum()),
+            "completion/len_mean": float(roll.lengths.float().mean()),
+            "completion/truncated_frac": float(roll.truncated.float().mean()),
+            **stats,
+        })
+        return {k: self._mean(v) if isinstance(v, float | int) else v for k, v in out.items()}
+
+    def sample_groups(self, n: int) -> list[dict[str, Any]]:
+        col, adv = self._last
+        c = self.config
+        out = []
+        for g, task in enumerate(col["tasks"][:n]):
+            rows = range(g * c.group_size, (g + 1) * c.group_size)
+            out.append({
+                "task_id": task.id,
+                "prompt": self.env.prompt(task),
+                "completions": [col["rollout"].texts[i] for i in rows],
+                "rewards": [col["scores"].components[i] for i in rows],
+                "reward": [col["scores"].rewards[i] for i in rows],
+                "advantages": [round(float(adv[i]), 4) for i in rows],
+            })
+        return out
+
+    # -- evaluation, checkpoints, the loop --------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        c = self.config
+        tasks = self._local(heldout_tasks(self.env, c.eval_size))
+        result = evaluate(self.policy, self.tokenizer, self.env, tasks,
+                          max_new_tokens=c.max_new_tokens, k=c.eval_k, temperature=c.temperature,
+                          top_p=c.top_p, batch_size=c.eval_batch_size, workers=c.score_workers)
+        if self.world[1] > 1:
+            from accelerate.utils import gather_object
+
+            result.records = gather_object(result.records)
+        return {f"eval/{k}": v for k, v in result.metrics().items()}
+
+    def save(self) -> None:
+        checkpoint.save(self.accelerator, self.config.output_dir, self.step,
+                        {"position": self.stream.position}, keep=self.config.keep_checkpoints)
+
+    def resume(self) -> bool:
+        path = checkpoint.latest(self.config.output_dir)
+        if path is None:
+            return False
+        state = checkpoint.load(self.accelerator, path)
+        self.step, self.stream.position = state["step"], state["position"]
+        return True
+
+    def train(self) -> dict[str, Any]:
+        """Run to ``config.steps``; returns held-out metrics before (if run) and after."""
+        c = self.config
+        resumed = c.resume and self.resume()
+        main = self.accelerator.is_main_process
+        log = RunLog(c.output_dir, resume_step=self.step if resumed else None) if main else None
+        result: dict[str, Any] = {"resumed_from": self.step if resumed else None}
+        if c.eval and not resumed:
+            result["before"] = self.evaluate()
+            if log:
+                log.log(0, result["before"])
+        metrics: dict[str, Any] = {}
+        bar = tqdm(total=c.steps, initial=self.step, disable=not (main and c.progress),
+                   desc="grpo", dynamic_ncols=True)
+        while self.step < c.steps:
+            metrics = self.train_step()
+            if c.eval and c.eval_every and self.step % c.eval_every == 0 and self.step < c.steps:
+                metrics.update(self.evaluate())
+            if c.eval and self.step == c.steps:
+                result["after"] = self.evaluate()
+                metrics.update(result["after"])
+            if log:
+                log.log(self.step, metrics)
+                if c.samples_every and self.step % c.samples_every == 0:
+                    log.samples(self.step, self.sample_groups(c.samples_groups))
+            if (c.save_every and self.step % c.save_every == 0) or self.step == c.steps:
+                self.save()
+            bar.set_postfix(step=self.step, reward=f"{metrics['reward/mean']:.3f}",
+                            kl=f"{metrics['kl']:.4f}", refresh=False)
+            bar.update(1)
+        bar.close()
+        if log:
+            log.close()
+        result["final_metrics"] = metrics
+        return result
+
+    def save_model(self, path) -> None:
+        """Save the trained policy (merged with LoRA adapters) and tokenizer for later use."""
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            model = self.policy
+            if self.config.lora_r:
+                model = model.merge_and_unload()
+            model.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
+
+
+def cpu_threads(processes: int = 1) -> int:
+    """Threads per process for CPU work: the cores not already busy, shared among processes.
+
+    Oversubscribed OpenMP threads spin against each other; on a shared machine one thread that
+    runs beats two that wait, by an order of magnitude.
+    """
+    cores = os.cpu_count() or 1
+    idle = cores - int(os.getloadavg()[0] + 0.5)
+    return max(1, min(cores, idle) // max(processes, 1))

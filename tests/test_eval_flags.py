@@ -1,0 +1,101 @@
+"""Flagging heuristics on hand-written completions (pure functions, no model)."""
+
+from __future__ import annotations
+
+from learner.flags import (
+    answer_candidates,
+    empty_json,
+    flag_completion,
+    flag_samples,
+    many_candidates,
+    no_reasoning,
+    prints_or_touches_harness,
+    repetitive,
+    too_long,
+)
+
+REASONED = ("Tom has 3 apples and buys 4 more, so he has 3 + 4 = 7 apples. "
+            "He gives 2 away, leaving 7 - 2 = 5. The answer is \\boxed{5}.")
+
+
+def reasons(flags) -> set[str]:
+    return {f.reason for f in flags}
+
+
+def test_bare_answers_are_flagged_as_having_no_reasoning():
+    assert no_reasoning("\\boxed{5}")
+    assert no_reasoning("The answer is 5.")
+    assert no_reasoning("Final answer: 42")
+    assert no_reasoning(REASONED) is None
+
+
+def test_several_stated_answers_are_flagged():
+    assert answer_candidates(REASONED) == {"5"}
+    assert many_candidates(REASONED) is None
+    assert many_candidates("The answer is 5. Hmm, or maybe \\boxed{6}.")
+    assert many_candidates("\\boxed{4} \\boxed{5} \\boxed{6}")
+    spread = many_candidates("It could be \\boxed{5 \\text{ or } 6 \\text{ or } 7}")
+    assert spread and "3 different" in spread.detail
+    # The same answer said twice, with formatting differences, is one candidate.
+    assert many_candidates("So the answer is 1,200. \\boxed{1200}") is None
+    assert answer_candidates("\\boxed{\\frac{1}{2}}") == {"\\frac{1}{2}"}
+
+
+def test_long_and_repetitive_text():
+    assert too_long("short", truncated=True)
+    assert too_long("x" * 2000, typical_chars=300)
+    assert too_long("x" * 500, typical_chars=300) is None
+    assert too_long("x" * 100, typical_chars=10) is None  # below the absolute floor
+    assert repetitive("Let me check again. " * 30)
+    assert repetitive("Step: add the numbers now\n" * 3 + "done")
+    assert repetitive(REASONED) is None
+    prose = " ".join(f"word{i}" for i in range(200))
+    assert repetitive(prose) is None
+
+
+def test_code_that_prints_or_touches_the_harness():
+    clean = "```python\ndef add(a, b):\n    return a + b\n```"
+    assert prints_or_touches_harness(clean) == []
+    printing = "```python\ndef add(a, b):\n    print(a + b)\n    return a + b\n```"
+    assert reasons(prints_or_touches_harness(printing)) == {"prints_output"}
+    exiting = "```python\nimport sys\ndef add(a, b):\n    sys.exit(0)\n```"
+    flags = prints_or_touches_harness(exiting)
+    assert reasons(flags) == {"touches_harness"} and "exits early" in flags[0].detail
+    always_equal = ("```python\nclass Any:\n    def __eq__(self, other):\n        return True\n"
+                    "def add(a, b):\n    return Any()\n```")
+    assert "always-equal objects" in prints_or_touches_harness(always_equal)[0].detail
+    for snippet in ("import builtins", "open('out.txt', 'w')", "sys.modules['m'] = None",
+                    "import subprocess", "import unittest"):
+        assert prints_or_touches_harness(f"```python\n{snippet}\n```"), snippet
+    # Only the graded block counts: prose around it may say "print(" freely.
+    assert prints_or_touches_harness("Call print(x) to see it.\n" + clean) == []
+
+
+def test_json_that_is_valid_but_empty():
+    for text in ("{}", "[]", '{"name": ""}', '{"name": "string", "age": null}',
+                 'Here it is: ```json\n{"items": []}\n```'):
+        assert empty_json(text), text
+    for text in ('{"name": "Ann", "age": 3}', '{"count": 0}', '{"ok": false}', "no json here"):
+        assert empty_json(text) is None, text
+
+
+def test_flag_completion_applies_the_domain_checks_only():
+    assert reasons(flag_completion("\\boxed{5}", domain="math")) == {"no_reasoning"}
+    assert flag_completion("\\boxed{5}", domain="code") == []
+    assert reasons(flag_completion("{}", domain="json")) == {"empty_json"}
+    assert reasons(flag_completion("print(1)", domain="code")) == {"prints_output"}
+
+
+def test_flag_samples_keeps_only_high_reward_flagged_samples():
+    def sample(completion: str, reward: float) -> dict:
+        return {"prompt": "What is 2 + 3?", "completion": completion, "reward": reward,
+                "rewards": {"correct": reward, "format": 1.0}}
+
+    samples = [sample("\\boxed{5}", 1.1), sample("\\boxed{4}", 0.1), sample(REASONED, 1.1)]
+    flagged = flag_samples(samples, domain="math", min_reward=0.55)
+    assert len(flagged) == 1
+    only = flagged[0]
+    assert only["completion"] == "\\boxed{5}" and only["prompt"] == "What is 2 + 3?"
+    assert only["rewards"] == {"correct": 1.1, "format": 1.0}
+    assert [f["reason"] for f in only["flags"]] == ["no_reasoning"]
+    assert flag_samples([], domain="math", min_reward=0.5) == []

@@ -1,0 +1,77 @@
+"""The command line: flags, TOML config, clear early failures, plotting."""
+
+import json
+
+import pytest
+
+from learner import plot, run
+from learner.config import Config, ConfigError, parse_config, read_toml
+
+
+def test_flags_and_toml_precedence(tmp_path):
+    toml = tmp_path / "cfg.toml"
+    toml.write_text('group-size = 6\nsteps = 9\nenv_kwargs = {pack = "arith", level = 2}\n')
+    cfg = parse_config(["--config", str(toml), "--steps", "3", "--epsilon-high", "0.28",
+                        "--loss-type", "dapo", "--no-progress"])
+    assert (cfg.group_size, cfg.steps, cfg.eps_high, cfg.loss_type) == (6, 3, 0.28, "dapo")
+    assert cfg.env_kwargs == {"pack": "arith", "level": 2}
+    assert cfg.progress is False and cfg.epsilon == 0.2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--group-size", "1"], "--group-size must be >= 2"),
+    (["--scale-rewards", "sometimes"], "invalid choice"),
+    (["--env-kwargs", "[1]"], "JSON object"),
+    (["--steps", "ten"], "invalid int value"),
+    (["--bogus"], "unrecognized arguments"),
+])
+def test_bad_flags_fail_with_a_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_config(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_toml_key_suggests_the_right_one(tmp_path):
+    toml = tmp_path / "cfg.toml"
+    toml.write_text("group_sise = 4\n")
+    with pytest.raises(ConfigError, match="did you mean group_size"):
+        read_toml(toml)
+
+
+def test_unknown_env_suggests_close_ids(tmp_path, capsys):
+    rc = run.main(["--env", "grpo/MathExcat-v0", "--output-dir", str(tmp_path)])
+    assert rc == 1
+    assert "Did you mean: grpo/MathExact-v0" in capsys.readouterr().err
+
+
+def test_bad_env_kwargs_fail_early(tmp_path, capsys):
+    rc = run.main(["--env-kwargs", '{"pack": "arith", "level": 99}', "--output-dir",
+                   str(tmp_path)])
+    assert rc == 1
+    assert "level" in capsys.readouterr().err
+
+
+def test_unloadable_model_fails_with_a_clear_message(tmp_path, capsys):
+    rc = run.main(["--env-kwargs", '{"pack": "arith", "level": 1}', "--model",
+                   str(tmp_path / "no-such-model"), "--output-dir", str(tmp_path / "out")])
+    assert rc == 1
+    assert "cannot load" in capsys.readouterr().err
+
+
+def test_config_round_trips_through_json():
+    cfg = Config(steps=5, env_kwargs={"pack": "arith"})
+    assert Config(**json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_plot_writes_pngs(tmp_path):
+    rows = [{"step": 0, "eval/accuracy": 0.1}]
+    rows += [{"step": s, "reward/mean": s / 10, "reward/correct": s / 20, "kl": 0.01 * s,
+              "entropy": 1.0, "group/frac_zero_std": 0.5, "completion/len_mean": 30}
+             for s in range(1, 4)]
+    rows.append({"step": 4, "eval/accuracy": 0.4, "eval/pass@4": 0.6})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    written = {p.name for p in plot.plot(tmp_path)}
+    assert {"reward.png", "reward_components.png", "kl.png", "entropy.png",
+            "zero_std_fraction.png", "completion_length.png", "heldout_accuracy.png"} <= written
+    assert all((tmp_path / "plots" / name).stat().st_size > 1000 for name in written)

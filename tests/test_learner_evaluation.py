@@ -1,0 +1,38 @@
+"""Held-out evaluation: metrics from records, and a run over a test split with pass@k."""
+
+import pytest
+
+from learner.evaluation import EvalResult, evaluate, heldout_tasks
+from tests import learner_helpers as h
+
+
+def _record(correct, components, samples=4, samples_correct=0, infra=False):
+    return {"task_id": "t", "completion": "", "correct": correct, "reward": float(correct),
+            "components": components, "infra_error": infra, "samples": samples,
+            "samples_correct": samples_correct}
+
+
+def test_metrics_from_records():
+    result = EvalResult(k=2, records=[
+        _record(True, {"correct": 1.0, "format": 1.0}, samples_correct=4),
+        _record(True, {"correct": 1.0, "format": 0.0}, samples_correct=1),
+        _record(False, {"correct": 0.0, "format": 1.0}),
+        _record(False, {"correct": 0.0, "format": 0.0}, infra=True),  # excluded
+    ])
+    m = result.metrics()
+    assert m["n"] == 3
+    assert m["accuracy"] == pytest.approx(2 / 3)
+    assert m["full_marks"] == pytest.approx(1 / 3)
+    assert m["reward/format"] == pytest.approx(2 / 3)
+    assert m["pass@2"] == pytest.approx((1 + 0.5 + 0) / 3)  # 1 - C(3,2)/C(4,2) = 0.5
+
+
+def test_evaluate_on_the_test_split():
+    env = h.ShortEnv()
+    tasks = heldout_tasks(env, size=3)
+    assert [t.split for t in tasks] == ["test"] * 3
+    result = evaluate(h.model(), h.tokenizer(), env, tasks, max_new_tokens=4, k=2, samples=3,
+                      batch_size=2)
+    assert [r["task_id"] for r in result.records] == [t.id for t in tasks]
+    assert all(r["samples"] == 3 for r in result.records)
+    assert {"n", "accuracy", "pass@2", "reward/short", "full_marks"} <= set(result.metrics())

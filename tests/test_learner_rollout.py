@@ -1,0 +1,63 @@
+"""Batched generation with the tiny model: masks, greedy agreement with transformers, compaction."""
+
+import torch
+
+from learner.model import chat_prompt
+from learner.rollout import _trim, generate
+from tests import learner_helpers as h
+
+PROMPTS = ["What is 2 + 3?", "What is 7 + 1? Think step by step."]
+
+
+def _templated():
+    return [chat_prompt(h.tokenizer(), p) for p in PROMPTS]
+
+
+def test_greedy_matches_transformers_generate():
+    tok, model = h.tokenizer(), h.model()
+    ours = generate(model, tok, _templated(), group_size=1, max_new_tokens=12, greedy=True)
+    enc = tok(_templated(), return_tensors="pt", padding=True, add_special_tokens=False)
+    ref = model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
+    ref_texts = tok.batch_decode(ref[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert ours.texts == ref_texts
+
+
+def test_groups_are_prompt_major_and_shapes_agree():
+    torch.manual_seed(0)
+    roll = generate(h.model(), h.tokenizer(), _templated(), group_size=3, max_new_tokens=6)
+    assert roll.prompt_ids.shape[0] == roll.completion_ids.shape[0] == 6
+    assert len(roll.texts) == 6
+    assert torch.equal(roll.prompt_ids[0], roll.prompt_ids[2])
+    assert not torch.equal(roll.prompt_ids[0], roll.prompt_ids[3])
+    assert roll.completion_ids.shape[1] <= 6
+    assert roll.truncated.tolist() == (roll.lengths == 6).tolist()
+
+
+def test_dropping_finished_rows_changes_nothing():
+    """Compacting the KV cache when rows finish must not change any completion."""
+    tok, model = h.tokenizer(), h.model()
+    eos = torch.tensor([tok.eos_token_id])
+    # Raise the EOS logit to just below the top logit so rows finish at different steps.
+    hook = model.lm_head.register_forward_hook(
+        lambda mod, inp, out: out.index_add(-1, eos, torch.full((*out.shape[:-1], 1), 1.1)))
+    prompts = [chat_prompt(tok, f"What is {i} + {j}?") for i in range(3) for j in range(3)]
+    try:
+        kept = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
+                        compact_fraction=2.0)
+        dropped = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
+                           compact_fraction=0.0)
+    finally:
+        hook.remove()
+    assert len(set(kept.lengths.tolist())) > 1  # the test exercises mixed finishing times
+    assert dropped.texts == kept.texts
+    assert torch.equal(dropped.completion_ids, kept.completion_ids)
+    assert dropped.generated_tokens < kept.generated_tokens
+
+
+def test_trim_masks_after_first_eos():
+    eos = torch.tensor([2])
+    tokens = torch.tensor([[5, 2, 7, 7], [5, 6, 7, 8], [2, 0, 0, 0]])
+    ids, mask, truncated = _trim(tokens, eos, pad_id=0)
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert ids[0].tolist() == [5, 2, 0, 0]
+    assert truncated.tolist() == [False, True, False]

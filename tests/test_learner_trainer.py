@@ -1,0 +1,170 @@
+"""End-to-end GRPO steps with the tiny model on test envs with controllable rewards."""
+
+import json
+import math
+
+import torch
+
+from learner import grpo
+from learner.metrics import read_metrics
+from learner.trainer import GRPOTrainer
+from tests import learner_helpers as h
+
+REQUIRED = ["step", "reward/mean", "reward/std", "reward/short", "reward/digit", "group/std_mean",
+            "group/frac_zero_std", "kl", "loss", "clip_frac", "entropy", "completion/len_mean",
+            "completion/truncated_frac", "lr", "grad_norm", "time/step_s", "time/generate_s",
+            "time/score_s", "time/train_s", "tokens_per_s"]
+
+
+def trainer(tmp_path, env=None, seed=0, **overrides):
+    cfg = h.config(tmp_path, **overrides)
+    return GRPOTrainer(cfg, model=h.model(seed), tokenizer=h.tokenizer(),
+                       env=env or h.ShortEnv())
+
+
+def test_training_logs_every_metric_and_changes_the_policy(tmp_path):
+    t = trainer(tmp_path, eval_size=2)
+    before = [p.detach().clone() for p in t.policy.parameters()]
+    result = t.train()
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for key in REQUIRED:
+        assert key in rows[1], key
+    assert "eval/accuracy" in rows[0] and "eval/accuracy" in rows[2]
+    assert rows[2]["kl"] > 0  # the policy moved away from the reference
+    assert any(not torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
+    assert set(result) >= {"before", "after"}
+    samples = [json.loads(line) for line in (tmp_path / "run/samples.jsonl").read_text().splitlines()]
+    assert {"prompt", "completions", "rewards", "advantages"} <= set(samples[0])
+    assert len(samples[0]["completions"]) == 4
+
+
+def _sequence_logprobs(t, batch):
+    with torch.no_grad():
+        logp = grpo.token_logprobs(t._logits(t.model, batch), batch.completion_ids)
+    return (logp * batch.loss_mask).sum(-1) / batch.loss_mask.sum(-1)
+
+
+def test_an_update_favours_completions_with_positive_advantage(tmp_path):
+    t = trainer(tmp_path, steps=1, prompts_per_step=2, group_size=6, learning_rate=1e-3,
+                beta=0.0, eval=False)
+    batch, _ = t.make_batch(t.collect())
+    before = _sequence_logprobs(t, batch)
+    t.train_on(batch)
+    delta = _sequence_logprobs(t, batch) - before
+    up, down = delta[batch.advantages > 0], delta[batch.advantages < 0]
+    assert up.mean() > 0 > down.mean(), (up, down)
+
+
+def test_zero_variance_groups_are_skipped(tmp_path):
+    t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False)
+    before = [p.detach().clone() for p in t.policy.parameters()]
+    t.train()
+    row = read_metrics(tmp_path / "run")[-1]
+    assert row["group/frac_zero_std"] == 1.0 and row["group/trained"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
+
+
+def test_dynamic_sampling_draws_more_prompts_when_groups_are_flat(tmp_path):
+    t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False, dynamic_sampling=True,
+                max_sampling_tries=3)
+    t.train()
+    row = read_metrics(tmp_path / "run")[-1]
+    assert row["group/sampling_tries"] == 3
+    assert t.stream.position == 2 * 3  # P fresh prompts on each try
+
+
+def test_sandbox_errors_are_dropped_not_scored_zero(tmp_path):
+    t = trainer(tmp_path, steps=1, eval=False)
+    col = t.collect()
+    col["infra"][1] = True  # pretend the grader's sandbox failed on one sample
+    col["rewards"][1] = 0.0
+    batch, adv = t.make_batch(col)
+    assert adv[1] == 0.0
+    assert len(batch) == 2 * 4 - 1
+    rewards = col["rewards"][[0, 2, 3]]
+    expected = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+    assert torch.allclose(adv[[0, 2, 3]], expected, atol=1e-5)
+
+
+def test_env_sandbox_error_verdicts_are_detected(tmp_path):
+    env = h.ShortEnv(fail_marker="")  # every completion "hits" a sandbox failure
+    t = trainer(tmp_path, env=env, steps=1, eval=False)
+    t.train()
+    row = read_metrics(tmp_path / "run")[-1]
+    assert row["samples/sandbox_errors"] == 2 * 4
+    assert row["group/trained"] == 0
+
+
+def test_nonfinite_loss_skips_the_update(tmp_path):
+    t = trainer(tmp_path, steps=1, eval=False)
+    col = t.collect()
+    batch, _ = t.make_batch(col)
+    batch.advantages[:] = float("nan")
+    before = [p.detach().clone() for p in t.policy.parameters()]
+    stats = t.train_on(batch)
+    assert stats["nonfinite_skipped"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    grads = []
+    for accum in (1, 3):
+        t = trainer(tmp_path / str(accum), steps=1, eval=False, gradient_accumulation_steps=accum,
+                    max_grad_norm=0.0, learning_rate=1e-9)
+        torch.manual_seed(5)
+        batch, _ = t.make_batch(t.collect())
+        batch.advantages = torch.linspace(-1, 1, len(batch))
+        t.optimizer.step = lambda: None  # keep the weights; inspect the gradients
+        t.optimizer.zero_grad = lambda set_to_none=True: None
+        t.train_on(batch)
+        grads.append(torch.cat([p.grad.flatten() for p in t.policy.parameters()
+                                if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-7)
+
+
+def test_resume_after_kill_reproduces_the_metrics(tmp_path):
+    keys = ["reward/mean", "loss", "kl", "entropy", "grad_norm", "completion/len_mean"]
+    full = trainer(tmp_path / "full", steps=4, save_every=2, eval=False, samples_every=0)
+    full.train()
+    want = read_metrics(tmp_path / "full/run")
+
+    part = trainer(tmp_path / "part", steps=4, save_every=2, eval=False, samples_every=0)
+    part.config.steps = 3  # "killed" after step 3: step 3 is lost, the step-2 checkpoint is not
+    part.train()
+    (tmp_path / "part/run/checkpoints/step-0000003").rename(
+        tmp_path / "part/run/checkpoints/.tmp-step-0000003")  # as if killed while writing it
+    resumed = trainer(tmp_path / "part", steps=4, save_every=2, eval=False,
+                      samples_every=0, resume=True)
+    resumed.train()
+    got = read_metrics(tmp_path / "part/run")
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    for a, b in zip(want, got, strict=True):
+        for k in keys:
+            assert math.isclose(a[k], b[k], rel_tol=1e-5, abs_tol=1e-7), (a["step"], k)
+
+
+def test_lora_and_multiple_iterations(tmp_path):
+    t = trainer(tmp_path, steps=1, eval=False, lora_r=4, num_iterations=2, epsilon_high=0.28,
+                loss_type="dapo", scale_rewards="none", mask_truncated=True)
+    base = {n: p.detach().clone() for n, p in t.policy.named_parameters() if "lora" not in n}
+    t.train()
+    row = read_metrics(tmp_path / "run")[-1]
+    assert math.isfinite(row["loss"])
+    # only adapters train; the frozen base stays the reference
+    for n, p in t.policy.named_parameters():
+        if n in base:
+            assert torch.equal(base[n], p), n
+    t.save_model(tmp_path / "merged")
+    assert (tmp_path / "merged/config.json").is_file()
+
+
+def test_checkpointing_cosine_schedule_and_other_objectives(tmp_path):
+    t = trainer(tmp_path, steps=2, eval=False, gradient_checkpointing=True, lr_scheduler="cosine",
+                warmup_steps=1, scale_rewards="batch", loss_type="dr_grpo", top_p=0.9,
+                temperature=0.7)
+    t.train()
+    rows = read_metrics(tmp_path / "run")
+    assert rows[0]["lr"] == 1e-3  # end of the one warmup step: the peak
+    assert rows[1]["lr"] < 1e-4  # cosine decays to 0 at the last step
+    assert all(math.isfinite(r["loss"]) and r["group/trained"] > 0 for r in rows)
