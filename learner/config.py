@@ -72,6 +72,9 @@ class Config:
     eval_k: int = _opt(1, "k of pass@k (sampled at --temperature; 1 = greedy accuracy only)")
     eval_batch_size: int = _opt(64, "prompts per evaluation generate call")
     eval: bool = _opt(True, "run the held-out evaluation (--no-eval skips it)")
+    eval_perturbations: bool = _opt(
+        True, "also log eval/perturb/<variant>: held-out score with the prompt outside the "
+        "training format (one extra greedy pass per variant)")
     save_every: int = _opt(0, "checkpoint every N steps (0: only at the end)")
     keep_checkpoints: int = _opt(2, "checkpoints kept on disk")
     resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")

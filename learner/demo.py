@@ -22,6 +22,7 @@ DEMO_FLAGS = [
     "--learning-rate", "3e-5",
     "--beta", "0.04",
     "--eval-every", "0",
+    "--no-eval-perturbations",  # the demo shows accuracy; learner.eval has the full gates
     "--samples-every", "5",
 ]
 

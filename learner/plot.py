@@ -21,6 +21,7 @@ PANELS = {
     "zero_std_fraction": ["group/frac_zero_std"],
     "completion_length": ["completion/len_mean"],
     "heldout_accuracy": None,  # every eval/accuracy, eval/pass@k
+    "perturbations": None,  # every eval/perturb/<variant>
 }
 
 
@@ -42,6 +43,8 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
                             ("reward/mean", "reward/std"))
         elif name == "heldout_accuracy":
             wanted = sorted(k for k in keys if k == "eval/accuracy" or k.startswith("eval/pass@"))
+        elif name == "perturbations":
+            wanted = sorted(k for k in keys if k.startswith("eval/perturb/"))
         series = {k: _series(rows, k) for k in wanted}
         series = {k: v for k, v in series.items() if v[0]}
         if not series:

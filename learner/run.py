@@ -40,7 +40,10 @@ def format_eval(metrics: dict[str, float]) -> str:
         parts.append(f"full marks (all reward components) {metrics['eval/full_marks']:.1%}")
     parts += [f"{k.removeprefix('eval/')} {v:.1%}" for k, v in metrics.items()
               if k.startswith("eval/pass@")]
-    return ", ".join(parts) + f" on {int(metrics.get('eval/n', 0))} held-out tasks"
+    text = ", ".join(parts) + f" on {int(metrics.get('eval/n', 0))} held-out tasks"
+    perturbed = [f"{k.removeprefix('eval/perturb/')} {v:.1%}" for k, v in metrics.items()
+                 if k.startswith("eval/perturb/")]
+    return text + ("; with changed prompts: " + ", ".join(perturbed) if perturbed else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -392,11 +392,20 @@ class GRPOTrainer:
         result = evaluate(self.policy, self.tokenizer, self.env, tasks,
                           max_new_tokens=c.max_new_tokens, k=c.eval_k, temperature=c.temperature,
                           top_p=c.top_p, batch_size=c.eval_batch_size, workers=c.score_workers)
+        gather = None
         if self.world[1] > 1:
             from accelerate.utils import gather_object
 
             result.records = gather_object(result.records)
-        return {f"eval/{k}": v for k, v in result.metrics().items()}
+            gather = gather_object
+        metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
+        if c.eval_perturbations:
+            from learner.gates import perturbation_metrics
+
+            metrics.update(perturbation_metrics(
+                self.policy, self.tokenizer, self.env, tasks, max_new_tokens=c.max_new_tokens,
+                batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
+        return metrics
 
     def save(self) -> None:
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,

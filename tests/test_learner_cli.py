@@ -69,9 +69,11 @@ def test_plot_writes_pngs(tmp_path):
     rows += [{"step": s, "reward/mean": s / 10, "reward/correct": s / 20, "kl": 0.01 * s,
               "entropy": 1.0, "group/frac_zero_std": 0.5, "completion/len_mean": 30}
              for s in range(1, 4)]
-    rows.append({"step": 4, "eval/accuracy": 0.4, "eval/pass@4": 0.6})
+    rows.append({"step": 4, "eval/accuracy": 0.4, "eval/pass@4": 0.6,
+                 "eval/perturb/paraphrase": 0.3})
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     written = {p.name for p in plot.plot(tmp_path)}
     assert {"reward.png", "reward_components.png", "kl.png", "entropy.png",
-            "zero_std_fraction.png", "completion_length.png", "heldout_accuracy.png"} <= written
+            "zero_std_fraction.png", "completion_length.png", "heldout_accuracy.png",
+            "perturbations.png"} <= written
     assert all((tmp_path / "plots" / name).stat().st_size > 1000 for name in written)

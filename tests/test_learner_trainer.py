@@ -168,3 +168,26 @@ def test_checkpointing_cosine_schedule_and_other_objectives(tmp_path):
     assert rows[0]["lr"] == 1e-3  # end of the one warmup step: the peak
     assert rows[1]["lr"] < 1e-4  # cosine decays to 0 at the last step
     assert all(math.isfinite(r["loss"]) and r["group/trained"] > 0 for r in rows)
+
+
+def test_heldout_eval_logs_perturbed_prompt_scores(tmp_path):
+    import gymnasium as gym
+
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    t = trainer(tmp_path, env=env, steps=1, eval_size=2, max_new_tokens=8)
+    t.train()
+    rows = read_metrics(tmp_path / "run")
+    perturbed = {k for k in rows[0] if k.startswith("eval/perturb/")}
+    assert {"eval/perturb/paraphrase", "eval/perturb/no_instruction"} <= perturbed
+    assert all(0.0 <= rows[0][k] <= 1.0 for k in perturbed)
+    assert perturbed <= set(rows[-1])
+
+
+def test_perturbed_scores_can_be_switched_off(tmp_path):
+    import gymnasium as gym
+
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    t = trainer(tmp_path, env=env, steps=1, eval_size=2, max_new_tokens=8,
+                eval_perturbations=False)
+    t.train()
+    assert not any(k.startswith("eval/perturb/") for k in read_metrics(tmp_path / "run")[0])
