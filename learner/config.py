@@ -125,7 +125,8 @@ def _field(name: str) -> dataclasses.Field:
     return next(f for f in dataclasses.fields(Config) if f.name == name)
 
 
-def _parse_json_object(text: str) -> dict:
+def parse_json_object(text: str) -> dict:
+    """argparse type for a JSON-object flag such as ``--env-kwargs``."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -158,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
             # --flag, --no-flag
             kwargs["action"] = argparse.BooleanOptionalAction
         elif f.name == "env_kwargs":
-            kwargs["type"] = _parse_json_object
+            kwargs["type"] = parse_json_object
         elif f.type in ("int", "float"):
             kwargs["type"] = int if f.type == "int" else float
         elif f.type == "float | None":

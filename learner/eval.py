@@ -27,7 +27,7 @@ from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
 from learner import checkpoint
-from learner.config import Config
+from learner.config import Config, parse_json_object
 from learner.evaluation import test_tasks
 from learner.gates import GateSettings, run_gates
 from learner.general import ARC_EASY
@@ -175,16 +175,6 @@ def evaluate_command(args: argparse.Namespace) -> Path:
 
 
 # -- command line ---------------------------------------------------------------------------
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -207,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs=2, metavar=("OUT_A", "OUT_B"),
                    help="print the key figures of two reports side by side, then exit")
     p.add_argument("--env", help="gymnasium id of a grpo/* env (default with --run: the run's)")
-    p.add_argument("--env-kwargs", type=_json_object, default={},
+    p.add_argument("--env-kwargs", type=parse_json_object, default={},
                    help='JSON object of env keyword arguments, e.g. \'{"pack": "arith"}\'')
     who = p.add_mutually_exclusive_group()
     who.add_argument("--model", help="local path or hub id (default: the embedded "
