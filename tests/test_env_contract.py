@@ -125,3 +125,12 @@ def env_answer(task_id):
     from tasks import load_pack
 
     return load_pack("arith", level=1).get(task_id)["answer"]
+
+
+def test_require_boxed_credits_only_boxed_answers():
+    strict = make("grpo/MathExact-v0", pack="gsm8k", require_boxed=True).unwrapped
+    lenient = make("grpo/MathExact-v0", pack="gsm8k").unwrapped
+    for completion, strict_correct in [("The answer is 18.", 0.0), ("#### 18", 0.0),
+                                        ("so \\boxed{18}", 1.0), ("\\boxed{17}", 0.0)]:
+        assert strict.score("gsm8k/0", completion)[1]["rewards"]["correct"] == strict_correct
+    assert lenient.score("gsm8k/0", "The answer is 18.")[1]["rewards"]["correct"] == 1.0
