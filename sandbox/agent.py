@@ -351,7 +351,9 @@ def run_job(req, zygote):
     if pid is None:
         for fd in (stdin_w, out_r, err_r):
             os.close(fd)
-        return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True}
+        # No job code ran (e.g. the last job killed the zygote): the host may retry elsewhere.
+        return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True,
+                "started": False}
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):

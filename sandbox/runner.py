@@ -20,6 +20,7 @@ from sandbox.pool import Pool
 from sandbox.worker import (
     INSTANCE_LABEL,
     OWNER_LABEL,
+    JobNotStarted,
     Worker,
     WorkerError,
     owner_tag,
@@ -29,6 +30,7 @@ from sandbox.worker import (
 
 PING_TIMEOUT_S = 10
 API_TIMEOUT_S = 300
+START_ATTEMPTS = 3  # containers tried for a job that could not start (see JobNotStarted)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -101,16 +103,22 @@ class Sandbox:
             return RunResult.infra_error("the sandbox is closed")
         if limits.container_key() != self.limits.container_key():
             return self._run_one_off(code, stdin, files, limits)
-        try:
-            worker = self._pool.acquire()
-        except WorkerError as exc:
-            return RunResult.infra_error(str(exc), time.monotonic() - start)
-        reusable = False
-        try:
-            result, reusable = worker.run(code, stdin, files, limits)
-        finally:
-            self._pool.release(worker, reusable)
-        return result
+        error = ""
+        for _ in range(START_ATTEMPTS):
+            try:
+                worker = self._pool.acquire()
+            except WorkerError as exc:
+                return RunResult.infra_error(str(exc), time.monotonic() - start)
+            reusable = False
+            try:
+                result, reusable = worker.run(code, stdin, files, limits)
+            except JobNotStarted as exc:  # no job code ran: retry on another container
+                error = str(exc)
+                continue
+            finally:
+                self._pool.release(worker, reusable)
+            return result
+        return RunResult.infra_error(error, time.monotonic() - start)
 
     def _run_one_off(self, code, stdin, files, limits: Limits) -> RunResult:
         try:
@@ -119,6 +127,8 @@ class Sandbox:
             return RunResult.infra_error(str(exc))
         try:
             return worker.run(code, stdin, files, limits)[0]
+        except JobNotStarted as exc:
+            return RunResult.infra_error(str(exc))
         finally:
             worker.close()
 

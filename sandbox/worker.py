@@ -39,6 +39,14 @@ class WorkerError(RuntimeError):
     """The container or the channel to its agent failed (never the program's fault)."""
 
 
+class JobNotStarted(WorkerError):
+    """The container could not start the job, so none of its code ran: safe to retry elsewhere.
+
+    This happens when the previous job killed the container's zygote just as it exited, before
+    the agent could notice and mark the container dirty.
+    """
+
+
 def container_config(
     client: docker.DockerClient, image: str, limits: Limits, labels: dict[str, str]
 ) -> dict[str, Any]:
@@ -189,6 +197,8 @@ class Worker:
             reply = self._recv_frame(limits.wall_s + REPLY_GRACE_S, max_frame)
         except (WorkerError, ValueError) as exc:
             return RunResult.infra_error(str(exc), time.monotonic() - start), False
+        if reply.get("id") == job_id and reply.get("started") is False:
+            raise JobNotStarted(reply.get("error") or "the job could not be started")
         if reply.get("id") != job_id or reply.get("status") == "sandbox_error":
             error = reply.get("error") or f"unexpected reply from the sandbox agent: {reply}"
             return RunResult.infra_error(error, time.monotonic() - start), False

@@ -346,6 +346,31 @@ def test_killing_every_process_does_not_break_the_pool(sb):
     assert_healthy(sb)
 
 
+KILL_ZYGOTE = r"""
+import os, signal
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) not in (1, os.getpid()):
+        try:
+            os.kill(int(p), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def test_a_job_that_cannot_start_is_retried_on_another_container(sb):
+    # Simulate the race where a job kills the container's zygote just as it exits, before the
+    # agent can mark the container dirty: put such a container back into the pool as reusable.
+    from sandbox.worker import JobNotStarted
+
+    worker = sb._pool.acquire()
+    worker.run(KILL_ZYGOTE, "", None, QUICK)
+    with pytest.raises(JobNotStarted):
+        worker.run("print(1)", "", None, QUICK)
+    sb._pool.release(worker, True)
+    for _ in range(sb.pool_size + 1):
+        r = sb.run("print('fine')", limits=QUICK)
+        assert r.status == "ok" and r.stdout == "fine\n", r
+
 def test_each_run_is_pristine(sb):
     code = r"""
 import os, sys
