@@ -33,9 +33,10 @@ class MathExactEnv(TaskEnv):
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         verdict = math_verify.verify(str(task["answer"]), completion, timeout=self.timeout)
-        boxed_answer = verdict.details.get("source") == "boxed"
+        if self.require_boxed and verdict.passed and verdict.details.get("source") != "boxed":
+            verdict = Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
         rewards = {
-            "correct": 1.0 if verdict.passed and (boxed_answer or not self.require_boxed) else 0.0,
+            "correct": 1.0 if verdict.passed else 0.0,
             "format": 1.0 if _BOXED.search(completion) else 0.0,
         }
         return rewards, verdict

@@ -134,3 +134,5 @@ def test_require_boxed_credits_only_boxed_answers():
                                         ("so \\boxed{18}", 1.0), ("\\boxed{17}", 0.0)]:
         assert strict.score("gsm8k/0", completion)[1]["rewards"]["correct"] == strict_correct
     assert lenient.score("gsm8k/0", "The answer is 18.")[1]["rewards"]["correct"] == 1.0
+    info = strict.score("gsm8k/0", "The answer is 18.")[1]
+    assert info["passed"] is False and info["reason"] == "not_boxed"
