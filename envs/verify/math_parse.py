@@ -122,6 +122,16 @@ def split_top(s: str, sep: re.Pattern[str]) -> tuple[list[str], list[str]]:
     start = 0
     i = 0
     n = len(s)
+
+    def split_at(pos: int) -> int | None:
+        """Record a separator matched at ``pos``; return where the next part starts."""
+        m = sep.match(s, pos)
+        if not (m and m.end() > pos):
+            return None
+        parts.append(s[start:pos])
+        seps.append(m.group(0).strip())
+        return m.end()
+
     while i < n:
         c = s[i]
         if c == "\\":
@@ -133,13 +143,9 @@ def split_top(s: str, sep: re.Pattern[str]) -> tuple[list[str], list[str]]:
                 depth += 1 if s[i + 1] == "{" else -1
                 i += 2
                 continue
-            if depth == 0 and env == 0:
-                m = sep.match(s, i)
-                if m and m.end() > i:
-                    parts.append(s[start:i])
-                    seps.append(m.group(0).strip())
-                    i = start = m.end()
-                    continue
+            if depth == 0 and env == 0 and (end := split_at(i)) is not None:
+                i = start = end
+                continue
             i += 1
             while i < n and s[i].isalpha():
                 i += 1
@@ -148,13 +154,9 @@ def split_top(s: str, sep: re.Pattern[str]) -> tuple[list[str], list[str]]:
             depth += 1
         elif c in _CLOSERS:
             depth -= 1
-        elif depth == 0 and env == 0:
-            m = sep.match(s, i)
-            if m and m.end() > i:
-                parts.append(s[start:i])
-                seps.append(m.group(0).strip())
-                i = start = m.end()
-                continue
+        elif depth == 0 and env == 0 and (end := split_at(i)) is not None:
+            i = start = end
+            continue
         i += 1
     parts.append(s[start:])
     return parts, seps
