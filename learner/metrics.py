@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,17 @@ def _truncate_after(path: Path, step: int) -> None:
     """Drop lines logged after ``step``: a resumed run rewrites them."""
     if not path.is_file():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line torn by a kill mid-write
+            continue
+        if row.get("step", 0) <= step:
+            kept.append(line)
+    tmp = path.with_name(path.name + ".tmp")  # replaced atomically: a kill now loses nothing
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
 
 
 def _clean(value: Any) -> Any:

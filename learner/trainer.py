@@ -18,13 +18,13 @@ from typing import Any
 import gymnasium as gym
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import InitProcessGroupKwargs, set_seed
 from torch import Tensor
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from envs.base import TaskEnv
-from learner import checkpoint, grpo
+from learner import checkpoint, grpo, sharding
 from learner.config import Config
 from learner.data import PromptStream
 from learner.evaluation import evaluate, heldout_tasks
@@ -95,8 +95,15 @@ class GRPOTrainer:
         self.config = c = config
         cuda = torch.cuda.is_available()
         # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
+        # DeepSpeed refuses cpu=True; on CPU it is told to use gloo instead.
+        deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+        handlers = [InitProcessGroupKwargs(backend="gloo")] if deepspeed and not cuda else []
+        # The scheduler counts optimizer steps (accelerate would step it once per process).
         self.accelerator = accelerator or Accelerator(
-            mixed_precision="bf16" if cuda else "no", cpu=not cuda)
+            mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
+            step_scheduler_with_optimizer=False, kwargs_handlers=handlers)
+        self.deepspeed = sharding.uses_deepspeed(self.accelerator)
+        sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
         if c.num_threads or self.accelerator.device.type == "cpu":
             torch.set_num_threads(c.num_threads or cpu_threads(self.accelerator.num_processes))
         set_seed(c.seed, device_specific=True)  # each process samples differently
@@ -125,7 +132,7 @@ class GRPOTrainer:
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
             model, optimizer, scheduler)
         if self.ref_model is not None:
-            self.ref_model.to(self.accelerator.device)
+            self.ref_model = sharding.prepare_reference(self.accelerator, self.ref_model)
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.step = 0
 
@@ -142,6 +149,13 @@ class GRPOTrainer:
         rank, world = self.world
         return items[rank::world]
 
+    def _gather_ints(self, value: int) -> list[int]:
+        """One integer from every process, in rank order."""
+        if self.accelerator.num_processes == 1:
+            return [value]
+        t = torch.tensor([value], dtype=torch.long, device=self.accelerator.device)
+        return [int(v) for v in self.accelerator.gather(t)]
+
     def _mean(self, value: float) -> float:
         """Average a per-process number over processes."""
         if self.accelerator.num_processes == 1:
@@ -155,8 +169,10 @@ class GRPOTrainer:
         tasks = self._local(self.stream.take(n_prompts))
         prompts = [chat_prompt(self.tokenizer, self.env.prompt(t)) for t in tasks]
         t0 = time.perf_counter()
-        with self.accelerator.autocast():  # bf16 on CUDA, a no-op on CPU
-            roll = generate(self.policy, self.tokenizer, prompts, group_size=c.group_size,
+        # bf16 autocast on CUDA (a no-op on CPU); full weights even under ZeRO-3.
+        with self.accelerator.autocast(), sharding.full_weights(self.accelerator,
+                                                                 self.model) as policy:
+            roll = generate(policy, self.tokenizer, prompts, group_size=c.group_size,
                             max_new_tokens=c.max_new_tokens, temperature=c.temperature,
                             top_p=c.top_p)
         t1 = time.perf_counter()
@@ -207,14 +223,24 @@ class GRPOTrainer:
                                                c.scale_rewards)
         informative = (col["group_std"] > 0).nonzero().squeeze(-1)
         if c.dynamic_sampling:
-            informative = informative[: max(1, c.prompts_per_step // self.world[1])]
+            counts = self._gather_ints(len(informative))
+            informative = informative[: share_quota(counts, c.prompts_per_step)[self.world[0]]]
         keep = torch.isin(groups, informative) & valid
+        placeholder = False
+        if self._mean(float(keep.any())) == 0.0:
+            return None, adv  # no process has a row with signal: the step is skipped
         if not keep.any():
-            return None, adv
+            # Other processes train: this one joins their gradient all-reduce with one row
+            # that carries no loss, so collectives stay matched and the average stays exact.
+            keep = torch.zeros_like(keep)
+            keep[0] = True
+            placeholder = True
         idx = keep.nonzero().squeeze(-1)
         loss_mask = roll.completion_mask[idx]
         if c.mask_truncated:
             loss_mask = loss_mask * (~roll.truncated[idx]).long().unsqueeze(-1)
+        if placeholder:
+            loss_mask = torch.zeros_like(loss_mask)
         batch = Batch(
             prompt_ids=roll.prompt_ids[idx],
             prompt_mask=roll.prompt_mask[idx],
@@ -246,18 +272,24 @@ class GRPOTrainer:
         c = self.config
         dev = self.accelerator.device
         micro = [mb.to(dev) for mb in batch.split(c.gradient_accumulation_steps)]
-        norm = {"total_sequences": len(batch), "total_tokens": int(batch.loss_mask.sum()),
+        # Gradients are averaged over processes, so the normalisers are the per-process means of
+        # the counts: the averaged gradient then equals the global sum over the global count.
+        sequences = float((batch.loss_mask.sum(-1) > 0).sum())
+        norm = {"total_sequences": self._mean(sequences),
+                "total_tokens": self._mean(float(batch.loss_mask.sum())),
                 "max_tokens": c.max_new_tokens}
         use_ref = c.beta > 0
         old: list[Tensor] = []
         ref: list[Tensor | None] = [self._ref_logprobs(mb) if use_ref else None for mb in micro]
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "entropy": 0.0, "grad_norm": 0.0,
                  "nonfinite_skipped": 0.0}
-        tokens = max(norm["total_tokens"], 1)
+        tokens = max(int(batch.loss_mask.sum()), 1)
         for it in range(c.num_iterations):
             for i, mb in enumerate(micro):
                 last = i == len(micro) - 1
-                ctx = self.accelerator.no_sync(self.model) if not last else contextlib.nullcontext()
+                # DDP all-reduces gradients on the last micro-batch only (DeepSpeed is told below).
+                ctx = contextlib.nullcontext() if last or self.deepspeed else \
+                    self.accelerator.no_sync(self.model)
                 with ctx, self.accelerator.autocast():
                     logits = self._logits(self.model, mb)
                     logp = grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
@@ -269,7 +301,10 @@ class GRPOTrainer:
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type, **norm)
                 finite = self._mean(float(torch.isfinite(loss))) == 1.0
-                if finite:
+                if finite and self.deepspeed:
+                    self.model.set_gradient_accumulation_boundary(last)
+                    self.model.backward(loss)  # the engine reduces gradients on the boundary
+                elif finite:
                     self.accelerator.backward(loss)
                 else:
                     stats["nonfinite_skipped"] = 1.0
@@ -288,6 +323,16 @@ class GRPOTrainer:
     def _optimizer_step(self, stats: dict[str, float]) -> float:
         c = self.config
         grad_norm = float("nan")
+        if self.deepspeed:
+            # The engine clips (config "gradient_clipping"), steps and zeroes the gradients.
+            if stats["nonfinite_skipped"] == 0.0:
+                self.model.step()
+                norm = self.model.get_global_grad_norm()
+                grad_norm = float("nan") if norm is None else float(norm)
+            else:
+                self.model.zero_grad()
+            self.scheduler.step()
+            return grad_norm
         if stats["nonfinite_skipped"] == 0.0:
             if c.max_grad_norm > 0:
                 grad_norm = float(self.accelerator.clip_grad_norm_(
@@ -309,12 +354,11 @@ class GRPOTrainer:
         col = self.collect()
         batch, adv = self.make_batch(col)
         t0 = time.perf_counter()
-        has_rows = self._mean(float(batch is not None)) == 1.0
-        if batch is not None and has_rows:
+        if batch is not None:  # None on every process alike (see make_batch)
             stats = self.train_on(batch)
             trained_tokens = batch.tokens
         else:
-            # Nothing carries signal (or some process has no rows): skip the update entirely.
+            # No process has a row with signal: skip the update entirely.
             for _ in range(c.num_iterations):
                 self.scheduler.step()
             nan = float("nan")  # no update: nothing was measured (0 would read as "no drift")
@@ -389,9 +433,11 @@ class GRPOTrainer:
     def evaluate(self) -> dict[str, float]:
         c = self.config
         tasks = self._local(heldout_tasks(self.env, c.eval_size))
-        result = evaluate(self.policy, self.tokenizer, self.env, tasks,
-                          max_new_tokens=c.max_new_tokens, k=c.eval_k, temperature=c.temperature,
-                          top_p=c.top_p, batch_size=c.eval_batch_size, workers=c.score_workers)
+        with sharding.full_weights(self.accelerator, self.model) as policy:
+            result = evaluate(policy, self.tokenizer, self.env, tasks,
+                              max_new_tokens=c.max_new_tokens, k=c.eval_k,
+                              temperature=c.temperature, top_p=c.top_p,
+                              batch_size=c.eval_batch_size, workers=c.score_workers)
         gather = None
         if self.world[1] > 1:
             from accelerate.utils import gather_object
@@ -402,9 +448,10 @@ class GRPOTrainer:
         if c.eval_perturbations:
             from learner.gates import perturbation_metrics
 
-            metrics.update(perturbation_metrics(
-                self.policy, self.tokenizer, self.env, tasks, max_new_tokens=c.max_new_tokens,
-                batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
+            with sharding.full_weights(self.accelerator, self.model) as policy:
+                metrics.update(perturbation_metrics(
+                    policy, self.tokenizer, self.env, tasks, max_new_tokens=c.max_new_tokens,
+                    batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
         return metrics
 
     def save(self) -> None:
@@ -458,12 +505,29 @@ class GRPOTrainer:
     def save_model(self, path) -> None:
         """Save the trained policy (merged with LoRA adapters) and tokenizer for later use."""
         self.accelerator.wait_for_everyone()
+        state_dict = sharding.full_state_dict(self.accelerator, self.model)
         if self.accelerator.is_main_process:
             model = self.policy
             if self.config.lora_r:
                 model = model.merge_and_unload()
-            model.save_pretrained(path)
+            model.save_pretrained(path, state_dict=state_dict)
             self.tokenizer.save_pretrained(path)
+
+
+def share_quota(available: list[int], total: int) -> list[int]:
+    """Split ``total`` groups over processes that have ``available[r]`` each, round-robin.
+
+    With ``--dynamic-sampling`` the step trains exactly ``min(total, sum(available))`` groups
+    in all, however unevenly the informative groups fell on the processes.
+    """
+    quota = [0] * len(available)
+    left = min(total, sum(available))
+    while left:
+        for r, have in enumerate(available):
+            if left and quota[r] < have:
+                quota[r] += 1
+                left -= 1
+    return quota
 
 
 def cpu_threads(processes: int = 1) -> int:

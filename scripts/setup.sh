@@ -9,6 +9,8 @@ PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# DeepSpeed compiles its CPU communication kernel on first use.
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: please install ${need_apt[*]} (needs root: sudo apt-get install ${need_apt[*]})" >&2

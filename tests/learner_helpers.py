@@ -71,32 +71,111 @@ def config(tmp_path: Path, **overrides: Any) -> Config:
 
 
 def _replica_check(out: str) -> None:
-    """Entry point for ``accelerate launch -m tests.learner_helpers OUT``: one step, then
-    each process writes a checksum of its policy weights."""
+    """Entry point for ``accelerate launch -m tests.learner_helpers replicas OUT``: two steps
+    (with a saved checkpoint and the trained model), then each process writes a checksum of its
+    full policy weights (gathered, where DeepSpeed shards them) and its learning rate."""
     import hashlib
 
     import torch
 
+    from learner import sharding
     from learner.trainer import GRPOTrainer
 
-    cfg = config(Path(out), steps=1, prompts_per_step=4, group_size=4, eval=False,
-                 samples_every=0)
+    cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
+                 samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1)
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
 
     def digest() -> str:
         h = hashlib.sha256()
-        for p in t.policy.parameters():
-            h.update(p.detach().to(torch.float32).numpy().tobytes())
+        with sharding.full_weights(t.accelerator, t.model) as policy:
+            for p in policy.parameters():
+                h.update(p.detach().to(torch.float32).numpy().tobytes())
         return h.hexdigest()
 
     initial = digest()
-    t.train()
+    result = t.train()
+    t.save_model(Path(out) / "final")
     rank = t.accelerator.process_index
     (Path(out) / f"replica-{rank}.txt").write_text(
-        f"{initial} {digest()} {t.accelerator.num_processes} {t.stream.position}\n")
+        f"{initial} {digest()} {t.accelerator.num_processes} {t.stream.position} "
+        f"{t.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
+
+
+def _gradient_check(out: str) -> None:
+    """Entry point for ``accelerate launch -m tests.learner_helpers grads OUT``: for each loss
+    type, the gradient averaged over the processes must equal the single-process gradient of the
+    concatenated batch (rank 0 writes the largest difference)."""
+    import json
+
+    import torch
+    from accelerate.utils import gather_object
+
+    from learner import grpo
+    from learner.forward import completion_logits
+    from learner.trainer import Batch, GRPOTrainer, _pad_cat
+
+    report = {}
+    for loss_type in ("grpo", "dr_grpo", "dapo"):
+        cfg = config(Path(out) / loss_type, steps=1, prompts_per_step=4, group_size=4,
+                     eval=False, samples_every=0, loss_type=loss_type, max_grad_norm=0.0,
+                     max_new_tokens=12, beta=0.04)
+        t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
+        batch, _ = t.make_batch(t.collect())
+        rank = t.accelerator.process_index
+        if rank == 1:  # uneven shares, as early EOS and dropped samples make them
+            batch = Batch(*(x[:-3] for x in batch._tensors()))
+            batch.loss_mask[:, 7:] = 0
+        t.optimizer.step = lambda: None  # keep the weights; compare the gradients
+        t.optimizer.zero_grad = lambda set_to_none=True: None
+        t.train_on(batch)
+        got = torch.cat([p.grad.flatten() for p in t.policy.parameters()])
+        parts = gather_object([(rank, batch)])
+        if rank != 0:
+            continue
+        parts = [b for _, b in sorted(parts, key=lambda x: x[0])]
+        for i, b in enumerate(parts):
+            b.groups = b.groups + 1000 * i  # groups never span processes
+        whole = {name: _pad_cat([getattr(b, name) for b in parts], 0, left=name.startswith("prompt"))
+                 for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                              "loss_mask")}
+        adv = torch.cat([b.advantages for b in parts])
+        groups = torch.cat([b.groups for b in parts])
+        reference = model()
+        logits = completion_logits(reference, whole["prompt_ids"], whole["prompt_mask"],
+                                   whole["completion_ids"], whole["completion_mask"], groups)
+        logp = grpo.token_logprobs(logits, whole["completion_ids"])
+        mask = whole["loss_mask"]
+        loss, _ = grpo.grpo_loss(
+            logp, logp.detach(), logp.detach(), adv, mask, beta=cfg.beta, eps_low=0.2,
+            eps_high=0.2, loss_type=loss_type, total_sequences=len(adv),
+            total_tokens=int(mask.sum()), max_tokens=cfg.max_new_tokens)
+        loss.backward()
+        want = torch.cat([p.grad.flatten() for p in reference.parameters()])
+        report[loss_type] = {"max_diff": float((got - want).abs().max()),
+                             "scale": float(want.abs().max()),
+                             "rows": [len(b) for b in parts],
+                             "tokens": [int(b.loss_mask.sum()) for b in parts]}
+    if report:
+        (Path(out) / "gradients.json").write_text(json.dumps(report))
+
+
+SHORT_ENV_ID = "test/Short-v0"
+
+
+def _cli(argv: list[str]) -> int:
+    """``python -m tests.learner_helpers cli ARGS``: ``python -m learner.run ARGS`` with
+    ShortEnv registered as test/Short-v0 (a reward the tiny model can move)."""
+    import gymnasium as gym
+
+    from learner import run
+
+    gym.register(SHORT_ENV_ID, entry_point=ShortEnv)
+    return run.main(argv)
 
 
 if __name__ == "__main__":
     import sys
 
-    _replica_check(sys.argv[1])
+    if sys.argv[1] == "cli":
+        sys.exit(_cli(sys.argv[2:]))
+    {"replicas": _replica_check, "grads": _gradient_check}[sys.argv[1]](sys.argv[2])

@@ -1,21 +1,68 @@
-"""Two CPU processes (gloo) under ``accelerate launch``: one step, replicas stay identical."""
+"""Two CPU processes (gloo) under ``accelerate launch``: replicas stay identical, and the
+gradient they average is the gradient of the whole batch."""
 
+import json
+import math
 import os
 import subprocess
 import sys
 
+import torch
+from transformers import AutoModelForCausalLM
 
-def test_two_process_step_keeps_replicas_identical(tmp_path):
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+from learner.metrics import read_metrics
+
+
+def launch(entry: str, out, *flags: str) -> None:
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", *(flags or ("--multi_gpu",)),
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "-m", "tests.learner_helpers", str(tmp_path)]
+           "--dynamo_backend", "no", "-m", "tests.learner_helpers", entry, str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [(tmp_path / f"replica-{r}.txt").read_text().split() for r in (0, 1)]
-    (init0, final0, world0, pos0), (init1, final1, world1, pos1) = lines
+
+
+def check_replicas(out) -> None:
+    lines = [(out / f"replica-{r}.txt").read_text().split() for r in (0, 1)]
+    (init0, final0, world0, pos0, lr0, n0), (init1, final1, world1, pos1, lr1, n1) = lines
     assert world0 == world1 == "2"
-    assert init0 == init1 and final0 == final1  # identical replicas after the update
-    assert final0 != init0  # ... and the update did change them
-    assert pos0 == pos1 == "4"  # both walked the same prompt stream
+    assert init0 == init1 and final0 == final1  # identical replicas after the updates
+    assert final0 != init0  # ... and the updates did change them
+    assert pos0 == pos1 == "8"  # both walked the same prompt stream, 4 prompts a step
+    assert float(lr0) == float(lr1) == 1e-3 * 2 / 4  # warmup counts steps, not processes
+    assert n0 == n1 == "3"  # held-out results gathered from both processes
+    assert (out / "run/checkpoints/step-0000002").is_dir()
+    saved = AutoModelForCausalLM.from_pretrained(out / "final")
+    assert saved.model.embed_tokens.weight.abs().sum() > 0  # full weights, not empty shards
+
+
+def test_ddp_and_deepspeed_zero3_train_alike(tmp_path):
+    # The same script, no code change: DDP, then accelerate's DeepSpeed launcher with ZeRO
+    # stage 3 (weights, gradients, optimizer state and the reference model sharded over the two
+    # CPU processes). Both must keep their replicas in step and log the same run.
+    launch("replicas", tmp_path / "ddp")
+    check_replicas(tmp_path / "ddp")
+    launch("replicas", tmp_path / "zero3", "--use_deepspeed", "--zero_stage", "3")
+    check_replicas(tmp_path / "zero3")
+    assert (tmp_path / "zero3/run/checkpoints/step-0000002/zero_to_fp32.py").is_file()  # DeepSpeed ran
+    ddp, zero3 = (read_metrics(tmp_path / name / "run") for name in ("ddp", "zero3"))
+    assert [r["step"] for r in ddp] == [r["step"] for r in zero3] == [0, 1, 2]
+    for a, b in zip(ddp[1:], zero3[1:], strict=True):
+        for key in ("reward/mean", "loss", "kl", "grad_norm", "entropy", "lr"):
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (a["step"], key)
+    weights = [AutoModelForCausalLM.from_pretrained(tmp_path / name / "final").state_dict()
+               for name in ("ddp", "zero3")]
+    for key, value in weights[0].items():
+        assert torch.allclose(value, weights[1][key], atol=1e-6), key
+
+
+def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
+    # Processes hold different numbers of tokens; every loss type must still normalise globally.
+    launch("grads", tmp_path)
+    report = json.loads((tmp_path / "gradients.json").read_text())
+    assert set(report) == {"grpo", "dr_grpo", "dapo"}
+    for loss_type, r in report.items():
+        assert r["scale"] > 0, loss_type
+        assert r["max_diff"] <= 1e-5 * r["scale"] + 1e-8, (loss_type, r)
+    assert any(len(set(r["tokens"])) > 1 for r in report.values())  # the case that matters

@@ -191,3 +191,14 @@ def test_perturbed_scores_can_be_switched_off(tmp_path):
                 eval_perturbations=False)
     t.train()
     assert not any(k.startswith("eval/perturb/") for k in read_metrics(tmp_path / "run")[0])
+
+
+def test_dynamic_sampling_quota_is_shared_over_processes():
+    from learner.trainer import share_quota
+
+    assert share_quota([5], 4) == [4]
+    assert share_quota([4, 4], 4) == [2, 2]
+    assert share_quota([0, 6], 4) == [0, 4]  # one process found nothing: the other fills in
+    assert share_quota([1, 6, 2], 8) == [1, 5, 2]
+    assert share_quota([1, 1], 8) == [1, 1]  # fewer informative groups than asked for
+    assert share_quota([3, 3], 5) == [3, 2]

@@ -1,0 +1,89 @@
+"""What changes when accelerate runs the trainer under DeepSpeed (ZeRO stages 1-3).
+
+The training loop stays the same; these helpers cover the four places where a sharded engine
+differs from a plain or DDP-wrapped module: filling DeepSpeed's "auto" config values, the frozen
+reference model (sharded like the policy, not a full copy per process), generation (ZeRO-3 keeps
+only a shard of every weight, so the full weights are gathered once around a generation batch
+instead of once per decoding step) and saving (the full state dict is gathered on save).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedType
+
+
+def uses_deepspeed(accelerator: Accelerator) -> bool:
+    return accelerator.distributed_type == DistributedType.DEEPSPEED
+
+
+def zero_stage(accelerator: Accelerator) -> int:
+    if not uses_deepspeed(accelerator):
+        return 0
+    return int(accelerator.state.deepspeed_plugin.zero_stage or 0)
+
+
+def configure_deepspeed(accelerator: Accelerator, max_grad_norm: float) -> None:
+    """Fill the config values DeepSpeed needs before ``prepare`` (no dataloader tells it here).
+
+    The trainer feeds micro-batches of varying size and marks accumulation boundaries itself, so
+    DeepSpeed's own accumulation stays at 1 and its micro-batch size is nominal.
+    """
+    if not uses_deepspeed(accelerator):
+        return
+    plugin = accelerator.state.deepspeed_plugin
+    ds = plugin.deepspeed_config
+    for key, value in (("train_micro_batch_size_per_gpu", 1), ("gradient_accumulation_steps", 1),
+                       ("gradient_clipping", max_grad_norm)):
+        if ds.get(key, "auto") == "auto":
+            ds[key] = value
+    ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] * accelerator.num_processes * \
+        ds["gradient_accumulation_steps"]
+    zero = ds.setdefault("zero_optimization", {})
+    # Saving the trained model gathers the full weights (the default refuses under ZeRO-3).
+    zero["stage3_gather_16bit_weights_on_model_save"] = True
+
+
+def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module) -> torch.nn.Module:
+    """The frozen reference: sharded with ZeRO-3 (an inference engine, no optimizer),
+    otherwise a plain copy on the device."""
+    if zero_stage(accelerator) != 3:
+        return ref_model.to(accelerator.device)
+    import deepspeed
+
+    ds = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)
+    for key in ("optimizer", "scheduler"):
+        ds.pop(key, None)
+    ds["zero_optimization"] = {"stage": 3, "stage3_param_persistence_threshold": 0}
+    engine, *_ = deepspeed.initialize(model=ref_model, config=ds)
+    engine.eval()  # the engine's eval() returns None, unlike Module.eval()
+    return engine
+
+
+@contextlib.contextmanager
+def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """The unwrapped policy with all its weights present, for generation on this process alone.
+
+    Under ZeRO-3 the shards are gathered for the duration (read-only); otherwise nothing is
+    gathered. Processes may then run different numbers of decoding steps without collectives.
+    """
+    unwrapped = accelerator.unwrap_model(model)
+    if zero_stage(accelerator) != 3:
+        yield unwrapped
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+        yield unwrapped
+
+
+def full_state_dict(accelerator: Accelerator, model: torch.nn.Module) -> dict | None:
+    """The whole policy's state dict (gathered under ZeRO-3; every process must call this)."""
+    if zero_stage(accelerator) == 3:
+        return accelerator.get_state_dict(model)
+    return None  # save_pretrained reads the unwrapped module's own weights
