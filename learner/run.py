@@ -15,6 +15,7 @@ import gymnasium as gym
 import envs  # noqa: F401  (registers the grpo/* envs)
 from learner.config import Config, parse_config
 from learner.model import ModelLoadError
+from learner.sharding import UnsupportedBackend
 
 
 class SetupError(RuntimeError):
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         from learner.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
         trainer = GRPOTrainer(config, env=env)
-    except (SetupError, ModelLoadError) as exc:
+    except (SetupError, ModelLoadError, UnsupportedBackend) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(config.output_dir)

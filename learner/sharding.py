@@ -18,6 +18,19 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
 
+class UnsupportedBackend(RuntimeError):
+    """A distributed mode the trainer does not run under; the message says what to use."""
+
+
+def check_supported(accelerator: Accelerator) -> None:
+    """FSDP is refused up front rather than left to hang: its forward passes are collective, so
+    processes whose generations stop at different lengths would wait on each other forever."""
+    if accelerator.distributed_type == DistributedType.FSDP:
+        raise UnsupportedBackend(
+            "FSDP is not supported by the GRPO learner yet; for sharded training use DeepSpeed "
+            "ZeRO-3 (accelerate launch --use_deepspeed --zero_stage 3 ...), or DDP")
+
+
 def uses_deepspeed(accelerator: Accelerator) -> bool:
     return accelerator.distributed_type == DistributedType.DEEPSPEED
 
@@ -47,6 +60,19 @@ def configure_deepspeed(accelerator: Accelerator, max_grad_norm: float) -> None:
     zero = ds.setdefault("zero_optimization", {})
     # Saving the trained model gathers the full weights (the default refuses under ZeRO-3).
     zero["stage3_gather_16bit_weights_on_model_save"] = True
+
+
+def reference_copy(model: torch.nn.Module, source: str | None) -> torch.nn.Module:
+    """An independent copy of the initial policy.
+
+    Under ZeRO-3 transformers partitions a model while loading it; such a model cannot be
+    deep-copied (the copy would share the shard bookkeeping), so it is loaded again instead.
+    """
+    if any(hasattr(p, "ds_id") for p in model.parameters()):
+        from learner.model import load_model
+
+        return load_model(source)
+    return copy.deepcopy(model)
 
 
 def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module) -> torch.nn.Module:

@@ -8,7 +8,6 @@ processes, and gradients are averaged by the wrapped model.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import os
 import time
@@ -102,6 +101,7 @@ class GRPOTrainer:
         self.accelerator = accelerator or Accelerator(
             mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
             step_scheduler_with_optimizer=False, kwargs_handlers=handlers)
+        sharding.check_supported(self.accelerator)
         self.deepspeed = sharding.uses_deepspeed(self.accelerator)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
         if c.num_threads or self.accelerator.device.type == "cpu":
@@ -122,7 +122,7 @@ class GRPOTrainer:
                 target_modules="all-linear", task_type="CAUSAL_LM"))
         elif c.beta > 0:
             # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
-            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+            self.ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=c.learning_rate,
             betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)

@@ -11,12 +11,16 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from learner.metrics import read_metrics
+from tests import learner_helpers as h
+
+ZERO3 = ("--use_deepspeed", "--zero_stage", "3")
 
 
-def launch(entry: str, out, *flags: str) -> None:
+def launch(args: list, *flags: str) -> None:
+    """``accelerate launch`` two CPU processes of ``python -m tests.learner_helpers ARGS``."""
     cmd = [sys.executable, "-m", "accelerate.commands.launch", *(flags or ("--multi_gpu",)),
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "-m", "tests.learner_helpers", entry, str(out)]
+           "--dynamo_backend", "no", "-m", "tests.learner_helpers", *map(str, args)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -41,9 +45,9 @@ def test_ddp_and_deepspeed_zero3_train_alike(tmp_path):
     # The same script, no code change: DDP, then accelerate's DeepSpeed launcher with ZeRO
     # stage 3 (weights, gradients, optimizer state and the reference model sharded over the two
     # CPU processes). Both must keep their replicas in step and log the same run.
-    launch("replicas", tmp_path / "ddp")
+    launch(["replicas", tmp_path / "ddp"])
     check_replicas(tmp_path / "ddp")
-    launch("replicas", tmp_path / "zero3", "--use_deepspeed", "--zero_stage", "3")
+    launch(["replicas", tmp_path / "zero3"], *ZERO3)
     check_replicas(tmp_path / "zero3")
     assert (tmp_path / "zero3/run/checkpoints/step-0000002/zero_to_fp32.py").is_file()  # DeepSpeed ran
     ddp, zero3 = (read_metrics(tmp_path / name / "run") for name in ("ddp", "zero3"))
@@ -59,10 +63,31 @@ def test_ddp_and_deepspeed_zero3_train_alike(tmp_path):
 
 def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
     # Processes hold different numbers of tokens; every loss type must still normalise globally.
-    launch("grads", tmp_path)
+    launch(["grads", tmp_path])
     report = json.loads((tmp_path / "gradients.json").read_text())
     assert set(report) == {"grpo", "dr_grpo", "dapo"}
     for loss_type, r in report.items():
         assert r["scale"] > 0, loss_type
         assert r["max_diff"] <= 1e-5 * r["scale"] + 1e-8, (loss_type, r)
     assert any(len(set(r["tokens"])) > 1 for r in report.values())  # the case that matters
+
+
+def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):
+    # Through python -m learner.run: the model is loaded from a path (transformers partitions it
+    # while loading under ZeRO-3), the reference is loaded again, checkpoints are DeepSpeed's.
+    tiny = h.save_tiny(tmp_path / "tiny")
+    common = ["cli", "--env", h.SHORT_ENV_ID, "--model", tiny, "--prompts-per-step", "4",
+              "--group-size", "4", "--max-new-tokens", "8", "--learning-rate", "1e-3",
+              "--save-every", "2", "--samples-every", "0", "--no-eval", "--no-progress"]
+    launch([*common, "--steps", "4", "--output-dir", tmp_path / "full"], *ZERO3)
+    launch([*common, "--steps", "2", "--output-dir", tmp_path / "part"], *ZERO3)
+    launch([*common, "--steps", "4", "--output-dir", tmp_path / "part", "--resume"], *ZERO3)
+    want, got = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
+    assert [r["step"] for r in want] == [r["step"] for r in got] == [1, 2, 3, 4]
+    for a, b in zip(want, got, strict=True):
+        for key in ("reward/mean", "loss", "kl", "grad_norm", "entropy"):
+            assert math.isclose(a[key], b[key], rel_tol=1e-5, abs_tol=1e-7), (a["step"], key)
+    assert want[-1]["kl"] > 0
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "full/final").state_dict()
+    start = AutoModelForCausalLM.from_pretrained(tiny).state_dict()
+    assert any(not torch.equal(v, start[k]) for k, v in final.items())  # trained, full weights
