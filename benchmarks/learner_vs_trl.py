@@ -4,7 +4,8 @@
 
 Both run in this one process, one after the other, on the embedded SmolLM2-135M-Instruct
 (or --model) over grpo/MathExact-v0 with the arith pack, with the same torch thread count.
-TRL keeps its own defaults for everything not listed above (notably gradient checkpointing);
+TRL keeps its own defaults for everything not listed above, except gradient checkpointing,
+which is off in both (TRL turns it on by default; ``--trl-gradient-checkpointing`` keeps it);
 both use beta, loss type and reward scaling given here. Prints per-step time, reward, the
 speed ratio, and generation vs training tokens/s for ours.
 """
@@ -82,6 +83,7 @@ def run_trl(args, env, tokenizer) -> dict:
         save_strategy="no", use_cpu=True, seed=args.seed, shuffle_dataset=False,
         lr_scheduler_type="constant", warmup_steps=0, adam_beta2=0.99, weight_decay=0.0,
         disable_tqdm=True, bf16=False,  # fp32 on CPU, as ours
+        gradient_checkpointing=args.trl_gradient_checkpointing,
     )
     trainer = TRLGRPOTrainer(model=load_model(args.model), reward_funcs=env_reward, args=config,
                              train_dataset=data, processing_class=tokenizer, callbacks=[timer])
@@ -107,6 +109,8 @@ def main() -> None:
     p.add_argument("--level", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: idle cores)")
+    p.add_argument("--trl-gradient-checkpointing", action="store_true",
+                   help="leave TRL's default gradient checkpointing on (ours runs without)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args()
     warnings.filterwarnings("ignore")

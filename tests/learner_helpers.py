@@ -106,6 +106,7 @@ def _gradient_check(out: str) -> None:
     type, the gradient averaged over the processes must equal the single-process gradient of the
     concatenated batch (rank 0 writes the largest difference)."""
     import json
+    import os
 
     import torch
     from accelerate.utils import gather_object
@@ -115,14 +116,18 @@ def _gradient_check(out: str) -> None:
     from learner.trainer import Batch, GRPOTrainer, _pad_cat
 
     report = {}
-    for loss_type in ("grpo", "dr_grpo", "dapo"):
-        cfg = config(Path(out) / loss_type, steps=1, prompts_per_step=4, group_size=4,
+    # The last case: process 1 draws only flat groups and joins with a row that carries no loss.
+    cases = [("grpo", False), ("dr_grpo", False), ("dapo", False), ("dapo", True)]
+    for loss_type, flat in cases:
+        name = loss_type + ("/one_process_flat" if flat else "")
+        cfg = config(Path(out) / name, steps=1, prompts_per_step=4, group_size=4,
                      eval=False, samples_every=0, loss_type=loss_type, max_grad_norm=0.0,
                      max_new_tokens=12, beta=0.04)
-        t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
+        env = ConstantEnv() if flat and os.environ.get("RANK") == "1" else ShortEnv()
+        t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=env)
         batch, _ = t.make_batch(t.collect())
         rank = t.accelerator.process_index
-        if rank == 1:  # uneven shares, as early EOS and dropped samples make them
+        if rank == 1 and not flat:  # uneven shares, as early EOS and dropped samples make them
             batch = Batch(*(x[:-3] for x in batch._tensors()))
             batch.loss_mask[:, 7:] = 0
         t.optimizer.step = lambda: None  # keep the weights; compare the gradients
@@ -151,7 +156,7 @@ def _gradient_check(out: str) -> None:
             total_tokens=int(mask.sum()), max_tokens=cfg.max_new_tokens)
         loss.backward()
         want = torch.cat([p.grad.flatten() for p in reference.parameters()])
-        report[loss_type] = {"max_diff": float((got - want).abs().max()),
+        report[name] = {"max_diff": float((got - want).abs().max()),
                              "scale": float(want.abs().max()),
                              "rows": [len(b) for b in parts],
                              "tokens": [int(b.loss_mask.sum()) for b in parts]}

@@ -65,7 +65,9 @@ def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
     # Processes hold different numbers of tokens; every loss type must still normalise globally.
     launch(["grads", tmp_path])
     report = json.loads((tmp_path / "gradients.json").read_text())
-    assert set(report) == {"grpo", "dr_grpo", "dapo"}
+    assert set(report) == {"grpo", "dr_grpo", "dapo", "dapo/one_process_flat"}
+    flat = report["dapo/one_process_flat"]
+    assert flat["tokens"][1] == 0 and flat["rows"][1] >= 1  # process 1 only kept collectives
     for loss_type, r in report.items():
         assert r["scale"] > 0, loss_type
         assert r["max_diff"] <= 1e-5 * r["scale"] + 1e-8, (loss_type, r)
