@@ -82,7 +82,8 @@ def _replica_check(out: str) -> None:
     from learner.trainer import GRPOTrainer
 
     cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
-                 samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1)
+                 samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1,
+                 gradient_accumulation_steps=2)
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
 
     def digest() -> str:
