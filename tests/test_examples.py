@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -70,11 +71,18 @@ def venv(tmp_path_factory):
     root = tmp_path_factory.mktemp("examples")
     for src in (TASK_PACK, NEW_DOMAIN):
         shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    # No pip of its own: the system pip (visible through --system-site-packages) installs
-    # into the venv, and the build needs no network (setuptools is already installed).
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(root / "venv")], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True, timeout=300)
     python = root / "venv" / "bin" / "python"
+    # The venv sees this interpreter's packages (pip, grpo-gym's editable install) even when
+    # this interpreter is itself a venv, which --system-site-packages would skip: a .pth line
+    # adds them as a site dir (so their own .pth files, the editable finder, run too). pip
+    # then installs into the venv, and the build needs no network (setuptools is installed).
+    venv_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    parents = [d for d in site.getsitepackages() if Path(d).is_dir()]
+    Path(venv_site, "_parent_site.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in parents))
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--no-index", str(root / "task-pack"),
                     str(root / "new-domain")], check=True, timeout=600, cwd=root)
