@@ -41,24 +41,28 @@ def check_replicas(out) -> None:
     assert saved.model.embed_tokens.weight.abs().sum() > 0  # full weights, not empty shards
 
 
-def test_ddp_and_deepspeed_zero3_train_alike(tmp_path):
+def test_ddp_and_deepspeed_zero2_zero3_train_alike(tmp_path):
     # The same script, no code change: DDP, then accelerate's DeepSpeed launcher with ZeRO
-    # stage 3 (weights, gradients, optimizer state and the reference model sharded over the two
-    # CPU processes). Both must keep their replicas in step and log the same run.
+    # stage 2 (gradients and optimizer state sharded) and stage 3 (weights and the reference
+    # model too) over two CPU processes. All must keep their replicas in step and log one run.
     launch(["replicas", tmp_path / "ddp"])
     check_replicas(tmp_path / "ddp")
-    launch(["replicas", tmp_path / "zero3"], *ZERO3)
-    check_replicas(tmp_path / "zero3")
-    assert (tmp_path / "zero3/run/checkpoints/step-0000002/zero_to_fp32.py").is_file()  # DeepSpeed ran
-    ddp, zero3 = (read_metrics(tmp_path / name / "run") for name in ("ddp", "zero3"))
-    assert [r["step"] for r in ddp] == [r["step"] for r in zero3] == [0, 1, 2]
-    for a, b in zip(ddp[1:], zero3[1:], strict=True):
-        for key in ("reward/mean", "loss", "kl", "grad_norm", "entropy", "lr"):
-            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (a["step"], key)
-    weights = [AutoModelForCausalLM.from_pretrained(tmp_path / name / "final").state_dict()
-               for name in ("ddp", "zero3")]
-    for key, value in weights[0].items():
-        assert torch.allclose(value, weights[1][key], atol=1e-6), key
+    ddp = read_metrics(tmp_path / "ddp/run")
+    assert [r["step"] for r in ddp] == [0, 1, 2]
+    ddp_weights = AutoModelForCausalLM.from_pretrained(tmp_path / "ddp/final").state_dict()
+    for stage in ("2", "3"):
+        out = tmp_path / f"zero{stage}"
+        launch(["replicas", out], "--use_deepspeed", "--zero_stage", stage)
+        check_replicas(out)
+        assert (out / "run/checkpoints/step-0000002/zero_to_fp32.py").is_file()  # DeepSpeed ran
+        rows = read_metrics(out / "run")
+        assert [r["step"] for r in rows] == [0, 1, 2]
+        for a, b in zip(ddp[1:], rows[1:], strict=True):
+            for key in ("reward/mean", "loss", "kl", "grad_norm", "entropy", "lr"):
+                assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (stage, key)
+        weights = AutoModelForCausalLM.from_pretrained(out / "final").state_dict()
+        for key, value in ddp_weights.items():
+            assert torch.allclose(value, weights[key], atol=1e-6), (stage, key)
 
 
 def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
