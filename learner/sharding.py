@@ -22,13 +22,18 @@ class UnsupportedBackend(RuntimeError):
     """A distributed mode the trainer does not run under; the message says what to use."""
 
 
-def check_supported(accelerator: Accelerator) -> None:
+def check_supported(accelerator: Accelerator, *, lora: bool = False) -> None:
     """FSDP is refused up front rather than left to hang: its forward passes are collective, so
-    processes whose generations stop at different lengths would wait on each other forever."""
+    processes whose generations stop at different lengths would wait on each other forever.
+    LoRA under ZeRO-3 is refused too: merging adapters into partitioned weights is not done."""
     if accelerator.distributed_type == DistributedType.FSDP:
         raise UnsupportedBackend(
             "FSDP is not supported by the GRPO learner yet; for sharded training use DeepSpeed "
             "ZeRO-3 (accelerate launch --use_deepspeed --zero_stage 3 ...), or DDP")
+    if lora and zero_stage(accelerator) == 3:
+        raise UnsupportedBackend(
+            "--lora-r with DeepSpeed ZeRO-3 is not supported; LoRA trains few weights, so use "
+            "ZeRO-2 (--zero_stage 2) or DDP")
 
 
 def uses_deepspeed(accelerator: Accelerator) -> bool:

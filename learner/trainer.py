@@ -101,7 +101,7 @@ class GRPOTrainer:
         self.accelerator = accelerator or Accelerator(
             mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
             step_scheduler_with_optimizer=False, kwargs_handlers=handlers)
-        sharding.check_supported(self.accelerator)
+        sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         self.deepspeed = sharding.uses_deepspeed(self.accelerator)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
         if c.num_threads or self.accelerator.device.type == "cpu":

@@ -77,3 +77,23 @@ def test_plot_writes_pngs(tmp_path):
             "zero_std_fraction.png", "completion_length.png", "heldout_accuracy.png",
             "perturbations.png"} <= written
     assert all((tmp_path / "plots" / name).stat().st_size > 1000 for name in written)
+
+
+def test_unsupported_distributed_modes_are_refused_with_a_message():
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from learner.sharding import UnsupportedBackend, check_supported
+
+    def accel(kind, stage=None):
+        plugin = SimpleNamespace(zero_stage=stage)
+        return SimpleNamespace(distributed_type=kind, state=SimpleNamespace(deepspeed_plugin=plugin))
+
+    with pytest.raises(UnsupportedBackend, match="FSDP is not supported.*ZeRO-3"):
+        check_supported(accel(DistributedType.FSDP))
+    with pytest.raises(UnsupportedBackend, match="ZeRO-2"):
+        check_supported(accel(DistributedType.DEEPSPEED, 3), lora=True)
+    check_supported(accel(DistributedType.DEEPSPEED, 2), lora=True)
+    check_supported(accel(DistributedType.DEEPSPEED, 3))
+    check_supported(accel(DistributedType.MULTI_CPU), lora=True)
