@@ -81,11 +81,6 @@ def _as_fraction(s: str) -> Fraction | None:
     return None
 
 
-def _decimal_close(dec: str, other: Fraction) -> bool:
-    """``dec`` stands for the rational ``other`` (the rule in ``math_normalize``)."""
-    return decimal_matches(dec, other, rational=True)
-
-
 def _fast(gold: str, pred: str) -> bool | None:
     """Decide cheaply when possible (True/False), else None."""
     g, p = normalize_answer(gold), normalize_answer(pred)
@@ -103,7 +98,7 @@ def _fast(gold: str, pred: str) -> bool | None:
         return None
     if fg == fp:
         return True
-    return _decimal_close(p, fg) or _decimal_close(g, fp)
+    return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
 
 
 _OP_SPACE = re.compile(r"\s*([^\w\\\s])\s*")

@@ -50,16 +50,6 @@ _rng = random.Random(1234)
 # ---------------------------------------------------------------- expressions
 
 
-def _is_terminating(x: Any) -> bool:
-    if not isinstance(x, sympy.Rational):
-        return False
-    q = int(x.q)
-    for p in (2, 5):
-        while q % p == 0:
-            q //= p
-    return q == 1
-
-
 _OPAQUE = (
     sympy.core.function.AppliedUndef,
     sympy.Sum,
@@ -438,7 +428,8 @@ def _mat_equal(a: Any, b: Any) -> bool:
         # entries written as decimals arrive as p/10**k rationals: allow their rounding
         ok = False
         for dec, other in ((x, y), (y, x)):
-            if isinstance(dec, sympy.Rational) and not _is_terminating(other):
+            # (_decimal_close refuses an ``other`` with a finite decimal form itself)
+            if isinstance(dec, sympy.Rational):
                 q = int(dec.q)
                 k = len(str(q)) - 1
                 if q == 10**k and k > 0:
