@@ -28,7 +28,7 @@ from transformers import PreTrainedModel
 from envs.base import TaskEnv
 from learner import checkpoint
 from learner.config import Config, parse_json_object
-from learner.evaluation import test_tasks
+from learner.evaluation import heldout_tasks
 from learner.gates import GateSettings, run_gates
 from learner.general import ARC_EASY
 from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
@@ -145,7 +145,7 @@ def evaluate_command(args: argparse.Namespace) -> Path:
     if args.env is None:
         raise SetupError("give --env (or --run DIR to take it from the run's config)")
     env = make_env(Config(env=args.env, env_kwargs=args.env_kwargs))
-    tasks = test_tasks(env, args.limit)
+    tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(
         group_size=args.group_size, max_new_tokens=args.max_new_tokens,
         temperature=args.temperature, top_p=args.top_p, seed=args.seed,

@@ -1,11 +1,12 @@
 """Held-out evaluation on an env's test split: greedy accuracy and unbiased pass@k.
 
-``evaluate`` is the building block for both the trainer's periodic ``eval/*`` metrics and
-standalone reports: it takes a model, its tokenizer and an env, and returns per-task records.
+``sample`` generates and grades G completions per task (the gates' report builds on it too);
+``evaluate`` uses it for the trainer's periodic ``eval/*`` metrics and returns per-task records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import comb
 from typing import Any
@@ -67,9 +68,6 @@ def heldout_tasks(env: TaskEnv, size: int = 0, split: str = "test") -> list[Task
     return [env.pack.task_at(split, i) for i in range(n)]
 
 
-test_tasks = heldout_tasks  # the first name of this function; other modules still import it
-
-
 def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -86,30 +84,54 @@ def evaluate(
 ) -> EvalResult:
     """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
     n_samples = samples or k
+    run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers)
+    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True, **run)
+    sampled_correct = [int(g["passed"]) for g in greedy]
+    if k > 1:
+        sampled_correct = [0] * len(tasks)
+        for row in sample(model, tokenizer, env, tasks, group_size=n_samples,
+                          temperature=temperature, top_p=top_p, **run):
+            sampled_correct[row["group"]] += int(row["passed"])
     result = EvalResult(k=k)
-    for start in range(0, len(tasks), batch_size):
-        chunk = tasks[start:start + batch_size]
-        prompts = [chat_prompt(tokenizer, env.prompt(t)) for t in chunk]
-        greedy = generate(model, tokenizer, prompts, group_size=1,
-                          max_new_tokens=max_new_tokens, greedy=True)
-        graded = score_all(env, chunk, greedy.texts, workers)
-        sampled_correct = [0] * len(chunk)
-        if k > 1:
-            roll = generate(model, tokenizer, prompts, group_size=n_samples,
-                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
-            repeated = [t for t in chunk for _ in range(n_samples)]
-            graded_samples = score_all(env, repeated, roll.texts, workers)
-            for i, ok in enumerate(graded_samples.passed):
-                sampled_correct[i // n_samples] += int(ok)
-        for i, task in enumerate(chunk):
-            result.records.append({
-                "task_id": task.id,
-                "completion": greedy.texts[i],
-                "correct": graded.passed[i],
-                "reward": graded.rewards[i],
-                "components": graded.components[i],
-                "infra_error": graded.infra_error[i],
-                "samples": n_samples if k > 1 else 1,
-                "samples_correct": sampled_correct[i] if k > 1 else int(graded.passed[i]),
-            })
+    for task, g, correct in zip(tasks, greedy, sampled_correct, strict=True):
+        result.records.append({
+            "task_id": task.id,
+            "completion": g["completion"],
+            "correct": g["passed"],
+            "reward": g["reward"],
+            "components": g["rewards"],
+            "infra_error": g["infra_error"],
+            "samples": n_samples if k > 1 else 1,
+            "samples_correct": correct,
+        })
     return result
+
+
+def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+           tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
+           temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
+           build: Callable[[Task], str] | None = None) -> list[dict[str, Any]]:
+    """``group_size`` graded completions per task (prompts from ``build``, default the env's).
+
+    One dict per completion: task_id, group (index of its task), prompt, completion, reward,
+    rewards (components), passed, truncated, infra_error.
+    """
+    build = build or env.prompt
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(tasks), batch_size):
+        chunk = list(tasks[start:start + batch_size])
+        prompts = [build(t) for t in chunk]
+        roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
+                        group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
+                        temperature=temperature, top_p=top_p)
+        repeated = [t for t in chunk for _ in range(group_size)]
+        scores = score_all(env, repeated, roll.texts, workers)
+        for row, text in enumerate(roll.texts):
+            i = row // group_size
+            out.append({
+                "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
+                "completion": text, "reward": scores.rewards[row],
+                "rewards": scores.components[row], "passed": scores.passed[row],
+                "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row],
+            })
+    return out

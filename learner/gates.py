@@ -19,13 +19,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
-from learner.evaluation import pass_at_k
+from learner.evaluation import pass_at_k, sample
 from learner.flags import flag_samples
 from learner.general import general_check
-from learner.model import chat_prompt
 from learner.perturb import Perturbation, check_components, domain_of, perturbations_for
-from learner.rollout import generate
-from learner.scoring import score_all
 from tasks import Task
 
 HIST_BINS = 10
@@ -48,37 +45,6 @@ class GateSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# -- sampling -------------------------------------------------------------------------------
-def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
-           tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
-           temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
-           build: Callable[[Task], str] | None = None) -> list[dict[str, Any]]:
-    """``group_size`` graded completions per task (prompts from ``build``, default the env's).
-
-    One dict per completion: task_id, group (index of its task), prompt, completion, reward,
-    rewards (components), passed, truncated, infra_error.
-    """
-    build = build or env.prompt
-    out: list[dict[str, Any]] = []
-    for start in range(0, len(tasks), batch_size):
-        chunk = list(tasks[start:start + batch_size])
-        prompts = [build(t) for t in chunk]
-        roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
-                        group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                        temperature=temperature, top_p=top_p)
-        repeated = [t for t in chunk for _ in range(group_size)]
-        scores = score_all(env, repeated, roll.texts, workers)
-        for row, text in enumerate(roll.texts):
-            i = row // group_size
-            out.append({
-                "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
-                "completion": text, "reward": scores.rewards[row],
-                "rewards": scores.components[row], "passed": scores.passed[row],
-                "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row],
-            })
-    return out
 
 
 # -- statistics -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from learner.evaluation import test_tasks as heldout_tasks
+from learner.evaluation import heldout_tasks
 from learner.gates import (
     GateSettings,
     group_variance,
