@@ -31,7 +31,7 @@ from learner.config import Config, parse_json_object
 from learner.evaluation import heldout_tasks
 from learner.gates import GateSettings, run_gates
 from learner.general import ARC_EASY
-from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
+from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer, with_lora
 from learner.report import compare_table, deltas, load_report, write_report
 from learner.run import SetupError, make_env
 
@@ -75,12 +75,8 @@ def load_run_policy(run_dir: str | Path) -> tuple[PreTrainedModel, str]:
         raise RunDirError(f"{run} has no complete checkpoint and no final/ model")
     model = load_model(config.get("model"))
     if config.get("lora_r"):
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(model, LoraConfig(
-            r=config["lora_r"], lora_alpha=config.get("lora_alpha", 16),
-            lora_dropout=config.get("lora_dropout", 0.0), target_modules="all-linear",
-            task_type="CAUSAL_LM"))
+        model = with_lora(model, config["lora_r"], config.get("lora_alpha", 16),
+                          config.get("lora_dropout", 0.0))
     model.load_state_dict(_checkpoint_weights(latest))
     if config.get("lora_r"):
         model = model.merge_and_unload()

@@ -121,6 +121,15 @@ def load_model(
     return model
 
 
+def with_lora(model: PreTrainedModel, r: int, alpha: int, dropout: float) -> PreTrainedModel:
+    """``model`` wrapped with LoRA adapters on every linear layer (the trainer's layout, which a
+    checkpoint's state dict must match to load)."""
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
+                                            target_modules="all-linear", task_type="CAUSAL_LM"))
+
+
 def chat_prompt(tokenizer: PreTrainedTokenizerBase, user_text: str) -> str:
     """The env's prompt as one user turn, with the assistant turn opened for generation."""
     return tokenizer.apply_chat_template(

@@ -29,7 +29,7 @@ from learner.data import PromptStream
 from learner.evaluation import evaluate, heldout_tasks
 from learner.forward import completion_logits
 from learner.metrics import RunLog
-from learner.model import chat_prompt, load_model, load_tokenizer
+from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
 from learner.scoring import Scores, score_all
 
@@ -115,11 +115,7 @@ class GRPOTrainer:
             model.config.use_cache = True  # generation still uses the KV cache (eval mode)
         self.ref_model = None
         if c.lora_r:
-            from peft import LoraConfig, get_peft_model
-
-            model = get_peft_model(model, LoraConfig(
-                r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout,
-                target_modules="all-linear", task_type="CAUSAL_LM"))
+            model = with_lora(model, c.lora_r, c.lora_alpha, c.lora_dropout)
         elif c.beta > 0:
             # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
             self.ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
