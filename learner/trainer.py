@@ -429,22 +429,21 @@ class GRPOTrainer:
     def evaluate(self) -> dict[str, float]:
         c = self.config
         tasks = self._local(heldout_tasks(self.env, c.eval_size))
+        gather = None
+        if self.world[1] > 1:
+            from accelerate.utils import gather_object as gather
+        # One gathering of the full weights (ZeRO-3) serves every generation pass below.
         with sharding.full_weights(self.accelerator, self.model) as policy:
             result = evaluate(policy, self.tokenizer, self.env, tasks,
                               max_new_tokens=c.max_new_tokens, k=c.eval_k,
                               temperature=c.temperature, top_p=c.top_p,
                               batch_size=c.eval_batch_size, workers=c.score_workers)
-        gather = None
-        if self.world[1] > 1:
-            from accelerate.utils import gather_object
+            if gather is not None:
+                result.records = gather(result.records)
+            metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
+            if c.eval_perturbations:
+                from learner.gates import perturbation_metrics
 
-            result.records = gather_object(result.records)
-            gather = gather_object
-        metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
-        if c.eval_perturbations:
-            from learner.gates import perturbation_metrics
-
-            with sharding.full_weights(self.accelerator, self.model) as policy:
                 metrics.update(perturbation_metrics(
                     policy, self.tokenizer, self.env, tasks, max_new_tokens=c.max_new_tokens,
                     batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
