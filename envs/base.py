@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from envs.flags import Flag, answer_flags
 from envs.spaces import AnyText
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
@@ -44,8 +45,9 @@ class TaskEnv(gym.Env[str, str]):
     ``split`` ("train" or "test"), ``reward_weights`` (component -> weight, overriding the
     pack's and the env's defaults) and any options of a procedural pack (``level=1``).
 
-    Two hooks let the pack validator check data without knowing the domain:
-    ``required_fields`` and ``gold_completion``.
+    Three hooks let the pack validator check data without knowing the domain:
+    ``required_fields``, ``gold_problem`` and ``gold_completion``; ``flag`` lets the learner and
+    the evaluation gates point at samples worth a human read.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -100,6 +102,24 @@ class TaskEnv(gym.Env[str, str]):
 
     def prompt(self, task: Task) -> str:
         return self.pack.prompt(task)
+
+    def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
+             truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
+        """Why a high-reward ``completion`` deserves a human read: likely reward hacking.
+
+        The default applies the generic heuristics (``envs.flags``: no reasoning, several
+        candidate answers, too long — ``truncated`` at the token budget or far above
+        ``typical_chars`` — and repetitive); a domain overrides it to add its own. The learner
+        runs it over every credited sample each step (``flags/*`` in metrics.jsonl).
+        """
+        return answer_flags(completion, truncated=truncated, typical_chars=typical_chars)
+
+    def gold_problem(self, task: Task) -> str | None:
+        """Why the task's gold is not a well-formed answer for this env (``None`` when it is).
+
+        ``python -m envs validate`` refuses a pack whose golds have problems, before checking
+        that each gold's completion earns full credit. The default finds none."""
+        return None
 
     def gold_completion(self, task: Task) -> str | None:
         """The task's gold rendered as a completion that must pass ``score``; ``None`` means

@@ -1,10 +1,21 @@
 """grpo/CodeTests-v0: Python programs graded by hidden test cases run in the sandbox.
 
-Rewards: ``tests`` (the fraction of test cases passed, each case run in isolation) and ``format``
-(the completion has a fenced code block and it compiles). A verdict comes only from the
-harness's own per-case record (see ``sandbox.harness``), never from exit codes or output. When
-the sandbox itself fails, the verdict's reason is ``sandbox_error`` and
-``details["sandbox_error"]`` is True, so a learner can drop the sample instead of scoring it 0.
+Rewards: ``tests`` (the fraction of the *hidden* test cases passed, each case run in isolation)
+and ``format`` (the completion has a fenced code block and it compiles). ``passed`` means every
+hidden case passed.
+
+Shown tests: a record's optional ``shown_tests`` lists the test cases its prompt shows (MBPP's
+example assert, the HumanEval checks whose inputs the docstring shows). Every case in ``tests``
+runs, but one equal to a shown test (compared as parsed code, so formatting does not matter) earns
+nothing: a program that hard-codes what the prompt shows must not score. When every case is
+shown, all of them count. ``details`` says which cases were shown (``shown_cases``) and how many
+hidden and shown cases passed (``passed_hidden``/``n_hidden``, ``passed_shown``/``n_shown``);
+``passed_cases`` and ``n_cases`` still cover every case run.
+
+A verdict comes only from the harness's own per-case record (see ``sandbox.harness``), never
+from exit codes or output. When the sandbox itself fails, the verdict's reason is
+``sandbox_error`` and ``details["sandbox_error"]`` is True, so a learner can drop the sample
+instead of scoring it 0.
 
 One ``Sandbox`` is shared by every env in a process (created on first use, closed at exit);
 ``score`` is thread-safe, and ``grade_many`` grades a group concurrently through the pool.
@@ -12,6 +23,7 @@ One ``Sandbox`` is shared by every env in a process (created on first use, close
 
 from __future__ import annotations
 
+import ast
 import re
 import threading
 from collections.abc import Sequence
@@ -19,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
+from envs.code_flags import prints_or_touches_harness
+from envs.flags import Flag, text_flags
 from envs.verify.verdict import Verdict
 from sandbox import Limits, Sandbox, SandboxUnavailable
 from sandbox.harness import TestReport, run_tests
@@ -54,6 +68,7 @@ class CodeTestsEnv(TaskEnv):
     default_pack: ClassVar[str] = "humaneval"
     default_weights: ClassVar[dict[str, float]] = {"tests": 1.0, "format": 0.1}
     #: Optional: ``setup`` (test set-up code), ``prelude`` (imports put before the program),
+    #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
     #: ``per_test_s`` (more time per test case) and ``canonical_solution`` (the gold).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
 
@@ -67,6 +82,15 @@ class CodeTestsEnv(TaskEnv):
     def sandbox(self) -> Sandbox:
         return self._sandbox or shared_sandbox()
 
+    def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
+             truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
+        """Long or repetitive text, and a graded program that prints or reaches into the test
+        harness (exits early, builtins, interpreter state, files, always-equal objects, ...).
+        A bare program is normal here, so "no reasoning" does not apply."""
+        program, _ = extract_program(completion)
+        return (text_flags(completion, truncated=truncated, typical_chars=typical_chars)
+                + prints_or_touches_harness(program))
+
     def gold_completion(self, task: Task) -> str | None:
         gold = task.fields.get("canonical_solution")
         return None if gold is None else f"```python\n{gold}\n```\n"
@@ -74,6 +98,7 @@ class CodeTestsEnv(TaskEnv):
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         program, fenced = extract_program(completion)
         tests = list(task["tests"])
+        shown = shown_cases(tests, task.fields.get("shown_tests") or ())
         try:
             # A task may allow more time per case (a slow reference solution).
             per_test_s = max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0))
@@ -84,7 +109,7 @@ class CodeTestsEnv(TaskEnv):
         except SandboxUnavailable as exc:
             return ({"tests": 0.0, "format": 0.0},
                     Verdict.fail("sandbox_error", program, sandbox_error=True, error=str(exc)))
-        return _rewards(report, fenced), _verdict(report, program)
+        return _rewards(report, fenced, shown), _verdict(report, program, shown)
 
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
                    ) -> list[tuple[float, dict[str, Any]]]:
@@ -96,18 +121,52 @@ class CodeTestsEnv(TaskEnv):
             return list(ex.map(self.score, tasks, completions))
 
 
-def _rewards(report: TestReport, fenced: bool) -> dict[str, float]:
+def _normal(test: str) -> str:
+    try:
+        return ast.dump(ast.parse(test))
+    except (SyntaxError, ValueError):
+        return " ".join(test.split())
+
+
+def shown_cases(tests: Sequence[str], shown_tests: Sequence[str]) -> list[int]:
+    """Indices of the cases of ``tests`` that equal a shown test (as parsed code)."""
+    if isinstance(shown_tests, str):
+        raise TypeError("shown_tests must be a list of test cases, not a string")
+    shown = {_normal(t) for t in shown_tests}
+    return [i for i, t in enumerate(tests) if _normal(t) in shown]
+
+
+def _graded(report: TestReport, shown: Sequence[int]) -> list[int]:
+    """The cases the reward counts: the hidden ones, or all of them when every case is shown."""
+    hidden = [i for i in range(report.n_tests) if i not in set(shown)]
+    return hidden or list(range(report.n_tests))
+
+
+def _fraction(report: TestReport, shown: Sequence[int]) -> float:
+    graded = _graded(report, shown)
+    passed = set(report.passed)
+    return sum(i in passed for i in graded) / len(graded) if graded else 0.0
+
+
+def _rewards(report: TestReport, fenced: bool, shown: Sequence[int] = ()) -> dict[str, float]:
     return {
-        "tests": report.fraction,
+        "tests": _fraction(report, shown),
         "format": 1.0 if fenced and report.record_found and report.compiles else 0.0,
     }
 
 
-def _verdict(report: TestReport, program: str) -> Verdict:
+def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Verdict:
     run = report.run
+    passed = set(report.passed)
+    hidden = [i for i in range(report.n_tests) if i not in set(shown)]
     details: dict[str, Any] = {
         "passed_cases": report.passed,
         "n_cases": report.n_tests,
+        "shown_cases": list(shown),
+        "passed_hidden": sum(i in passed for i in hidden),
+        "n_hidden": len(hidden),
+        "passed_shown": sum(i in passed for i in shown),
+        "n_shown": len(shown),
         "errors": report.errors,
         "status": run.status if run else None,
         "sandbox_error": report.sandbox_error,
@@ -123,6 +182,7 @@ def _verdict(report: TestReport, program: str) -> Verdict:
         return Verdict(False, 0.0, "syntax_error", program, details)
     if not report.loaded:
         return Verdict(False, 0.0, "load_error", program, details)
-    if len(report.passed) == report.n_tests and report.n_tests > 0:
+    graded = _graded(report, shown)
+    if graded and all(i in passed for i in graded):
         return Verdict(True, 1.0, "passed", program, details)
-    return Verdict(False, report.fraction, "failed_tests", program, details)
+    return Verdict(False, _fraction(report, shown), "failed_tests", program, details)

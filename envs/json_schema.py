@@ -13,8 +13,11 @@ import threading
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
+from envs.flags import Flag, text_flags
 from envs.verify import json as json_gate
 from envs.verify.json_content import ABSENT, AnyOf
+from envs.verify.json_extract import Rejected
+from envs.verify.json_extract import extract as extract_json
 from envs.verify.verdict import Verdict
 from tasks import Task
 
@@ -24,9 +27,13 @@ _NOT_GIVEN = object()
 class JsonSchemaEnv(TaskEnv):
     """Rewards, each 0 or 1 unless said otherwise:
 
-    - ``valid``: a JSON value was found and it conforms to the task's schema;
-    - ``content``: the fraction (0..1) of expected fields the value gets right; for a task
-      without ``expected`` it equals ``valid``;
+    - ``valid``: a JSON value was found and it conforms to the task's schema (an echo of the
+      schema or of its ``properties`` never counts as valid);
+    - ``content``: the fraction (0..1) of expected fields the value gets right, and 0 unless
+      the value is schema-valid and the only JSON value in the text, so ``{}`` missing required
+      keys, an echoed schema or several hedged values earn no content; optional keys left out
+      neither add nor cost a field (``envs.verify.json_content``). For a task without
+      ``expected`` it equals ``valid``;
     - ``format``: exactly one JSON value was found (no competing values, no extraction error).
 
     Default weights: ``valid`` 0.5 and ``content`` 0.5, so a schema-valid answer with wrong
@@ -72,6 +79,19 @@ class JsonSchemaEnv(TaskEnv):
         }
         return rewards, verdict
 
+    def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
+             truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
+        """Long or repetitive text, and JSON with no content (``{}``, every leaf blank or a
+        placeholder such as ``"string"``)."""
+        flags = text_flags(completion, truncated=truncated, typical_chars=typical_chars)
+        try:
+            found = extract_json(completion, self.max_depth)
+        except Rejected:
+            found = None
+        if found is not None and _empty(found.value):
+            flags.append(Flag("empty_json", f"no content in {str(found.value)[:60]!r}"))
+        return flags
+
     def gold_completion(self, task: Task) -> str | None:
         """The expected value as JSON (one concrete choice per ``$anyOf``); ``None`` for a task
         without ``expected``, which has no gold value to check."""
@@ -100,3 +120,20 @@ def _one_value(expected: Any) -> Any:
     if isinstance(expected, list):
         return [_one_value(v) for v in expected]
     return expected
+
+
+_PLACEHOLDERS = {"", "string", "...", "n/a", "na", "none", "null", "unknown", "tbd", "todo",
+                 "value", "example", "text"}
+
+
+def _empty(value: Any) -> bool:
+    """Every leaf missing, blank or a placeholder (numbers and booleans are content)."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip().strip("<>").lower() in _PLACEHOLDERS
+    if isinstance(value, dict):
+        return all(_empty(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_empty(v) for v in value)
+    return False

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.verify import math as math_verify
+from envs.verify.math_answer import ANSWER_TYPES
 from envs.verify.verdict import Verdict
-from tasks import Task
+from tasks import PackError, Task
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*[{\w]")
+DEFAULT_ANSWER = "expression"
 
 
 class MathExactEnv(TaskEnv):
-    """Rewards: ``correct`` (the final answer equals the gold) and ``format`` (it is boxed).
+    """Rewards: ``correct`` (the final answer equals the gold) and ``format`` (the final answer is
+    in one well-formed ``\\boxed{}``: closed, not nested, the last thing the completion states).
+
+    What an answer may be comes from the pack's ``answer`` key (``pack.toml``): ``"number"``
+    credits only number literals (``arith``, ``gsm8k``); ``"expression"`` (the default for a pack
+    that does not say; ``math``, ``math500``) credits any form with the gold's value. Either way
+    an answer that restates the question's computation (``\\boxed{6 + 2}`` for "What is 2 + 6?")
+    is not credited (reason ``restates_question``), and a box inside a box (or an unclosed one) is
+    ``malformed_box``.
 
     The checker finds a final answer in many styles ("the answer is 7", ``#### 7``, ...).
     ``require_boxed=True`` credits ``correct`` only for an answer given in ``\\boxed{}``, the
-    format the prompt asks for: a policy then cannot earn correctness while ignoring it.
+    format the prompt asks for: a policy then cannot earn correctness while ignoring it. The
+    ``format`` component uses the same test, so the two never disagree.
+    ``decimal_rounding=True`` accepts a correctly rounded decimal for a value with no finite
+    decimal form (0.33 for 1/3); by default a decimal must be exact.
     """
 
     env_id: ClassVar[str] = "grpo/MathExact-v0"
@@ -26,20 +37,35 @@ class MathExactEnv(TaskEnv):
     default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("answer",)
 
-    def __init__(self, *args, timeout: float = 5.0, require_boxed: bool = False, **kwargs):
+    def __init__(self, *args: Any, timeout: float = 5.0, require_boxed: bool = False,
+                 decimal_rounding: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.timeout = timeout
         self.require_boxed = require_boxed
+        self.decimal_rounding = decimal_rounding
+        self.answer_type = self.pack.manifest.answer or DEFAULT_ANSWER
+        if self.answer_type not in ANSWER_TYPES:
+            raise PackError(f"pack '{self.pack.name}': answer = {self.answer_type!r} is not an "
+                            f"answer type of {self.env_id} (one of {', '.join(ANSWER_TYPES)})")
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
-        verdict = math_verify.verify(str(task["answer"]), completion, timeout=self.timeout)
-        if self.require_boxed and verdict.passed and verdict.details.get("source") != "boxed":
+        verdict = math_verify.verify(
+            str(task["answer"]), completion, timeout=self.timeout, answer=self.answer_type,
+            question=self.prompt(task), decimal_rounding=self.decimal_rounding)
+        boxed = verdict.details.get("source") == "boxed" and verdict.reason != "malformed_box"
+        if self.require_boxed and verdict.passed and not boxed:
             verdict = Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
         rewards = {
             "correct": 1.0 if verdict.passed else 0.0,
-            "format": 1.0 if _BOXED.search(completion) else 0.0,
+            "format": 1.0 if boxed else 0.0,
         }
         return rewards, verdict
 
     def gold_completion(self, task: Task) -> str:
         return f"\\boxed{{{task['answer']}}}"
+
+    def gold_problem(self, task: Task) -> str | None:
+        """Why the task's gold is not a well-formed answer of the pack's type (``None`` if it
+        is): a ``number`` pack's gold must be a number literal, and every gold must parse."""
+        return math_verify.gold_problem(str(task["answer"]), answer=self.answer_type,
+                                        timeout=max(self.timeout, 10.0))

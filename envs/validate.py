@@ -2,8 +2,11 @@
 
 The checks: the manifest's fields and types; the env it feeds is registered; every JSONL line
 parses and carries ``id``, the prompt template's fields and the env's ``required_fields``; ids
-are unique; no prompt text appears in two splits; and every gold answer passes the env's own
-``score`` (rendered by the env's ``gold_completion``). Every problem is collected, each naming
+are unique; no prompt text appears in two splits; every gold is a well-formed answer of the
+pack's type (the env's ``gold_problem``: a ``number`` pack's gold is a number literal, every math
+gold parses); and every gold, rendered as a completion by the env's ``gold_completion``, earns
+full credit from the env's own ``score``. These check form and consistency, not truth: a wrong
+but well-formed gold (``999999``) passes, so the summary says "well-formed", never "correct". Every problem is collected, each naming
 its file and line (or split and index for loader / generator packs), so one run lists them all.
 """
 
@@ -73,7 +76,8 @@ class Report:
         env = f" ({self.env})" if self.env else ""
         sizes = ", ".join(f"{s} {n}" for s, n in self.sizes.items())
         counts = f"{sum(self.sizes.values())} tasks checked" + (f" ({sizes})" if sizes else "")
-        golds = f"{self.golds_passed} golds pass their verifier"
+        golds = (f"{self.golds_passed} golds well-formed and accepted by their own verifier "
+                 "(form is checked, not correctness)")
         if self.golds_unchecked:
             golds += f", {self.golds_unchecked} have no gold to check"
         verdict = "OK" if self.ok else "REFUSED"
@@ -286,6 +290,13 @@ def _build_env(report: Report, manifest: Manifest, pack: Pack) -> TaskEnv | None
 def _check_golds(report: Report, env: TaskEnv, pack: Pack, good: list[_Record]) -> None:
     batch: list[tuple[str, Task, str]] = []
     for where, task in _tasks(pack, good):
+        try:
+            problem = env.gold_problem(task)
+        except Exception as exc:  # noqa: BLE001
+            problem = f"cannot check the gold: {exc!r}"
+        if problem is not None:
+            report.errors.append(Problem(where, f"gold refused: {problem}"))
+            continue
         try:
             completion = env.gold_completion(task)
         except Exception as exc:  # noqa: BLE001

@@ -8,6 +8,10 @@ A pack folder holds ``pack.toml`` with these keys:
   records come from ``loader`` / ``generator``;
 - ``prompt_template``: a ``str.format`` template over the record's fields;
 - ``reward_weights`` (optional table): overrides the env's default weights;
+- ``answer`` (optional string): what an answer is, for envs that tell answer types apart.
+  ``grpo/MathExact-v0`` knows ``"number"`` (a number literal: ``156``, ``-3/4``,
+  ``\\frac{3}{4}``; never an expression such as ``90+66``) and ``"expression"`` (any value
+  the symbolic checker understands), the default for a pack that does not say;
 - ``loader`` (optional): ``"module:function"`` returning ``{split: [record, ...]}`` (used by
   built-in packs that read datasets from installed packages);
 - ``generator`` (optional): ``"module:Class"`` for procedural packs (see ``ProceduralPack``).
@@ -39,7 +43,7 @@ REQUIRED_KEYS = {
     "env": str,
     "prompt_template": str,
 }
-OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator")
+OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator", "answer")
 
 
 class PackError(ValueError):
@@ -69,6 +73,7 @@ class Manifest:
     prompt_template: str
     splits: dict[str, str | None]
     reward_weights: dict[str, float] = field(default_factory=dict)
+    answer: str | None = None
     loader: str | None = None
     generator: str | None = None
     root: Path | None = None
@@ -100,6 +105,7 @@ class Manifest:
             prompt_template=raw["prompt_template"],
             splits=splits,
             reward_weights={k: float(v) for k, v in weights.items()},
+            answer=raw.get("answer"),
             loader=raw.get("loader"),
             generator=raw.get("generator"),
             root=root,
@@ -137,6 +143,8 @@ def _check_manifest(
     ):
         problems.append("'reward_weights' must be a table of numbers")
         weights = {}
+    if "answer" in raw and not isinstance(raw["answer"], str):
+        problems.append("'answer' must be a string (an answer type such as \"number\")")
     sources = [k for k in ("loader", "generator") if k in raw]
     for key in sources:
         if not isinstance(raw[key], str) or ":" not in raw[key]:

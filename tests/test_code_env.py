@@ -6,10 +6,10 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
-from envs.code_tests import CodeTestsEnv, extract_program
+from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
 from sandbox import Sandbox
-from sandbox.harness import strict_asserts
-from tasks import load_pack
+from sandbox.harness import protected_builtins, run_tests, strict_asserts
+from tasks import Task, load_pack
 
 
 def fenced(code: str) -> str:
@@ -35,21 +35,66 @@ def test_packs_have_all_problems_with_stable_splits():
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
     task = mbpp.get("mbpp/11")
     prompt = mbpp.prompt(task)
-    assert task["example"] in prompt
-    assert all(t not in prompt for t in task["tests"]) and len(task["tests"]) == 2
+    assert task["example"] in prompt and task["shown_tests"] == [task["example"]]
+    assert task["tests"][0] == task["example"] and len(task["tests"]) == 3
+    assert all(t not in prompt for t in task["tests"][1:])
     assert "MIT" in he.manifest.license and "CC-BY-4.0" in mbpp.manifest.license
 
 
 def test_humaneval_check_is_split_into_cases():
-    task = load_pack("humaneval").get("humaneval/0")
+    he = load_pack("humaneval")
+    task = he.get("humaneval/0")
     assert len(task["tests"]) == 7
     assert all(t.startswith("assert candidate(") for t in task["tests"])
     assert "candidate = has_close_elements" in task["setup"]
+    # ``assert True`` is not a test case: every program would pass it.
+    assert "assert True" not in he.get("humaneval/70")["tests"]
+    assert len(he.get("humaneval/70")["tests"]) == 9
 
 
-def test_strict_equality_rewrite():
-    assert "__grpo_strict_eq__(f(1), 2)" in strict_asserts("assert f(1) == 2")
-    assert strict_asserts("assert f(1) < 2") == "assert f(1) < 2"
+def test_humaneval_shown_tests_are_the_docstring_examples():
+    he = load_pack("humaneval")
+    # ``>>> prime_fib(1)`` ... ``>>> prime_fib(5)``: the first five of ten cases are shown.
+    task = he.get("humaneval/39")
+    assert task["shown_tests"] == task["tests"][:5]
+    # Other styles: ``solve("ab") = "AB"``, ``strange_sort_list([]) == []``.
+    assert "assert candidate('ab') == 'AB'" in he.get("humaneval/161")["shown_tests"]
+    assert "assert candidate([]) == []" in he.get("humaneval/70")["shown_tests"]
+    # humaneval/53 shows add(2, 3); the case with random inputs is hidden.
+    task = he.get("humaneval/53")
+    assert len(task["shown_tests"]) == 2 and "random.randint" not in "".join(task["shown_tests"])
+    # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
+    assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
+    assert sum(bool(he.get(f"humaneval/{i}")["shown_tests"]) for i in range(164)) == 106
+
+
+def test_shown_cases_match_as_parsed_code():
+    tests = ["assert f(1)==2", "assert f(2) == 3", "assert f(1) == 2  # again"]
+    assert shown_cases(tests, ["assert f(1) == 2"]) == [0, 2]
+    assert shown_cases(tests, []) == []
+    with pytest.raises(TypeError):
+        shown_cases(tests, "assert f(1) == 2")
+
+
+def test_strict_rewrite():
+    out = strict_asserts("assert f(1) == 2")
+    assert out == "__grpo_restore__()\nassert __grpo_value__(f(1)) == __grpo_value__(2)"
+    assert "__grpo_value__(abs(f(1) - 2)) < __grpo_value__(0.1)" in strict_asserts(
+        "assert abs(f(1) - 2) < 0.1")
+    assert "assert not __grpo_value__(f(1))" in strict_asserts("assert not f(1)")
+    assert "assert f(1) is None" in strict_asserts("assert f(1) is None")
+    # Comparisons outside asserts are checked too (``ok = f(1) == 2; assert ok``).
+    assert "ok = __grpo_value__(f(1)) == __grpo_value__(2)" in strict_asserts(
+        "ok = f(1) == 2\nassert ok")
+
+
+def test_protected_builtins():
+    # Tools of the test are the real builtins; a builtin-named function under test is not.
+    assert protected_builtins("assert abs(candidate(1) - 2) < 1e-6") == ["abs"]
+    assert protected_builtins("for i in range(3):\n    assert candidate(i) == str(i)") == [
+        "range", "str"]
+    assert protected_builtins("assert sum(10, 15) == 6") == []
+    assert protected_builtins("assert sum([1, 2]) == candidate(3)") == ["sum"]
 
 
 # -- grading in the sandbox --------------------------------------------------------------------
@@ -177,3 +222,138 @@ def test_gym_make_episode(sandbox):
     assert terminated and not truncated
     assert reward == pytest.approx(1.1), info["verdict"]
     assert info["task_id"] == "mbpp/11" and info["rewards"]["tests"] == 1.0
+
+
+# -- shown tests -------------------------------------------------------------------------------
+def _task(tests: list[str], shown: list[str]) -> Task:
+    return Task("synthetic/1", "test", {"tests": tests, "shown_tests": shown})
+
+
+@pytest.mark.docker
+def test_shown_tests_earn_nothing(env):
+    task = _task(["assert f(1) == 2", "assert f(2) == 3", "assert f(3) == 4"],
+                 shown=["assert f(1)==2"])
+    hard_coded = fenced("def f(x):\n    if x == 1:\n        return 2\n")
+    honest = fenced("def f(x):\n    return x + 1\n")
+    wrong_on_shown = fenced("def f(x):\n    return 0 if x == 1 else x + 1\n")
+    (_, a), (_, b), (_, c) = env.grade_many([task] * 3, [hard_coded, honest, wrong_on_shown])
+    assert a["rewards"]["tests"] == 0.0 and not a["passed"] and a["reason"] == "failed_tests"
+    details = a["verdict"].details
+    assert details["passed_cases"] == [0] and details["n_cases"] == 3
+    assert details["shown_cases"] == [0]
+    assert (details["passed_shown"], details["n_shown"]) == (1, 1)
+    assert (details["passed_hidden"], details["n_hidden"]) == (0, 2)
+    assert b["rewards"]["tests"] == 1.0 and b["passed"]
+    # Only the hidden cases decide: the shown example is not graded either way.
+    assert c["rewards"]["tests"] == 1.0 and c["passed"]
+    assert c["verdict"].details["passed_shown"] == 0
+    # When every case is shown, every case counts.
+    _, info = env.score(_task(["assert f(1) == 2"], shown=["assert f(1) == 2"]), hard_coded)
+    assert info["rewards"]["tests"] == 1.0 and info["passed"]
+
+
+# -- the harness against programs that target it ----------------------------------------------
+CHAMELEON = ("class Chameleon:\n    def __eq__(self, other):\n"
+             "        return isinstance(other, (int, str, list, tuple, dict))\n"
+             "    __hash__ = object.__hash__\n")
+HARNESS_CHEATS = {
+    # Objects whose own methods would decide a comparison or an assert.
+    "always_less": ("class X:\n    def __sub__(self, o):\n        return self\n"
+                    "    def __abs__(self):\n        return self\n"
+                    "    def __lt__(self, o):\n        return True\n"
+                    "def f(x):\n    return X()\n", "", ["assert abs(f(1) - 2) < 1e-6"]),
+    "always_truthy": ("class T:\n    def __bool__(self):\n        return True\n"
+                      "def f(x):\n    return T()\n", "", ["assert f(1)"]),
+    "always_falsy": ("class F:\n    def __bool__(self):\n        return False\n"
+                     "    def __len__(self):\n        return 0\n"
+                     "def f(x):\n    return F()\n", "", ["assert not f(1)"]),
+    "chameleon": (CHAMELEON + "def f(x):\n    return Chameleon()\n", "", ["assert f(1) == 2"]),
+    "chameleon_inside_a_list": (CHAMELEON + "def f(x):\n    return [Chameleon()]\n", "",
+                                ["assert f(1) == [2]"]),
+    "chameleon_as_a_dict_value": (CHAMELEON + "def f(x):\n    return {'a': Chameleon()}\n", "",
+                                  ["assert f(1) == {'a': 2}"]),
+    "chameleon_outside_the_assert": (CHAMELEON + "def f(x):\n    return Chameleon()\n", "",
+                                     ["ok = f(1) == 2\nassert ok"]),
+    "list_subclass_with_eq": ("class L(list):\n    def __eq__(self, o):\n        return True\n"
+                              "def f(x):\n    return L()\n", "", ["assert f(1) == [2]"]),
+    # Patching what the harness or the test uses.
+    "patch_bool": ("import builtins\nbuiltins.bool = lambda *a: True\n"
+                   "def f(x):\n    return 0\n", "", ["assert f(1) == 2"]),
+    "patch_abs_at_load": ("import builtins\nbuiltins.abs = lambda v: 0\n"
+                          "def f(x):\n    return 7\n", "", ["assert abs(f(1) - 2) < 1e-6"]),
+    "patch_abs_in_call": ("import builtins\ndef f(x):\n    builtins.abs = lambda v: 0\n"
+                          "    return 7\n", "", ["r = f(1)\nassert abs(r - 2) < 1e-6"]),
+    "shadow_abs": ("def abs(v):\n    return 0\ndef f(x):\n    return 7\n", "",
+                   ["assert abs(f(1) - 2) < 1e-6"]),
+    "shadow_range": ("def range(*a):\n    return []\ndef f(x):\n    return 0\n", "",
+                     ["for i in range(3):\n    assert f(i) == i + 1"]),
+    "patch_module_at_load": ("import math\nmath.isclose = lambda *a, **k: True\n"
+                             "def f(x):\n    return 7\n", "import math",
+                             ["assert math.isclose(f(1), 2)"]),
+    "patch_module_in_call": ("import math\ndef f(x):\n    math.fabs = lambda v: 0.0\n"
+                             "    return 7\n", "import math",
+                             ["r = f(1)\nassert math.fabs(r - 2) < 1e-6"]),
+    "replace_module": ("import sys, types\nm = types.ModuleType('math')\n"
+                       "m.isclose = lambda *a, **k: True\nsys.modules['math'] = m\n"
+                       "def f(x):\n    return 7\n", "import math",
+                       ["assert math.isclose(f(1), 2)"]),
+    "patch_loader_globals": ("import sys\nm = sys.modules['__main__']\n"
+                             "m._strict_eq = m.strict_eq = lambda a, b: True\n"
+                             "def f(x):\n    return 0\n", "", ["assert f(1) == 2"]),
+    "steal_tokens_from_stdin": ("import json, os, sys\n"
+                                "for line in sys.stdin.read().splitlines():\n"
+                                "    try:\n        v = json.loads(line)\n    except ValueError:\n"
+                                "        continue\n"
+                                "    tokens = v.get('tokens', []) if isinstance(v, dict) else v\n"
+                                "    os.write(int(sys.argv[1]), b'L\\n' + b''.join("
+                                "b'P %s\\n' % t.encode() for t in tokens))\n"
+                                "def f(x):\n    return 0\n", "", ["assert f(1) == 2"]),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", list(HARNESS_CHEATS))
+def test_harness_cheats_pass_no_case(sandbox, name):
+    program, setup, tests = HARNESS_CHEATS[name]
+    report = run_tests(sandbox, program, tests, setup=setup)
+    assert report.record_found and report.loaded, report
+    assert report.passed == [], report.errors
+
+
+HARNESS_HONEST = {
+    "counter": ("from collections import Counter\ndef f(s):\n    return Counter(s)\n", "",
+                ["assert f('aab') == {'a': 2, 'b': 1}"]),
+    "namedtuple": ("from collections import namedtuple\nP = namedtuple('P', 'x y')\n"
+                   "def f(x):\n    return P(x, x + 1)\n", "", ["assert f(1) == (1, 2)"]),
+    "list_subclass_with_methods": ("class L(list):\n    def total(self):\n"
+                                   "        return sum(self)\n"
+                                   "def f(x):\n    return L([x])\n", "", ["assert f(1) == [1]"]),
+    "fraction": ("from fractions import Fraction\ndef f(x):\n    return Fraction(x, 2)\n", "",
+                 ["assert f(1) == 0.5"]),
+    "decimal": ("from decimal import Decimal\ndef f(x):\n    return Decimal(x) / 2\n", "",
+                ["assert f(3) == 1.5"]),
+    "truthiness": ("def f(x):\n    return [x] if x else []\n", "",
+                   ["assert f(1)", "assert not f(0)", "assert f(0) == [] and f(2)"]),
+    "builtin_named_function_under_test": ("def sum(a, b):\n    return a - b\n", "",
+                                          ["assert sum(10, 4) == 6"]),
+    "own_abs_helper": ("def abs(v):\n    return v if v >= 0 else -v\n"
+                       "def f(x):\n    return abs(x) + 1\n", "",
+                       ["assert abs(f(-1) - 2) < 1e-6"]),
+    "class_from_the_setup": ("def f(p):\n    return p.x\n",
+                             "class P:\n    def __init__(self, x):\n        self.x = x\n"
+                             "    def __eq__(self, other):\n        return self.x == other.x\n",
+                             ["assert P(f(P(1))) == P(1)"]),
+    "module_patch_outside_the_tests_modules": ("import string\nstring.x = 1\n"
+                                               "def f(x):\n    return x\n", "import math",
+                                               ["assert f(1) == 1"]),
+}
+
+
+@pytest.mark.docker
+def test_harness_still_passes_honest_programs(sandbox):
+    failed = {}
+    for name, (program, setup, tests) in HARNESS_HONEST.items():
+        report = run_tests(sandbox, program, tests, setup=setup)
+        if report.passed != list(range(len(tests))):
+            failed[name] = report.errors
+    assert failed == {}

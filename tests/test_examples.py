@@ -142,7 +142,7 @@ def test_installed_domain_pack_validates(venv):
     done = in_venv(venv, "-m", "envs", "validate", str(DOMAIN_PACK))
     assert done.returncode == 0, done.stdout
     assert "OK: pack 'unit-conversion' (unitconv/Convert-v0)" in done.stdout
-    assert "10 golds pass their verifier" in done.stdout
+    assert "10 golds well-formed and accepted by their own verifier" in done.stdout
 
 
 @pytest.mark.slow

@@ -42,18 +42,23 @@ def test_a_known_task(pack):
     assert json.dumps(task["schema"], indent=2) in prompt
 
 
-@pytest.mark.parametrize(("answer", "passed", "content"), [
-    ('{"base": 10, "height": 5}', True, 1.0),
-    ('{"base": 10, "height": 5, "unit": "units"}', True, 1.0),
-    ('{"base": 10, "height": 5, "unit": "cm"}', False, 2 / 3),
-    ('{"base": 5, "height": 10}', False, 1 / 3),
-    ('{"base": 10}', False, 2 / 3),
+@pytest.mark.parametrize(("answer", "passed", "content", "raw"), [
+    ('{"base": 10, "height": 5}', True, 1.0, 1.0),
+    ('{"base": 10, "height": 5, "unit": "units"}', True, 1.0, 1.0),
+    ('{"base": 10, "height": 5, "unit": "cm"}', False, 2 / 3, 2 / 3),
+    # The optional "unit" left out is neutral: it no longer pays 1/3 for swapped arguments.
+    ('{"base": 5, "height": 10}', False, 0.0, 0.0),
+    # "height" is required: an answer that fails the schema earns no content (it used to get
+    # 2/3), though content_raw still shows what it matched.
+    ('{"base": 10}', False, 0.0, 1 / 2),
+    ("{}", False, 0.0, 0.0),
 ])
-def test_any_of_the_acceptable_values(pack, answer, passed, content):
+def test_any_of_the_acceptable_values(pack, answer, passed, content, raw):
     task = pack.get("bfcl/simple_python_0")
     verdict = verify(task["schema"], answer, expected=expected_from_json(task["expected"]))
     assert verdict.passed is passed
     assert verdict.details["content"] == pytest.approx(content)
+    assert verdict.details["content_raw"] == pytest.approx(raw)
 
 
 def test_undeclared_parameters_fail_the_schema(pack):

@@ -97,9 +97,24 @@ def test_any_of_and_absent():
     expected = {"unit": AnyOf("units", ABSENT), "base": AnyOf(10, 10.5), "mode": ABSENT}
     assert content_score(expected, {"base": 10}) == 1.0
     assert content_score(expected, {"base": 10.5, "unit": "units"}) == 1.0
-    assert content_score(expected, {"base": 10, "unit": "cm"}) == pytest.approx(2 / 3)
-    assert content_score(expected, {"base": 10, "mode": "fast"}) == pytest.approx(2 / 3)
+    # An optional key counts only when given (it used to add a free matched leaf when left out,
+    # so these were 2/3): a wrong "unit" or a "mode" that must be absent is 1 of 2 leaves.
+    assert content_score(expected, {"base": 10, "unit": "cm"}) == pytest.approx(1 / 2)
+    assert content_score(expected, {"base": 10, "mode": "fast"}) == pytest.approx(1 / 2)
     assert content_score({"b": AnyOf(1, 2)}, {}) == 0.0
+
+
+def test_optional_keys_left_out_are_neutral():
+    expected = {"a": 1, "b": AnyOf(2, ABSENT), "c": ABSENT}
+    assert content_score(expected, {}) == 0.0  # no credit for what `{}` leaves out
+    assert content_score(expected, {"a": 9}) == 0.0
+    assert content_score(expected, {"a": 1}) == 1.0
+    assert content_score(expected, {"a": 1, "b": 3}) == pytest.approx(1 / 2)
+    # Every key optional: `{}` is the right answer (one matched leaf, as for an empty object).
+    assert content_score({"b": AnyOf(2, ABSENT)}, {}) == 1.0
+    assert content_score({"b": AnyOf(2, ABSENT)}, {"b": 3}) == 0.0
+    assert content_score({"x": {"o": AnyOf(1, ABSENT)}, "y": 1}, {"x": {}, "y": 1}) == 1.0
+    assert content_score({"x": {"o": AnyOf(1, ABSENT)}, "y": 1}, {"y": 1}) == pytest.approx(1 / 2)
 
 
 def test_any_of_nested_objects():
@@ -128,11 +143,34 @@ def test_score_blends_validity_and_content():
     half = verify(SCHEMA, '{"name": "Bob", "age": 36}', expected={"name": "Ada", "age": 36})
     assert (half.passed, half.score, half.reason) == (False, 0.75, "content_mismatch")
     assert half.details["content"] == 0.5
+    # A value that fails the schema earns no content (it used to score 0.25 here): otherwise
+    # `{}` or an echoed schema collects the fields it happens to match.
     invalid = verify(SCHEMA, '{"name": "Ada", "age": "36"}', expected={"name": "Ada", "age": 36})
-    assert (invalid.passed, invalid.score, invalid.reason) == (False, 0.25, "schema_invalid")
+    assert (invalid.passed, invalid.score, invalid.reason) == (False, 0.0, "schema_invalid")
+    assert (invalid.details["content"], invalid.details["content_raw"]) == (0.0, 0.5)
     weighted = verify(SCHEMA, '{"name": "Bob", "age": 36}', expected={"name": "Ada", "age": 36},
                       content_weight=0.8)
     assert weighted.score == pytest.approx(0.2 + 0.8 * 0.5)
+
+
+def test_competing_values_earn_no_content():
+    text = '{"name": "Ada", "age": 36} or {"name": "Bob", "age": 36}'
+    verdict = verify(SCHEMA, text, expected={"name": "Ada", "age": 36})
+    assert (verdict.passed, verdict.score, verdict.reason) == (False, 0.5, "competing_values")
+    assert (verdict.details["content"], verdict.details["content_raw"]) == (0.0, 1.0)
+
+
+def test_echoed_schema_is_never_valid():
+    loose = {"type": "object"}  # the echo conforms to this schema, yet is no answer
+    verdict = verify(loose, json.dumps(loose), expected={"name": "Ada"})
+    assert (verdict.passed, verdict.score, verdict.reason) == (False, 0.0, "echoed_schema")
+    assert verdict.details["valid"] is False and verdict.details["errors"] == []
+    props = verify(SCHEMA, json.dumps(SCHEMA["properties"]), expected={"name": "Ada", "age": 36})
+    assert props.reason == "echoed_schema" and props.details["content"] == 0.0
+    assert verify(loose, json.dumps(loose)).reason == "echoed_schema"  # without expected too
+    # An empty `properties` is not an echo: `{}` is the arguments of a function without any.
+    empty = {"type": "object", "properties": {}, "additionalProperties": False}
+    assert verify(empty, "{}", expected={}).passed
 
 
 def test_without_expected_score_is_validity():

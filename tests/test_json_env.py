@@ -71,8 +71,10 @@ def test_step_rewards_for_wrong_invalid_and_missing_answers():
     assert info["verdict"].details["errors"][0]["validator"] == "additionalProperties"
     reward, info = env.score(task, "no idea")
     assert info["rewards"] == {"valid": 0.0, "content": 0.0, "format": 0.0} and reward == 0.0
+    # Hedging between two values used to keep the content of the first; now it earns none.
     reward, info = env.score(task, json.dumps(good) + " or maybe " + json.dumps(wrong))
-    assert info["rewards"]["format"] == 0.0 and info["rewards"]["content"] == 1.0
+    assert info["rewards"] == {"valid": 1.0, "content": 0.0, "format": 0.0}
+    assert info["reason"] == "competing_values" and not info["passed"]
 
 
 def test_reward_weights_can_be_overridden():

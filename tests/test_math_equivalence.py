@@ -14,8 +14,6 @@ EQUAL = [
     ("1000", "1 000"),
     ("0.5", r"\frac{1}{2}"),
     ("1/3", r"$\dfrac{1}{3}$"),
-    (r"\frac{1}{3}", "0.3333"),
-    (r"\sqrt{17}", "4.123105625617661"),
     (r"2\sqrt{2}", r"\sqrt{8}"),
     (r"\frac{9}{4}\pi", r"\frac94\pi"),
     (r"\tan^2(y)+1", r"\sec^2(y)"),
@@ -62,10 +60,6 @@ EQUAL = [
     (r"\begin{pmatrix} 6 \\ 3 \\ 0 \end{pmatrix}", r"\boxed{(6, 3, 0)}"),
     (r"\begin{pmatrix} -5 \\ 2 \end{pmatrix}", r"\boxed{\langle -5, 2 \rangle}"),
     ("(6, 3, 0)", r"\boxed{\begin{pmatrix} 6 & 3 & 0 \end{pmatrix}}"),
-    (
-        r"\begin{pmatrix} 1/3 \\ 1/5 \end{pmatrix}",
-        r"\boxed{\begin{pmatrix} 0.33 \\ 0.2 \end{pmatrix}}",
-    ),
     # labelled numbers: the label is not part of the value
     (r"81\text{ teachers}", "81"),
     (r"81\text{ teachers}", r"\boxed{81 \text{ teachers}}"),
@@ -74,7 +68,17 @@ EQUAL = [
     (r"10\;\text{edges}", r"\boxed{10}"),
     (r"18\text{ ways.}", r"The answer is $18$."),
     (r"\text{June 20}", r"\boxed{\text{June 20}}"),
-    # decimals for values with no finite decimal form (rule in math_normalize)
+]
+
+# Decimals for values with no finite decimal form: equal only under the opt-in rounding rule
+# (``decimal_rounding=True``, rule in math_normalize); by default a decimal must be exact.
+ROUNDED = [
+    (r"\frac{1}{3}", "0.3333"),
+    (r"\sqrt{17}", "4.123105625617661"),
+    (
+        r"\begin{pmatrix} 1/3 \\ 1/5 \end{pmatrix}",
+        r"\boxed{\begin{pmatrix} 0.33 \\ 0.2 \end{pmatrix}}",
+    ),
     ("1/3", "0.33"),
     ("1/3", "0.333"),
     (r"-\frac{1}{3}", "-0.33"),
@@ -144,6 +148,14 @@ def test_equal(gold: str, pred: str) -> None:
     assert v.reason == "equal" and v.score == 1.0
 
 
+@pytest.mark.parametrize(("gold", "pred"), ROUNDED)
+def test_rounded_decimal_only_under_the_opt_in_rule(gold: str, pred: str) -> None:
+    v = verify(gold, pred)
+    assert not v.passed and v.reason == "not_equal", (gold, pred, v)
+    v = verify(gold, pred, decimal_rounding=True)
+    assert v.passed and v.reason == "equal", (gold, pred, v)
+
+
 @pytest.mark.parametrize(("gold", "pred"), NOT_EQUAL)
 def test_not_equal(gold: str, pred: str) -> None:
     v = verify(gold, pred)
@@ -183,8 +195,8 @@ def test_decimal_rule_is_shared_by_fast_path_and_worker() -> None:
     # The parent's fast path decides "1/3" vs "0.33"; the worker decides \frac{1}{3}
     # spelled so that the fast path declines. Both must apply the same rule.
     for pred, ok in (("0.33", True), ("0.34", False), ("0.3", False)):
-        fast = verify("1/3", pred)
-        slow = verify(r"\frac{x}{3x}", pred)  # a rational only sympy can see
+        fast = verify("1/3", pred, decimal_rounding=True)
+        slow = verify(r"\frac{x}{3x}", pred, decimal_rounding=True)  # only sympy sees 1/3
         assert fast.details.get("fast_path") and not slow.details.get("fast_path")
         assert fast.passed is ok and slow.passed is ok, (pred, fast, slow)
 

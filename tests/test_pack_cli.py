@@ -43,7 +43,8 @@ def test_example_pack_is_valid(capsys, pack):
     code, out = run(capsys, "validate", str(pack))
     assert code == 0, out
     assert "OK: pack 'example' (grpo/MathExact-v0): 12 tasks checked (train 8, test 4)" in out
-    assert "12 golds pass their verifier; 0 error(s)" in out
+    assert ("12 golds well-formed and accepted by their own verifier (form is checked, not "
+            "correctness); 0 error(s)") in out
     assert "pack_version: 0.1.0+" in out
 
 
@@ -103,9 +104,10 @@ def test_golds_that_fail_their_verifier_are_refused(capsys, pack):
     write_lines(pack / "train.jsonl", [json.dumps(r) for r in rows])
     code, out = run(capsys, "validate", str(pack))
     assert code == 1
-    assert f"{pack / 'train.jsonl'}:1: gold answer fails its own verifier: not_equal" in out
-    assert f"{pack / 'train.jsonl'}:6: gold answer fails its own verifier: no_answer" in out
-    assert "10 golds pass their verifier" in out and "2 error(s)" in out
+    assert (f"{pack / 'train.jsonl'}:1: gold refused: '29 rolls' is not a number literal"
+            in out)
+    assert f"{pack / 'train.jsonl'}:6: gold refused: '?' is not a number literal" in out
+    assert "10 golds well-formed and accepted by their own verifier" in out and "2 error(s)" in out
 
 
 def test_same_prompt_in_two_splits_is_refused(capsys, pack):
@@ -177,8 +179,8 @@ def test_a_large_pack_is_checked_in_full(capsys, tmp_path):
     write_lines(tmp_path / "test.jsonl", [json.dumps(r) for r in rows[2600:]])
     code, out = run(capsys, "validate", str(tmp_path))
     assert code == 1
-    assert "3000 tasks checked (train 2600, test 400); 2999 golds pass" in out
-    assert f"{tmp_path / 'train.jsonl'}:2501: gold answer fails its own verifier" in out
+    assert "3000 tasks checked (train 2600, test 400); 2999 golds well-formed" in out
+    assert f"{tmp_path / 'train.jsonl'}:2501: gold refused: '?' is not a number" in out
 
 
 # -- validate: the other built-in envs and loader / generator packs -------------------------------
@@ -224,6 +226,37 @@ def test_json_pack_golds_must_fit_their_schema(tmp_path):
     assert errors[2].startswith(f"{train}:5: verifier raised SchemaTaskError")
 
 
+def test_math_golds_must_be_well_formed_answers_of_the_pack_type(capsys, pack):
+    """A gold checked against itself always "passes"; validate refuses golds by their form."""
+    manifest = (pack / "pack.toml").read_text()
+    assert 'answer = "number"' in manifest
+    test = pack / "test.jsonl"
+    rows = records(test)
+    rows[0]["answer"] = "twenty-nine rolls"  # not a number literal
+    rows[1]["answer"] = "\\frac{1}{"  # does not parse
+    rows[2]["answer"] = "999999"  # wrong, but well-formed: only the author can know
+    write_lines(test, [json.dumps(r) for r in rows])
+    code, out = run(capsys, "validate", str(pack))
+    assert code == 1, out
+    assert f"{test}:1: gold refused: 'twenty-nine rolls' is not a number literal" in out
+    assert f"{test}:2: gold refused: " in out and "not a number literal" in out
+    assert "10 golds well-formed and accepted by their own verifier (form is checked, not " \
+           "correctness); 2 error(s)" in out
+    # As an expression pack, the fraction is still refused: it does not parse.
+    (pack / "pack.toml").write_text(manifest.replace('answer = "number"', 'answer = "expression"'))
+    code, out = run(capsys, "validate", str(pack))
+    assert code == 1 and "does not parse as a math answer" in out, out
+    assert "'twenty-nine rolls' is not a number literal" not in out
+
+
+def test_unknown_answer_type_is_refused(pack):
+    manifest = (pack / "pack.toml").read_text()
+    (pack / "pack.toml").write_text(manifest.replace('answer = "number"', 'answer = "numbr"'))
+    report = validate_folder(pack)
+    assert any("answer = 'numbr' is not an answer type of grpo/MathExact-v0" in str(e)
+               for e in report.errors), report.errors
+
+
 def test_procedural_pack_reports_what_it_sampled(capsys):
     code, out = run(capsys, "validate", "--sample", "50", str(ROOT / "tasks" / "arith"))
     assert code == 0, out
@@ -234,7 +267,7 @@ def test_procedural_pack_reports_what_it_sampled(capsys):
 def test_loader_pack_is_checked_in_full(capsys):
     code, out = run(capsys, "validate", str(ROOT / "tasks" / "gsm8k"))
     assert code == 0, out
-    assert "1319 tasks checked (train 1039, test 280); 1319 golds pass" in out
+    assert "1319 tasks checked (train 1039, test 280); 1319 golds well-formed" in out
 
 
 # -- validate: what any env gets from the two hooks ----------------------------------------------

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from tasks import PackError, load_folder, load_pack, pack_names
+from tasks.boxes import find_boxes, last_box
 from tasks.pack import read_jsonl
-from tasks.sources import in_test_split, last_boxed
+from tasks.sources import in_test_split
 
 MANIFEST = """
 name = "tiny"
@@ -106,7 +107,7 @@ def test_math_packs_take_gold_from_boxed_solution():
     math = load_pack("math")
     assert math.size("train") == 4500 and math.size("test") == 500
     task = math.get("math/algebra/0")
-    assert task["answer"] == last_boxed(task["solution"]) == "2"
+    assert task["answer"] == last_box(task["solution"]) == "2"
     m500 = load_pack("math500")
     assert m500.size("train") + m500.size("test") == 500
     assert {t["problem"] for t in m500.records("train") + m500.records("test")} == {
@@ -115,10 +116,20 @@ def test_math_packs_take_gold_from_boxed_solution():
     assert "math500" in pack_names("grpo/MathExact-v0")
 
 
-def test_last_boxed_handles_nesting():
-    assert last_boxed(r"so \boxed{\frac{1}{2}} and \boxed{x^{2}}") == "x^{2}"
-    assert last_boxed(r"\boxed{unbalanced") is None
-    assert last_boxed("nothing") is None
+def test_last_box_handles_braces():
+    assert last_box(r"so \boxed{\frac{1}{2}} and \boxed{x^{2}}") == "x^{2}"
+    assert last_box(r"\boxed{unbalanced") is None
+    assert last_box("nothing") is None
+    assert last_box(r"\boxed{\{1, 2\}}") == r"\{1, 2\}"  # escaped braces are content
+
+
+def test_one_box_finder_marks_nested_and_unclosed_boxes():
+    [box] = find_boxes(r"so \boxed{2 + \boxed{6}}")
+    assert box.nested and not box.well_formed and box.content == r"2 + \boxed{6}"
+    assert find_boxes(r"\boxed{18") == []  # unclosed: not a box
+    [lenient] = find_boxes(r"\boxed{18", lenient=True)  # a trusted gold runs to the end
+    assert lenient.content == "18" and not lenient.closed
+    assert [b.content for b in find_boxes(r"\boxed 5 and \fbox{6}")] == ["5", "6"]
 
 
 def test_arith_is_deterministic_with_disjoint_splits():

@@ -6,13 +6,16 @@ prose (``envs.verify.json_extract``), and returns the shared ``Verdict``:
 
 - ``reason`` says which stage decided. Extraction failures: ``too_large``, ``too_deep``,
   ``no_json``, ``unparseable``, ``duplicate_keys``, ``non_finite_number``
-  (``details["stage"] == "extract"``). Validation failure: ``schema_invalid``
-  (``stage == "validate"``). Otherwise ``valid`` (no expected value), ``equal`` or
-  ``content_mismatch`` (``stage == "content"``).
+  (``details["stage"] == "extract"``). Validation failures: ``echoed_schema`` (the value is the
+  task's schema or its non-empty ``properties`` copied back; never valid, even where it happens
+  to conform) and ``schema_invalid`` (``stage == "validate"``). Otherwise ``valid`` (no
+  expected value), ``competing_values`` (the text holds more than one JSON value, so no
+  content credit), ``equal`` or ``content_mismatch`` (``stage == "content"``).
 - ``extracted`` is the parsed value; ``details`` holds ``method`` (whole / fenced / prose),
   ``single`` (no competing JSON value in the text), ``valid``, ``errors`` (each with its JSON
-  ``path``, ``message`` and failing ``validator`` keyword, at most ``max_errors``) and
-  ``content``.
+  ``path``, ``message`` and failing ``validator`` keyword, at most ``max_errors``),
+  ``content`` (the credited content score: 0.0 unless the value is single and valid) and
+  ``content_raw`` (the field accuracy before that rule, for diagnosis).
 
 The validator class follows the schema's ``$schema`` (Draft 4, 6, 7, 2019-09 or 2020-12;
 2020-12 when absent) with format assertion on, so a malformed ``date-time``, ``email``,
@@ -49,6 +52,7 @@ __all__ = [
     "SchemaTaskError",
     "compiled_validator",
     "content_score",
+    "echoes_schema",
     "expected_from_json",
     "verify",
 ]
@@ -139,9 +143,10 @@ def verify(
     the fraction of expected leaves the value gets right (``envs.verify.json_content``:
     strings, integers and booleans exact, floats within ``rel_tol``, arrays marked
     ``uniqueItems`` compared as sets, ``AnyOf``/``ABSENT`` for several acceptable answers), and
-    ``passed`` needs both validity and ``content == 1``. A value that fails the schema still
-    earns its content share. ``expected=None`` means "not given"; to expect JSON ``null`` pass
-    ``AnyOf(None)``.
+    ``passed`` needs ``content == 1``. Content is credited only to a single, schema-valid value:
+    a value that fails the schema (``{}`` missing required keys, an echo of the schema) or one
+    of several competing values scores ``content`` 0.0, whatever fields it happens to match.
+    ``expected=None`` means "not given"; to expect JSON ``null`` pass ``AnyOf(None)``.
 
     Completions longer than ``max_chars`` or nested deeper than ``max_depth`` are rejected
     before any expensive work.
@@ -163,18 +168,35 @@ def verify(
         {"path": err.json_path, "message": err.message[:300], "validator": str(err.validator)}
         for err in islice(validator.iter_errors(value), max_errors)
     ]
-    valid = not errors
+    echoed = echoes_schema(value, schema)
+    valid = not errors and not echoed
     details: dict[str, Any] = {"method": found.method, "single": found.single, "valid": valid,
                                "errors": errors, "content": None}
+    invalid_reason = "echoed_schema" if echoed else "schema_invalid"
     if expected is None:
         if valid:
             return Verdict(True, 1.0, "valid", value, {"stage": "content", **details})
-        return Verdict(False, 0.0, "schema_invalid", value, {"stage": "validate", **details})
-    content = content_score(expected, value, schema, rel_tol=rel_tol)
-    details["content"] = content
+        return Verdict(False, 0.0, invalid_reason, value, {"stage": "validate", **details})
+    raw = content_score(expected, value, schema, rel_tol=rel_tol)
+    # Only one valid value earns content: otherwise `{}`, an echoed schema or a hedge between
+    # several values would collect the fields they happen to match without doing the task.
+    content = raw if valid and found.single else 0.0
+    details.update(content=content, content_raw=raw)
     score = (1.0 - content_weight) * float(valid) + content_weight * content
     if not valid:
-        return Verdict(False, score, "schema_invalid", value, {"stage": "validate", **details})
+        return Verdict(False, score, invalid_reason, value, {"stage": "validate", **details})
+    if not found.single:
+        return Verdict(False, score, "competing_values", value, {"stage": "content", **details})
     passed = content == 1.0
     return Verdict(passed, score, "equal" if passed else "content_mismatch", value,
                    {"stage": "content", **details})
+
+
+def echoes_schema(value: Any, schema: Mapping[str, Any] | bool) -> bool:
+    """Whether ``value`` is ``schema`` itself or its ``properties`` object, copied back.
+
+    An empty ``properties`` is left out: for a function without parameters ``{}`` is the answer.
+    """
+    if not isinstance(schema, Mapping) or not isinstance(value, Mapping) or not value:
+        return False
+    return value == schema or value == schema.get("properties")

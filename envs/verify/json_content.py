@@ -13,6 +13,13 @@ that ``expected`` lacks is one more leaf that cannot match, so padding the answe
 - ``AnyOf(a, b, ...)`` accepts any one of its options (the best-scoring one counts), and the
   ``ABSENT`` option means the key may be left out. Tasks store these as JSON (``{"$anyOf":
   [...]}`` and ``{"$absent": true}``); ``expected_from_json`` turns that form into the markers.
+
+An optional key (``ABSENT`` or an ``AnyOf`` with ``ABSENT``) is a leaf only when the completion
+gives it: left out it is neither gained nor lost, so ``{}`` earns nothing for the keys it omits,
+while an answer with every required key right and the optional ones left out still scores 1.0.
+An object whose keys are all optional and left out counts as one matched leaf, like an empty
+one: ``{}`` is then the right answer. This score ignores the schema's verdict; the gate
+(``envs.verify.json.verify``) credits it only for a single, schema-valid value.
 """
 
 from __future__ import annotations
@@ -141,7 +148,7 @@ class _Scorer:
         if isinstance(expected, AnyOf):
             return min(self.leaves(o) for o in expected)
         if isinstance(expected, Mapping) and expected:
-            return sum(self.leaves(v) for v in expected.values() if v is not ABSENT) or 1
+            return sum(self.leaves(v) for v in expected.values() if not _optional(v)) or 1
         if isinstance(expected, list) and expected:
             return sum(self.leaves(v) for v in expected)
         return 1
@@ -170,13 +177,15 @@ class _Scorer:
         for key, exp in expected.items():
             if key in actual:
                 m, t = self.match(exp, actual[key], self._property(schema, key))
-            elif exp is ABSENT or (isinstance(exp, AnyOf) and ABSENT in exp):
-                m, t = 1.0, 1
+            elif _optional(exp):
+                continue  # neutral: crediting it would pay `{}` for every key it leaves out
             else:
                 m, t = 0.0, self.leaves(exp)
             matched += m
             total += t
         total += sum(1 for key in actual if key not in expected)
+        if not total:  # `actual` is `{}` and every expected key may be left out: it is right
+            return 1.0, 1
         return matched, total
 
     def _array(self, expected: list, actual: Any, schema: Any) -> tuple[float, int]:
@@ -229,6 +238,11 @@ class _Scorer:
                 return _same_instant(expected, actual)
             return False
         return expected == actual
+
+
+def _optional(expected: Any) -> bool:
+    """The expected value of a key that may be left out."""
+    return expected is ABSENT or (isinstance(expected, AnyOf) and ABSENT in expected)
 
 
 def _same_instant(a: str, b: str) -> bool:

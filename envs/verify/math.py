@@ -10,13 +10,20 @@ Conventions worth knowing (see ``math_equiv`` for all of them):
 - bare lists ("1, 2") and sets are unordered; tuples/intervals are ordered;
 - several different final answers (hedges, different boxes) fail with
   ``multiple_answers``;
-- a decimal matches an exact value with no finite decimal form only when correctly
-  rounded or truncated, with at least 2 significant digits for a rational (0.33 vs 1/3)
-  and 4 otherwise (1.414 vs sqrt(2); 1.41 and 3.14 fail); a value that has a finite
-  decimal form must match exactly (0.24 vs 1/4 is wrong). See ``math_normalize``.
+- a decimal must equal the exact value: 0.33 is not 1/3, as Math-Verify also says. The
+  opt-in ``decimal_rounding=True`` accepts a decimal that is the value correctly rounded or
+  truncated, with at least 2 significant digits for a rational (0.33 vs 1/3) and 4
+  otherwise (1.414 vs sqrt(2); 1.41 and 3.14 fail); a value with a finite decimal form
+  must still match exactly (0.24 vs 1/4 is wrong). See ``math_normalize``;
+- a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` is
+  ``malformed_box``, never unwrapped or read around;
+- ``answer="number"`` credits only a number literal (``not_a_number`` for ``2\\cdot 78``),
+  and with ``question=`` an answer that restates the question's computation
+  (``\\boxed{6 + 2}`` for "What is 2 + 6?") fails with ``restates_question``, whatever its
+  value. See ``math_answer``.
 
-Reasons: equal, not_equal, no_answer, multiple_answers, timeout, unparseable, and
-worker_error (no worker process could be started).
+Reasons: equal, not_equal, no_answer, multiple_answers, malformed_box, restates_question,
+not_a_number, timeout, unparseable, and worker_error (no worker process could be started).
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from collections import OrderedDict
 from fractions import Fraction
 from typing import Any
 
+from envs.verify.math_answer import ANSWER_TYPES, is_number_literal, restated_expression
 from envs.verify.math_extract import MAX_ANSWER_CHARS, Extraction, extract
 from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large
 from envs.verify.verdict import Verdict
 
-__all__ = ["verify", "clear_cache", "cache_info", "shutdown"]
+__all__ = ["verify", "gold_problem", "clear_cache", "cache_info", "shutdown"]
 
 CACHE_SIZE = 65_536
 MAX_NESTING = 60
@@ -81,7 +89,7 @@ def _as_fraction(s: str) -> Fraction | None:
     return None
 
 
-def _fast(gold: str, pred: str) -> bool | None:
+def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     """Decide cheaply when possible (True/False), else None."""
     g, p = normalize_answer(gold), normalize_answer(pred)
     if not g or not p:
@@ -98,6 +106,8 @@ def _fast(gold: str, pred: str) -> bool | None:
         return None
     if fg == fp:
         return True
+    if not rounding:
+        return False
     return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
 
 
@@ -135,19 +145,67 @@ def _prefilter(ans: tuple[str, ...]) -> str | None:
 # ---------------------------------------------------------------- public API
 
 
-def verify(gold: str, completion: str, *, timeout: float = 5.0) -> Verdict:
+def verify(
+    gold: str,
+    completion: str,
+    *,
+    timeout: float = 5.0,
+    answer: str = "expression",
+    question: str | None = None,
+    decimal_rounding: bool = False,
+) -> Verdict:
     """Grade ``completion`` against the reference answer/solution ``gold``.
+
+    ``answer`` is the answer type: ``"expression"`` (any value the checker understands) or
+    ``"number"`` (a number literal only). ``question``, when given, is the task's prompt:
+    an answer that restates a computation written in it is not credited.
+    ``decimal_rounding`` opts in to accepting rounded decimals for non-terminating values.
 
     Never raises for bad input and returns within about ``timeout`` seconds of worker
     time (plus a one-off worker start); the sympy work runs in a separate process.
     """
+    if answer not in ANSWER_TYPES:
+        raise ValueError(f"answer must be one of {ANSWER_TYPES}, got {answer!r}")
     try:
-        return _verify(gold, completion, timeout)
+        return _verify(gold, completion, timeout, answer, question, decimal_rounding)
     except Exception as exc:  # an RL loop must get a verdict, whatever happened
         return Verdict.fail("unparseable", None, error=repr(exc)[:200])
 
 
-def _verify(gold: str, completion: str, timeout: float) -> Verdict:
+def gold_problem(gold: str, *, answer: str = "expression", timeout: float = 10.0) -> str | None:
+    """Why ``gold`` is not a well-formed answer of type ``answer`` (``None`` when it is).
+
+    Checks the form, not the truth: the gold must yield an answer, a ``number`` gold must be a
+    number literal, and any gold must parse with the symbolic parser (run in a worker, so the
+    string-equality fast path that lets a gold "equal" itself cannot hide ``\\frac{1}{``).
+    """
+    if answer not in ANSWER_TYPES:
+        raise ValueError(f"answer must be one of {ANSWER_TYPES}, got {answer!r}")
+    if answer == "number" and not is_number_literal(gold or ""):
+        # the whole gold, not an answer extracted from it: "29 rolls" would extract 29
+        return f"{gold!r} is not a number literal (the pack's answer type is 'number')"
+    ex = extract(gold or "", gold=True)
+    if ex is None:
+        return "no answer found in the gold"
+    if ex.malformed_box:
+        return "the gold's box is malformed (nested or unclosed)"
+    why = _prefilter(ex.answer)
+    if why is not None:
+        return why
+    from envs.verify.math_worker import get_pool
+
+    try:
+        passed, reason, extra = get_pool().run(ex.answer, (ex.answer,), timeout)
+    except RuntimeError as exc:
+        return f"cannot check the gold: {str(exc)[:200]}"
+    if not passed:
+        error = str(extra.get("error", "")).splitlines()[0:1]
+        return f"the gold does not parse as a math answer ({reason}{': ' + error[0] if error else ''})"
+    return None
+
+
+def _verify(gold: str, completion: str, timeout: float, answer: str, question: str | None,
+            rounding: bool) -> Verdict:
     try:
         pred_ex = extract(completion or "")
         gold_ex = extract(gold or "", gold=True)
@@ -158,10 +216,23 @@ def _verify(gold: str, completion: str, timeout: float) -> Verdict:
     shown = pred_ex.display()
     if gold_ex is None:
         return Verdict.fail("unparseable", shown, side="gold", error="no gold answer")
-    return _grade(gold_ex, pred_ex, shown, timeout)
+    details = {"source": pred_ex.source}
+    if pred_ex.malformed_box:
+        return Verdict.fail("malformed_box", shown, **details)
+    final = pred_ex.answer
+    if question is not None:
+        gold_text = ", ".join(gold_ex.answer)
+        for item in final:
+            restated = restated_expression(item, question, gold_text)
+            if restated is not None:
+                return Verdict.fail("restates_question", shown, restated=restated, **details)
+    if answer == "number" and not all(is_number_literal(a) for a in final):
+        return Verdict.fail("not_a_number", shown, **details)
+    return _grade(gold_ex, pred_ex, shown, timeout, rounding)
 
 
-def _grade(gold_ex: Extraction, pred_ex: Extraction, shown: str, timeout: float) -> Verdict:
+def _grade(gold_ex: Extraction, pred_ex: Extraction, shown: str, timeout: float,
+           rounding: bool) -> Verdict:
     gold_ans = gold_ex.answer
     groups = pred_ex.groups
     details = {"source": pred_ex.source}
@@ -171,13 +242,13 @@ def _grade(gold_ex: Extraction, pred_ex: Extraction, shown: str, timeout: float)
             return Verdict.fail("unparseable", shown, side=side, error=why, **details)
 
     if len(groups) == 1 and len(gold_ans) == 1 and len(groups[0]) == 1:
-        fast = _fast(gold_ans[0], groups[0][0])
+        fast = _fast(gold_ans[0], groups[0][0], rounding)
         if fast is True:
             return Verdict.ok("equal", shown, fast_path=True, **details)
         if fast is False:
             return Verdict.fail("not_equal", shown, fast_path=True, **details)
 
-    key = (_key(gold_ans), tuple(_key(g) for g in groups))
+    key = (_key(gold_ans), tuple(_key(g) for g in groups), rounding)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and (hit[1] != "timeout" or hit[3] >= timeout):
@@ -190,7 +261,7 @@ def _grade(gold_ex: Extraction, pred_ex: Extraction, shown: str, timeout: float)
         from envs.verify.math_worker import get_pool
 
         try:
-            passed, reason, extra = get_pool().run(gold_ans, groups, timeout)
+            passed, reason, extra = get_pool().run(gold_ans, groups, timeout, rounding)
         except RuntimeError as exc:  # no worker could be started: not cached
             return Verdict.fail("worker_error", shown, error=str(exc)[:200], **details)
         with _cache_lock:

@@ -1,10 +1,10 @@
 """Equivalence of parsed answers (worker side; imports sympy).
 
 Rules, in short:
-- numbers compare exactly (rationals); a decimal also matches a value with no finite
-  decimal form (1/3, sqrt(17)) that it is correctly rounded or truncated from, given
-  enough significant digits (``math_normalize.decimal_matches``: 2 for a rational,
-  4 otherwise);
+- numbers compare exactly (rationals): 0.33 is not 1/3. Only under the opt-in
+  ``decimal_rounding`` does a decimal match a value with no finite decimal form (1/3,
+  sqrt(17)) that it is correctly rounded or truncated from, given enough significant
+  digits (``math_normalize.decimal_matches``: 2 for a rational, 4 otherwise);
 - ``X%`` matches ``X%``, ``X`` and ``X/100``; two bare numbers never compare as percent;
 - expressions: exact difference, then ``simplify``, then high-precision evaluation at
   random points;
@@ -21,6 +21,7 @@ Rules, in short:
 from __future__ import annotations
 
 import random
+from contextvars import ContextVar
 from fractions import Fraction
 from typing import Any
 
@@ -65,11 +66,29 @@ def _opaque(e: Any) -> bool:
     return any(e.has(t) for t in _OPAQUE)
 
 
+def _imaginary_unit(a: Any, b: Any) -> tuple[Any, Any]:
+    """A letter ``i`` is the imaginary unit when the other side is complex: ``\\sqrt{-1}``
+    parses to sympy's ``I``, while ``i`` written as a letter parses to a symbol."""
+    try:
+        a_complex, b_complex = a.has(sympy.I), b.has(sympy.I)
+    except (AttributeError, TypeError):
+        return a, b
+    if a_complex == b_complex:
+        return a, b
+    letter = a if b_complex else b
+    unit = next((s for s in letter.free_symbols if getattr(s, "name", "") == "i"), None)
+    if unit is None:
+        return a, b
+    letter = letter.subs(unit, sympy.I)
+    return (letter, b) if b_complex else (a, letter)
+
+
 def expr_equal(a: Any, b: Any) -> bool:
     if a == b:
         return True
     if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
         return isinstance(a, sympy.Set) and isinstance(b, sympy.Set) and sets_equal(a, b)
+    a, b = _imaginary_unit(a, b)
     try:
         d = a - b
     except Exception:
@@ -129,9 +148,14 @@ def _numeric_zero(d: Any, free: set[Any]) -> bool | None:
     return None
 
 
+#: The opt-in rounding rule (``verify(..., decimal_rounding=True)``); set by ``check``.
+_ROUNDING: ContextVar[bool] = ContextVar("decimal_rounding", default=False)
+
+
 def _decimal_close(dec: str, other: Any) -> bool:
-    """``dec`` (a literal like "0.333") stands for the exact value ``other``."""
-    if "." not in dec:
+    """``dec`` (a literal like "0.333") stands for the exact value ``other``: only under the
+    opt-in rounding rule, since by default a decimal must equal the value exactly."""
+    if "." not in dec or not _ROUNDING.get():
         return False
     try:
         if other.free_symbols or not other.is_number:
@@ -467,9 +491,20 @@ def _fmt_decimal(x: Any, k: int) -> str:
 
 
 def check(
-    gold_group: tuple[str, ...], pred_groups: tuple[tuple[str, ...], ...]
+    gold_group: tuple[str, ...], pred_groups: tuple[tuple[str, ...], ...],
+    decimal_rounding: bool = False,
 ) -> tuple[bool, str, dict[str, Any]]:
     """Grade the final answer ``pred_groups[-1]`` (and competing earlier ones)."""
+    token = _ROUNDING.set(decimal_rounding)
+    try:
+        return _check(gold_group, pred_groups)
+    finally:
+        _ROUNDING.reset(token)
+
+
+def _check(
+    gold_group: tuple[str, ...], pred_groups: tuple[tuple[str, ...], ...]
+) -> tuple[bool, str, dict[str, Any]]:
     try:
         g = parse_group(gold_group)
     except (Unparseable, Exception) as exc:

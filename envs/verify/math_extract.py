@@ -23,6 +23,8 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from tasks.boxes import BOX_COMMAND, find_boxes
+
 # Completions longer than this are only scanned at their end: final answers live there,
 # and it bounds the regex work on hostile 1 MB inputs.
 MAX_SCAN_CHARS = 40_000
@@ -69,6 +71,9 @@ class Extraction:
 
     groups: tuple[tuple[str, ...], ...]
     source: str
+    #: A box command left in the answer: a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an
+    #: unclosed ``\\boxed{18``. Malformed: never unwrapped or read around.
+    malformed_box: bool = False
 
     @property
     def answer(self) -> tuple[str, ...]:
@@ -81,59 +86,13 @@ class Extraction:
 # ---------------------------------------------------------------- boxes
 
 
-_BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
-
-
-def _brace_pairs(text: str) -> dict[int, int]:
-    """Map each ``{`` index to its matching ``}`` index, in one linear pass."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            pairs[stack.pop()] = i
-        i += 1
-    return pairs
-
-
 MAX_GROUPS = 32
 
 
 def _find_boxes(text: str, lenient: bool) -> list[tuple[int, int, str]]:
-    """Top-level boxes (a box inside another box is part of its content)."""
-    boxes: list[tuple[int, int, str]] = []
-    pairs: dict[int, int] | None = None
-    covered = -1
-    for m in _BOX_START.finditer(text):
-        if m.start() < covered:
-            continue
-        pos = m.end()
-        if pos < len(text) and text[pos] == "{":
-            if pairs is None:
-                pairs = _brace_pairs(text)
-            close = pairs.get(pos)
-            if close is None:
-                if not lenient:
-                    continue
-                end, content = len(text), text[pos + 1 :]
-            else:
-                end, content = close + 1, text[pos + 1 : close]
-        else:
-            tok = re.match(r"-?[\w.]+", text[pos : pos + 100])
-            if not tok:
-                continue
-            end = pos + tok.end()
-            content = tok.group(0)
-        covered = end
-        boxes.append((m.start(), end, content))
-    return boxes
+    """Top-level boxes as (start, end, content); a nested box keeps its inner box in its
+    content, where ``Extraction.malformed_box`` catches it."""
+    return [(b.start, b.end, b.content) for b in find_boxes(text, lenient=lenient)]
 
 
 # Gap between two boxes/segments that still makes them one multi-part answer: nothing
@@ -451,4 +410,5 @@ def _finish(groups: tuple[tuple[str, ...], ...], source: str) -> Extraction | No
         uniq.pop(key, None)
         uniq[key] = g
     uniq_groups = list(uniq.values())
-    return Extraction(tuple(uniq_groups), source)
+    nested = any(BOX_COMMAND.search(a) for g in uniq_groups for a in g)
+    return Extraction(tuple(uniq_groups), source, nested)

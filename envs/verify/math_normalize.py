@@ -142,8 +142,11 @@ _SIMPLE_SUBS = [
 ]
 # Not directly inside brackets: "(12,102)" is a pair, not 12102.
 _THOUSANDS = re.compile(r"(?<![\d.,(\[{])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?!\s*[)\]])")
+# A whole argument of \frac is one number, never a pair: "\frac{12}{5,525}".
+_FRAC_THOUSANDS = re.compile(r"(?<=\\frac\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})|(?<=\}\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})")
+# Brace-less arguments: "\frac \pi4", "\frac34".
+_FRAC_SHORT = re.compile(r"\\frac\s*(\\[A-Za-z]+|[A-Za-z0-9])\s*(\\[A-Za-z]+|[A-Za-z0-9])")
 _SPACE_THOUSANDS = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
-_BOX = re.compile(r"^\\(?:boxed|fbox)\s*\{(.*)\}$", re.S)
 
 
 def _text_repl(m: re.Match[str]) -> str:
@@ -157,11 +160,6 @@ def _text_repl(m: re.Match[str]) -> str:
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
     s = s.strip()
-    while True:
-        m = _BOX.match(s)
-        if not m:
-            break
-        s = m.group(1).strip()
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
@@ -184,6 +182,8 @@ def normalize_answer(s: str) -> str:
         s = _TEXT_CMD.sub(_text_repl, s)
     s = _NUM_UNIT.sub("", s)
     s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
+    s = _FRAC_THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
+    s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
     s = re.sub(r"\s+", " ", s).strip()
     if _SPACE_THOUSANDS.match(s):
         s = s.replace(" ", "")

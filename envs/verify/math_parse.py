@@ -192,6 +192,10 @@ def name_like(lhs: str) -> bool:
 _DECIMAL = re.compile(r"(?<![\w.])(\d*)\.(\d+)(?![\d.])")
 _DECIMAL_LEAF = re.compile(r"^-?(?:\d+\.\d*|\.\d+)$")
 _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z\s'\-]*\)?$")
+# Answers that are labels, not quantities: a time of day ("9 a.m.", "4:30 p.m.") and a numeral
+# in another base ("0.0011_{2}"); they compare as canonical text.
+_CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s*m\.?$", re.I)
+_BASE_NUMERAL = re.compile(r"^([0-9A-Za-z.]+)_\{?(\d+)\}?$")
 
 
 def _dec_to_frac(m: re.Match[str]) -> str:
@@ -225,6 +229,13 @@ def _leaf(s: str) -> Any:
         if pm in s:
             # latex2sympy cannot parse \pm inside \frac: expand textually, one at a time
             return SetN(_flatten([_leaf(s.replace(pm, sg, 1)) for sg in signs]))
+    clock = _CLOCK.match(s)
+    if clock:
+        hour, minute, half = clock.groups()
+        return Text(f"{int(hour)}:{minute or '00'} {half.lower()}m")
+    base = _BASE_NUMERAL.match(s)
+    if base:
+        return Text(f"{base.group(1).lower()}_{int(base.group(2))}")
     if _WORDS.match(s):
         word = s.strip("()").strip()
         val = None

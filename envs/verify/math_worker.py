@@ -53,7 +53,7 @@ _WARMUP = (
 
 
 def _serve(conn_in: Connection, conn_out: Connection, memory_bytes: int) -> None:
-    """Worker main loop: receive (gold, preds), send (passed, reason, details)."""
+    """Worker main loop: receive (gold, preds, decimal_rounding), send (passed, reason, details)."""
     import signal
 
     # Ctrl-C is the caller's business; a worker exits when its stdin closes.
@@ -80,9 +80,9 @@ def _serve(conn_in: Connection, conn_out: Connection, memory_bytes: int) -> None
             return  # the caller went away
         if task is None:
             return
-        gold, preds = task
+        gold, preds, rounding = task
         try:
-            result = check(gold, preds)
+            result = check(gold, preds, rounding)
         except MemoryError:
             result = (False, "unparseable", {"error": "memory limit"})
         except RecursionError:
@@ -185,13 +185,14 @@ class WorkerPool:
             self._cond.notify()
 
     def run(
-        self, gold: tuple[str, ...], preds: tuple[tuple[str, ...], ...], timeout: float
+        self, gold: tuple[str, ...], preds: tuple[tuple[str, ...], ...], timeout: float,
+        decimal_rounding: bool = False,
     ) -> tuple[bool, str, dict[str, Any]]:
         """Check in a worker; a worker that overruns ``timeout`` seconds is killed."""
         w = self._acquire()
         start = time.monotonic()
         try:
-            w.tx.send((gold, preds))
+            w.tx.send((gold, preds, decimal_rounding))
             if w.rx.poll(max(0.0, timeout)):
                 result = w.rx.recv()
                 self._release(w)

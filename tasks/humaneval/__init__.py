@@ -2,12 +2,22 @@
 
 Each problem's ``check(candidate)`` is split into test cases: every top-level statement of its
 body that contains an ``assert`` is one case, preceded by the non-assert statements before it
-(variable set-up), so one failing assert does not hide the others.
+(variable set-up), so one failing assert does not hide the others. An assert that never uses
+``candidate`` (``assert True, 'This prints if this assert fails'``) is not a case: any program
+would pass it.
+
+The docstring shows examples (``>>> f(x)`` then the output, or ``f(x) == y``, ``f(x) ➞ y``...),
+and many checks assert exactly those: ``shown_tests`` lists every case that calls ``candidate``
+once, on literal arguments the prompt shows the function called with, so a program that
+hard-codes the docstring's examples earns nothing for them (see ``shown_cases``). 106 of the 164
+problems show at least one of their cases, 271 of 1133 cases in all; in humaneval/34 the only
+case is shown, so there it counts.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from tasks.pack import PackError
@@ -31,11 +41,63 @@ def split_check(test_code: str, entry_point: str) -> tuple[str, list[str]]:
     setup += f"\ncandidate = {entry_point}\n"
     cases, before = [], []
     for stmt in check.body:
-        if _has_assert(stmt):
-            cases.append(ast.unparse(ast.Module(body=[*before, stmt], type_ignores=[])))
-        else:
+        if not _has_assert(stmt):
             before.append(stmt)
+        elif _uses_candidate(stmt):
+            cases.append(ast.unparse(ast.Module(body=[*before, stmt], type_ignores=[])))
     return setup, cases
+
+
+def _uses_candidate(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "candidate" for n in ast.walk(node))
+
+
+def _literal_args(call: ast.Call) -> tuple[Any, ...] | None:
+    if call.keywords:
+        return None
+    try:
+        return tuple(ast.literal_eval(a) for a in call.args)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _shown_arguments(prompt: str, name: str) -> set[str]:
+    """``repr`` of the literal arguments of every call of ``name`` written in the prompt."""
+    shown = set()
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\(", prompt):
+        depth, start = 0, match.end() - 1
+        for end in range(start, len(prompt)):
+            if prompt[end] in "([{":
+                depth += 1
+            elif prompt[end] in ")]}":
+                depth -= 1
+                if depth == 0:
+                    break
+        else:
+            continue
+        try:
+            call = ast.parse(name + prompt[start:end + 1], mode="eval").body
+        except SyntaxError:
+            continue
+        args = _literal_args(call) if isinstance(call, ast.Call) else None
+        if args is not None:
+            shown.add(repr(args))
+    return shown
+
+
+def shown_cases(prompt: str, entry_point: str, cases: list[str]) -> list[str]:
+    """The cases whose only ``candidate`` call has literal arguments the prompt shows the
+    function called with: its docstring gives their answer away."""
+    shown_args = _shown_arguments(prompt, entry_point)
+    shown = []
+    for case in cases:
+        calls = [n for n in ast.walk(ast.parse(case)) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name) and n.func.id == "candidate"]
+        if len(calls) == 1:
+            args = _literal_args(calls[0])
+            if args is not None and repr(args) in shown_args:
+                shown.append(case)
+    return shown
 
 
 def _imports(prompt: str) -> str:
@@ -59,6 +121,7 @@ def load() -> dict[str, list[dict[str, Any]]]:
             "prelude": _imports(row["prompt"]),
             "setup": setup,
             "tests": cases,
+            "shown_tests": shown_cases(row["prompt"], row["entry_point"], cases),
             "canonical_solution": row["prompt"] + row["canonical_solution"],
         }
         splits["test" if in_test_split(f"humaneval/{native}") else "train"].append(rec)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tasks.boxes import last_box
 from tasks.pack import PackError
-from tasks.sources import in_test_split, last_boxed, olmo_docs
+from tasks.sources import in_test_split, olmo_docs
 
 SUBJECTS = (
     "algebra",
@@ -25,7 +26,7 @@ SUBJECTS = (
 
 
 def _record(native_id: str, doc: dict[str, Any]) -> dict[str, Any]:
-    gold = last_boxed(doc["solution"])
+    gold = last_box(doc["solution"])
     if gold is None:
         raise PackError(f"MATH problem {native_id} has no \\boxed{{}} answer in its solution")
     level = str(doc.get("level", "")).removeprefix("Level ").strip()

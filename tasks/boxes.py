@@ -1,0 +1,98 @@
+"""The one finder of ``\\boxed{}`` / ``\\fbox{}`` answers.
+
+Packs read their golds with it (``last_box``), the math checker extracts answers with it, the
+format reward and the reward-hack flags judge boxes with it: one rule for what a box is, so a
+completion cannot be "boxed" for one of them and not for another.
+
+A box is ``\\boxed{...}`` with balanced braces (escaped braces ``\\{`` do not count), or the
+brace-less ``\\boxed 5`` form, which boxes one token. A box inside another box is part of the
+outer box's content, and the outer box is *nested*: ``\\boxed{2 + \\boxed{6}}`` is malformed, not
+a way to box ``6``. An unclosed ``\\boxed{18`` is not a box, except for a trusted gold (``lenient``),
+where it runs to the end of the text.
+
+It lives under ``tasks/`` because packs, the first stage of the data path, need it; envs and the
+learner import it from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
+#: A box command anywhere (inside an answer it marks a nested, malformed box).
+BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\b")
+_TOKEN = re.compile(r"-?[\w.]+")
+
+
+@dataclass(frozen=True)
+class Box:
+    start: int  # index of the backslash
+    end: int  # one past the closing brace (or the token)
+    content: str
+    closed: bool  # False only for a lenient, unclosed gold box
+    nested: bool  # another box inside: malformed
+
+    @property
+    def well_formed(self) -> bool:
+        return self.closed and not self.nested
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Map each ``{`` index to its matching ``}`` index, in one linear pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+        i += 1
+    return pairs
+
+
+def find_boxes(text: str, *, lenient: bool = False) -> list[Box]:
+    """The top-level boxes of ``text``, in order (linear time)."""
+    boxes: list[Box] = []
+    pairs: dict[int, int] | None = None
+    covered = -1
+    for m in _BOX_START.finditer(text):
+        if m.start() < covered:
+            continue  # inside the previous box: it makes that box nested, not a new one
+        pos = m.end()
+        closed = True
+        if pos < len(text) and text[pos] == "{":
+            if pairs is None:
+                pairs = _brace_pairs(text)
+            close = pairs.get(pos)
+            if close is None:
+                if not lenient:
+                    continue
+                end, content, closed = len(text), text[pos + 1 :], False
+            else:
+                end, content = close + 1, text[pos + 1 : close]
+        else:
+            tok = _TOKEN.match(text, pos, min(len(text), pos + 100))
+            if not tok:
+                continue
+            end, content = tok.end(), tok.group(0)
+        covered = end
+        nested = bool(BOX_COMMAND.search(content))
+        boxes.append(Box(m.start(), end, content, closed, nested))
+    return boxes
+
+
+def last_box(text: str) -> str | None:
+    """Content of the last closed box of ``text`` (a gold solution), stripped; ``None`` if none."""
+    boxes = find_boxes(text)
+    return boxes[-1].content.strip() if boxes else None
+
+
+def has_box(text: str) -> bool:
+    """Whether ``text`` mentions a box command at all (closed or not)."""
+    return bool(BOX_COMMAND.search(text))
