@@ -1,27 +1,33 @@
-"""Our GRPO step against TRL's ``GRPOTrainer`` on the same model, reward, P, G, T, LR and steps.
+"""Our GRPO step against TRL's ``GRPOTrainer``, like for like.
 
-    python benchmarks/learner_vs_trl.py [--steps 4 --prompts 4 --group 8 --max-new-tokens 48]
+    python benchmarks/learner_vs_trl.py [--steps 6 --prompts 4 --group 8 --max-new-tokens 48]
 
-Both run in this one process, one after the other, on the embedded SmolLM2-135M-Instruct
-(or --model) over grpo/MathExact-v0 with the arith pack, with the same torch thread count.
-TRL keeps its own defaults for everything not listed above, except gradient checkpointing,
-which is off in both (TRL turns it on by default; ``--trl-gradient-checkpointing`` keeps it);
-both use beta, loss type and reward scaling given here. Prints per-step time, reward, the
-speed ratio, and generation vs training tokens/s for ours.
+Each side runs in its own fresh Python process (``--side ours|trl``), in alternating order
+(``--rounds`` pairs, the first pair TRL first), so neither inherits the other's warm caches,
+math worker pool or allocator. Both use the same model (the embedded SmolLM2-135M-Instruct or
+--model), env (grpo/MathExact-v0, arith), P, G, T, LR, steps, seed, torch thread count, loss
+type, KL coefficient, reward scaling (``group``) and temperature, gradient checkpointing off
+(TRL turns it on by default; ``--trl-gradient-checkpointing`` keeps it), and the same reward
+function concurrency (``--reward-workers``, 1 = serial, as TRL calls a reward function).
+Zero-variance groups are treated alike: both keep them in the loss (their KL term counts when
+beta > 0). Prints both sides' step times and reward curves, and the ratio of median step times.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
 import torch
-from accelerate.state import AcceleratorState
 
 import envs  # noqa: F401  (registers the envs)
 from learner.config import Config
@@ -35,7 +41,8 @@ def run_ours(args, env, tokenizer) -> dict:
                  prompts_per_step=args.prompts, group_size=args.group,
                  max_new_tokens=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
                  loss_type=args.loss_type, eval=False, progress=False, samples_every=0,
-                 seed=args.seed, num_threads=args.threads)
+                 seed=args.seed, num_threads=args.threads, score_workers=args.reward_workers,
+                 scale_rewards="group", temperature=1.0)
     trainer = GRPOTrainer(cfg, model=load_model(args.model), tokenizer=tokenizer, env=env)
     rows = [trainer.train_step() for _ in range(args.steps)]
     return {
@@ -61,8 +68,10 @@ def run_trl(args, env, tokenizer) -> dict:
     ])
 
     def env_reward(prompts, completions, task_id, **_):
-        return [env.score(tid, c[0]["content"])[0] for tid, c in zip(task_id, completions,
-                                                                      strict=True)]
+        texts = [c[0]["content"] for c in completions]
+        # The same concurrency as ours (score_workers): a thread pool of --reward-workers.
+        with ThreadPoolExecutor(max_workers=args.reward_workers) as pool:
+            return [r for r, _ in pool.map(env.score, task_id, texts)]
 
     class StepTimer(TrainerCallback):
         def __init__(self):
@@ -79,7 +88,8 @@ def run_trl(args, env, tokenizer) -> dict:
         output_dir=tempfile.mkdtemp(prefix="trl-"), max_steps=args.steps,
         per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
         max_completion_length=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
-        loss_type=args.loss_type, temperature=1.0, logging_steps=1, report_to=[],
+        loss_type=args.loss_type, scale_rewards="group", temperature=1.0, logging_steps=1,
+        report_to=[],
         save_strategy="no", use_cpu=True, seed=args.seed, shuffle_dataset=False,
         lr_scheduler_type="constant", warmup_steps=0, adam_beta2=0.99, weight_decay=0.0,
         disable_tqdm=True, bf16=False,  # fp32 on CPU, as ours
@@ -96,10 +106,10 @@ def env_kwargs(args) -> dict:
     return {"pack": "arith", "level": args.level}
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", default=None)
-    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--steps", type=int, default=6)
     p.add_argument("--prompts", type=int, default=4)
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=48)
@@ -109,35 +119,65 @@ def main() -> None:
     p.add_argument("--level", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: idle cores)")
+    p.add_argument("--reward-workers", type=int, default=1,
+                   help="reward-function threads, both sides (default 1: serial)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="pairs of runs, alternating which side goes first (default 1)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
                    help="leave TRL's default gradient checkpointing on (ours runs without)")
-    p.add_argument("--json", help="also write the figures to this file")
-    args = p.parse_args()
+    p.add_argument("--side", choices=("ours", "trl"), help=argparse.SUPPRESS)
+    p.add_argument("--json", help="write the figures to this file")
+    return p.parse_args(argv)
+
+
+def run_side(args: argparse.Namespace) -> dict:
+    """One side, in this (fresh) process."""
     warnings.filterwarnings("ignore")
-    args.threads = args.threads or cpu_threads()
     torch.set_num_threads(args.threads)
     env = gym.make("grpo/MathExact-v0", **env_kwargs(args)).unwrapped
     tokenizer = load_tokenizer(args.model)
     torch.manual_seed(args.seed)
-    trl = run_trl(args, env, tokenizer)
-    AcceleratorState._reset_state(reset_partial_state=True)  # TRL's Trainer configured it
-    torch.manual_seed(args.seed)
-    ours = run_ours(args, env, tokenizer)
-    # The first step of each includes warm-up (allocations); compare the median step.
-    t_trl, t_ours = statistics.median(trl["step_s"]), statistics.median(ours["step_s"])
+    return (run_ours if args.side == "ours" else run_trl)(args, env, tokenizer)
+
+
+def main() -> None:
+    args = parse()
+    args.threads = args.threads or cpu_threads()
+    if args.side:
+        result = run_side(args)
+        with open(args.json, "w") as f:
+            json.dump(result, f)
+        return
+    runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+    order = []
+    for r in range(args.rounds):
+        for side in (("trl", "ours") if r % 2 == 0 else ("ours", "trl")):
+            order.append(side)
+            fd, out = tempfile.mkstemp(suffix=f"-{side}.json")
+            os.close(fd)
+            cmd = [sys.executable, __file__, *sys.argv[1:], "--side", side, "--json", out]
+            print(f"running {side} in a fresh process ...", file=sys.stderr, flush=True)
+            subprocess.run(cmd, check=True)
+            with open(out) as f:
+                runs[side].append(json.load(f))
+    # The first step of each run includes warm-up (allocations): compare median step times.
+    times = {s: [t for run in runs[s] for t in run["step_s"]] for s in runs}
+    t_trl, t_ours = statistics.median(times["trl"]), statistics.median(times["ours"])
     print(f"setup: P={args.prompts} G={args.group} T={args.max_new_tokens} lr={args.lr} "
-          f"beta={args.beta} loss={args.loss_type} steps={args.steps} threads={args.threads}")
-    print(f"TRL  step time: median {t_trl:7.1f} s  per step {fmt(trl['step_s'])}")
-    print(f"ours step time: median {t_ours:7.1f} s  per step {fmt(ours['step_s'])}")
+          f"beta={args.beta} loss={args.loss_type} scale=group steps={args.steps} "
+          f"threads={args.threads} reward workers={args.reward_workers} order={order}")
+    for side, label in (("trl", "TRL "), ("ours", "ours")):
+        for run in runs[side]:
+            print(f"{label} step time per step: {fmt(run['step_s'])}  reward: "
+                  f"{fmt(run['reward'], 3)}")
+    print(f"median step time: TRL {t_trl:.1f} s, ours {t_ours:.1f} s")
     print(f"ratio ours/TRL: {t_ours / t_trl:.2f}  (speed-up x{t_trl / t_ours:.2f})")
-    print(f"TRL  reward per step: {fmt(trl['reward'], 3)}")
-    print(f"ours reward per step: {fmt(ours['reward'], 3)}")
-    print(f"ours generation tokens/s: {fmt(ours['generate_tokens_per_s'])}; "
-          f"training tokens/s: {fmt(ours['train_tokens_per_s'])}")
-    print(f"ours generate s: {fmt(ours['generate_s'])}; train s: {fmt(ours['train_s'])}")
+    for run in runs["ours"]:
+        print(f"ours generate s: {fmt(run['generate_s'])}; train s: {fmt(run['train_s'])}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "trl": trl, "ours": ours}, f, indent=1)
+            json.dump({"args": vars(args), "order": order, **runs, "ratio": t_ours / t_trl}, f,
+                      indent=1)
 
 
 def fmt(values, digits: int = 1) -> str:

@@ -31,7 +31,7 @@ def latest(output_dir: str | Path) -> Path | None:
 
 
 def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dict[str, Any],
-         keep: int = 2) -> Path:
+         keep: int = 1) -> Path:
     root = checkpoint_dir(output_dir)
     final = root / f"step-{step:07d}"
     tmp = root / f".tmp-step-{step:07d}"
@@ -39,8 +39,8 @@ def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dic
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    # Tied input/output embeddings make safetensors refuse the state dict; torch.save keeps them.
-    accelerator.save_state(str(tmp), safe_serialization=False)
+    # Model weights as safetensors (tied embeddings are stored once; loading re-ties them).
+    accelerator.save_state(str(tmp), safe_serialization=True)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=1))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learner.grpo import LOSS_TYPES, SCALE_REWARDS
+from learner.choices import IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
 
 
 class ConfigError(ValueError):
@@ -52,6 +52,9 @@ class Config:
     num_iterations: int = _opt(1, "mu: policy updates per generation batch")
     scale_rewards: str = _opt("group", "advantage scaling", choices=SCALE_REWARDS)
     loss_type: str = _opt("grpo", "loss aggregation", choices=LOSS_TYPES)
+    importance_sampling_level: str = _opt(
+        "token", "importance ratio per token (GRPO) or per sequence (GSPO)",
+        choices=IMPORTANCE_LEVELS)
     mask_truncated: bool = _opt(False, "exclude completions that hit --max-new-tokens from the loss")
     # -- optimisation --------------------------------------------------------------------------
     learning_rate: float = _opt(1e-6, "peak AdamW learning rate")
@@ -68,15 +71,19 @@ class Config:
     lora_dropout: float = _opt(0.0, "LoRA dropout")
     # -- evaluation, logging, checkpoints ------------------------------------------------------
     eval_every: int = _opt(0, "held-out evaluation every N steps (0: before and after only)")
-    eval_size: int = _opt(0, "held-out tasks to evaluate (0 = the whole test split)")
+    eval_size: int = _opt(64, "held-out tasks evaluated during training, the first N of the "
+                          "test split (0 = all of it; learner.eval is for full-split reports)")
     eval_k: int = _opt(1, "k of pass@k (sampled at --temperature; 1 = greedy accuracy only)")
     eval_batch_size: int = _opt(64, "prompts per evaluation generate call")
     eval: bool = _opt(True, "run the held-out evaluation (--no-eval skips it)")
     eval_perturbations: bool = _opt(
         True, "also log eval/perturb/<variant>: held-out score with the prompt outside the "
         "training format (one extra greedy pass per variant)")
+    eval_perturb_size: int = _opt(16, "held-out tasks asked with perturbed prompts (the first N "
+                                  "of the evaluated ones; 0 = all of them)")
     save_every: int = _opt(0, "checkpoint every N steps (0: only at the end)")
-    keep_checkpoints: int = _opt(2, "checkpoints kept on disk")
+    keep_checkpoints: int = _opt(1, "checkpoints kept on disk (each holds the model and the "
+                                 "optimizer state, about 3x the model's size)")
     resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")
     samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps")
     samples_groups: int = _opt(2, "groups written each time")
@@ -94,7 +101,8 @@ class Config:
                     "eval_k", "score_workers"]
         problems = [f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}"
                     for k in positive if getattr(self, k) < 1]
-        for name in ("save_every", "eval_every", "eval_size", "warmup_steps", "lora_r",
+        for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
+                     "lora_r",
                      "samples_every", "num_threads"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
@@ -108,7 +116,7 @@ class Config:
             problems.append("--learning-rate must be > 0")
         if self.beta < 0 or self.epsilon < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
-        for name in ("scale_rewards", "loss_type", "lr_scheduler"):
+        for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in choices:
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
@@ -144,8 +152,15 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad flags get one line naming the problem, first, instead of ~40 lines of usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n(see '{self.prog} --help' for every flag)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="python -m learner.run",
         description="Train a causal LM with GRPO on a grpo/* environment.",
         argument_default=argparse.SUPPRESS,  # so only flags given explicitly override the TOML

@@ -48,9 +48,43 @@ def run_config(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def run_env(config: dict[str, Any], env: str | None, env_kwargs: dict[str, Any]
+            ) -> tuple[str, dict[str, Any], list[str]]:
+    """The env a run is evaluated on: the run's own env and kwargs, with ``--env`` /
+    ``--env-kwargs`` applied on top, and a note for each way the flags depart from the run (a
+    run trained on boxed arithmetic must not be scored on GSM8K without a word)."""
+    run_id, run_kwargs = config["env"], dict(config.get("env_kwargs") or {})
+    env_id = env or run_id
+    notes = []
+    if env_id != run_id:
+        notes.append(f"--env {env_id} is not the env the run trained on ({run_id} with "
+                     f"{json.dumps(run_kwargs)}); evaluating {env_id} with "
+                     f"{json.dumps(env_kwargs)}")
+        return env_id, dict(env_kwargs), notes
+    changed = {k: v for k, v in env_kwargs.items() if run_kwargs.get(k, _MISSING) != v}
+    kwargs = {**run_kwargs, **env_kwargs}
+    if changed:
+        notes.append(f"--env-kwargs {json.dumps(changed)} differ from the run's "
+                     f"{json.dumps(run_kwargs)}; evaluating {env_id} with {json.dumps(kwargs)}")
+    return env_id, kwargs, notes
+
+
+_MISSING = object()
+
+
 def _checkpoint_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The model state dict that accelerate's ``save_state`` wrote into a checkpoint folder."""
+    """The model state dict that accelerate's ``save_state`` wrote into a checkpoint folder:
+    safetensors, a pickled state dict, or DeepSpeed's ZeRO shards (consolidated here)."""
     safe, pickled = path / "model.safetensors", path / "pytorch_model.bin"
+    if (path / "pytorch_model").is_dir():  # DeepSpeed's tag folder: one shard per process
+        try:
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        except ImportError as exc:
+            raise RunDirError(
+                f"{path} is a DeepSpeed checkpoint: reading its shards needs deepspeed "
+                f"(pip install -e '.[deepspeed]'), or evaluate the saved model with --model "
+                f"{path.parent.parent / 'final'}") from exc
+        return get_fp32_state_dict_from_zero_checkpoint(str(path), tag="pytorch_model")
     if safe.is_file():
         from safetensors.torch import load_file
 
@@ -77,7 +111,15 @@ def load_run_policy(run_dir: str | Path) -> tuple[PreTrainedModel, str]:
     if config.get("lora_r"):
         model = with_lora(model, config["lora_r"], config.get("lora_alpha", 16),
                           config.get("lora_dropout", 0.0))
-    model.load_state_dict(_checkpoint_weights(latest))
+    missing, unexpected = model.load_state_dict(_checkpoint_weights(latest), strict=False)
+    # safetensors stores tied weights once (the output layer shares the input embedding)
+    tied = {k for k in missing if k.endswith("lm_head.weight")} \
+        if model.config.tie_word_embeddings else set()
+    if unexpected or set(missing) - tied:
+        raise RunDirError(f"{latest} does not match {config.get('model') or DEFAULT_MODEL}: "
+                          f"missing {sorted(set(missing) - tied)[:5]}, "
+                          f"unexpected {sorted(unexpected)[:5]}")
+    model.tie_weights()
     if config.get("lora_r"):
         model = model.merge_and_unload()
     return model, str(latest)
@@ -136,8 +178,9 @@ def evaluate_command(args: argparse.Namespace) -> Path:
     if args.run:
         config = run_config(args.run)
         start_model = config.get("model")
-        if args.env is None:
-            args.env, args.env_kwargs = config["env"], config.get("env_kwargs", {})
+        args.env, args.env_kwargs, notes = run_env(config, args.env, args.env_kwargs)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     if args.env is None:
         raise SetupError("give --env (or --run DIR to take it from the run's config)")
     env = make_env(Config(env=args.env, env_kwargs=args.env_kwargs))
@@ -194,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the key figures of two reports side by side, then exit")
     p.add_argument("--env", help="gymnasium id of a grpo/* env (default with --run: the run's)")
     p.add_argument("--env-kwargs", type=parse_json_object, default={},
-                   help='JSON object of env keyword arguments, e.g. \'{"pack": "arith"}\'')
+                   help='JSON object of env keyword arguments, e.g. \'{"pack": "arith"}\' '
+                        "(with --run: applied on top of the run's own)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--model", help="local path or hub id (default: the embedded "
                                      f"{DEFAULT_MODEL})")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
+from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
@@ -85,12 +86,14 @@ def evaluate(
     """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
     n_samples = samples or k
     run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers)
-    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True, **run)
+    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
+                    desc="held-out greedy", **run)
     sampled_correct = [int(g["passed"]) for g in greedy]
     if k > 1:
         sampled_correct = [0] * len(tasks)
         for row in sample(model, tokenizer, env, tasks, group_size=n_samples,
-                          temperature=temperature, top_p=top_p, **run):
+                          temperature=temperature, top_p=top_p, desc=f"held-out pass@{k}",
+                          **run):
             sampled_correct[row["group"]] += int(row["passed"])
     result = EvalResult(k=k)
     for task, g, correct in zip(tasks, greedy, sampled_correct, strict=True):
@@ -110,22 +113,29 @@ def evaluate(
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
-           build: Callable[[Task], str] | None = None) -> list[dict[str, Any]]:
+           build: Callable[[Task], str] | None = None,
+           desc: str | None = None) -> list[dict[str, Any]]:
     """``group_size`` graded completions per task (prompts from ``build``, default the env's).
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
-    rewards (components), passed, truncated, infra_error.
+    rewards (components), passed, truncated, infra_error. ``desc`` shows a progress bar (tasks
+    done, and whether a batch is generating or grading) on stderr.
     """
     build = build or env.prompt
     out: list[dict[str, Any]] = []
+    bar = tqdm(total=len(tasks), desc=desc, unit="task", leave=False, dynamic_ncols=True,
+               disable=desc is None)
     for start in range(0, len(tasks), batch_size):
         chunk = list(tasks[start:start + batch_size])
         prompts = [build(t) for t in chunk]
+        bar.set_postfix_str("generating")
         roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
                         temperature=temperature, top_p=top_p)
         repeated = [t for t in chunk for _ in range(group_size)]
+        bar.set_postfix_str("grading")
         scores = score_all(env, repeated, roll.texts, workers)
+        bar.update(len(chunk))
         for row, text in enumerate(roll.texts):
             i = row // group_size
             out.append({
@@ -134,4 +144,5 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
                 "rewards": scores.components[row], "passed": scores.passed[row],
                 "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row],
             })
+    bar.close()
     return out

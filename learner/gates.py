@@ -68,12 +68,14 @@ def _scored(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [s for s in samples if not s["infra_error"]]
 
 
-def reward_distribution(samples: Sequence[dict[str, Any]],
-                        components: Sequence[str]) -> dict[str, Any]:
-    """Histogram and mean/std of the total reward and of each component."""
+def reward_distribution(samples: Sequence[dict[str, Any]], components: Sequence[str],
+                        max_total: float = 1.0) -> dict[str, Any]:
+    """Histogram and mean/std of the total reward and of each component; the total's histogram
+    spans 0 to ``max_total`` (the weighted sum at full marks, 1.1 for correct + 0.1 format)."""
     scored = _scored(samples)
     totals = [s["reward"] for s in scored]
-    out: dict[str, Any] = {"total": {**describe(totals), "histogram": histogram(totals)}}
+    span = (min([0.0, *totals]), max([max_total, *totals]))
+    out: dict[str, Any] = {"total": {**describe(totals), "histogram": histogram(totals, span=span)}}
     out["components"] = {}
     for name in components:
         values = [s["rewards"].get(name, 0.0) for s in scored]
@@ -158,13 +160,13 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
                workers=workers)
     if original is None:
-        original = gather(sample(model, tokenizer, env, tasks, **run))
+        original = gather(sample(model, tokenizer, env, tasks, desc="perturbed: original", **run))
     results = {"original": {"description": "the pack's own prompt",
                             **_summarise(original, components)}}
     samples = {}
     for p in perturbations:
-        graded = gather(sample(model, tokenizer, env, tasks,
-                               build=lambda t, p=p: p(env.pack, t), **run))
+        graded = gather(sample(model, tokenizer, env, tasks, build=lambda t, p=p: p(env.pack, t),
+                               desc=f"perturbed: {p.name}", **run))
         results[p.name] = {"description": p.description, **_summarise(graded, components),
                            "example_prompt": graded[0]["prompt"] if graded else None}
         samples[p.name] = graded
@@ -220,18 +222,19 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
 
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
-                    max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers)
+                    max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers,
+                    desc="greedy")
     lap("greedy_s")
     sampled = sample(model, tokenizer, env, tasks, group_size=s.group_size,
                      max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                     batch_size=s.batch_size, workers=s.workers)
+                     batch_size=s.batch_size, workers=s.workers, desc=f"sampled x{s.group_size}")
     lap("sampled_s")
     accuracy, passk = heldout_accuracy(greedy, sampled, s.group_size)
     components = list(env.default_weights)
     report: dict[str, Any] = {
         "accuracy": accuracy,
         "pass_at_k": passk,
-        "reward_distribution": reward_distribution(sampled, components),
+        "reward_distribution": reward_distribution(sampled, components, max_reward(env)),
         "group_variance": group_variance(sampled),
     }
     perturbed: dict[str, list[dict[str, Any]]] = {}
@@ -248,7 +251,7 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
                   + [{**x, "source": "greedy"} for x in greedy]
                   + [{**x, "source": f"perturbation:{name}"}
                      for name, rows in perturbed.items() for x in rows])
-    flagged = flag_samples(candidates, domain=domain_of(env), min_reward=min_reward)
+    flagged = flag_samples(candidates, env, min_reward=min_reward)
     reasons: dict[str, int] = {}
     for f in flagged:
         for flag in f["flags"]:

@@ -75,5 +75,14 @@ class RunLog:
 
 
 def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    """Every complete line of ``metrics.jsonl``; a line torn by a kill mid-write is skipped."""
     path = Path(output_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows

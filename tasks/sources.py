@@ -45,22 +45,3 @@ def olmo_docs(task_dir: str) -> list[dict[str, Any]]:
 def in_test_split(key: str, percent: int = 20) -> bool:
     """Stable hash split: the same key lands in the same split on every machine and version."""
     return hashlib.sha256(key.encode()).digest()[0] * 100 < percent * 256
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces balanced."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    brace = text.find("{", start)
-    if brace < 0:
-        return None
-    depth = 0
-    for i in range(brace, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[brace + 1 : i].strip()
-    return None

@@ -117,13 +117,15 @@ def _gradient_check(out: str) -> None:
     from learner.trainer import Batch, GRPOTrainer, _pad_cat
 
     report = {}
-    # The last case: process 1 draws only flat groups and joins with a row that carries no loss.
+    # The last case: process 1 draws only flat groups; with beta == 0 none of its rows has a
+    # loss, so it joins with a row that carries none, while its tokens still count in DAPO's
+    # normaliser.
     cases = [("grpo", False), ("dr_grpo", False), ("dapo", False), ("dapo", True)]
     for loss_type, flat in cases:
         name = loss_type + ("/one_process_flat" if flat else "")
         cfg = config(Path(out) / name, steps=1, prompts_per_step=4, group_size=4,
                      eval=False, samples_every=0, loss_type=loss_type, max_grad_norm=0.0,
-                     max_new_tokens=12, beta=0.04)
+                     max_new_tokens=12, beta=0.0 if flat else 0.04)
         env = ConstantEnv() if flat and os.environ.get("RANK") == "1" else ShortEnv()
         t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=env)
         batch, _ = t.make_batch(t.collect())
@@ -131,6 +133,8 @@ def _gradient_check(out: str) -> None:
         if rank == 1 and not flat:  # uneven shares, as early EOS and dropped samples make them
             batch = Batch(*(x[:-3] for x in batch._tensors()))
             batch.loss_mask[:, 7:] = 0
+            batch.n_sequences = float((batch.loss_mask.sum(-1) > 0).sum())
+            batch.n_tokens = float(batch.loss_mask.sum())
         t.optimizer.step = lambda: None  # keep the weights; compare the gradients
         t.optimizer.zero_grad = lambda set_to_none=True: None
         t.train_on(batch)
@@ -151,16 +155,30 @@ def _gradient_check(out: str) -> None:
                                    whole["completion_ids"], whole["completion_mask"], groups)
         logp = grpo.token_logprobs(logits, whole["completion_ids"])
         mask = whole["loss_mask"]
+        # The normalisers count every row of the step on every process (Dr. GRPO's is P * G).
+        sequences = (cfg.prompts_per_step * cfg.group_size if loss_type == "dr_grpo"
+                     else sum(b.n_sequences for b in parts))
         loss, _ = grpo.grpo_loss(
             logp, logp.detach(), logp.detach(), adv, mask, beta=cfg.beta, eps_low=0.2,
-            eps_high=0.2, loss_type=loss_type, total_sequences=len(adv),
-            total_tokens=int(mask.sum()), max_tokens=cfg.max_new_tokens)
+            eps_high=0.2, loss_type=loss_type, total_sequences=sequences,
+            total_tokens=sum(b.n_tokens for b in parts), max_tokens=cfg.max_new_tokens)
         loss.backward()
         want = torch.cat([p.grad.flatten() for p in reference.parameters()])
         report[name] = {"max_diff": float((got - want).abs().max()),
                              "scale": float(want.abs().max()),
                              "rows": [len(b) for b in parts],
-                             "tokens": [int(b.loss_mask.sum()) for b in parts]}
+                             "tokens": [int(b.loss_mask.sum()) for b in parts],
+                             "counted_tokens": [b.n_tokens for b in parts]}
+    # --scale-rewards batch divides by the std of every process's rewards, not its own.
+    cfg = config(Path(out) / "batch_std", steps=1, prompts_per_step=4, group_size=4, eval=False,
+                 samples_every=0, scale_rewards="batch")
+    t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
+    rewards = t.collect()["rewards"]
+    got = t._batch_std(rewards)
+    every = [r for part in gather_object([rewards.tolist()]) for r in part]
+    if t.accelerator.process_index == 0:
+        report["batch_std"] = {"got": got, "local": float(rewards.double().std()),
+                               "want": float(torch.tensor(every, dtype=torch.float64).std())}
     if report:
         (Path(out) / "gradients.json").write_text(json.dumps(report))
 

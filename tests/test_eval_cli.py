@@ -10,7 +10,7 @@ import torch
 from accelerate import Accelerator
 
 from learner import checkpoint
-from learner.eval import load_run_policy, main
+from learner.eval import load_run_policy, main, run_env
 from learner.model import load_model, load_tokenizer, tiny_model
 
 
@@ -78,3 +78,18 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "no config.json" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--model", "x", "--run", "y"])
+
+
+def test_run_env_takes_the_runs_env_and_says_when_flags_depart_from_it():
+    config = {"env": "grpo/MathExact-v0",
+              "env_kwargs": {"pack": "arith", "level": 1, "require_boxed": True}}
+    # The README's own command: --env given, same as the run's: the run's kwargs are kept.
+    env, kwargs, notes = run_env(config, "grpo/MathExact-v0", {})
+    assert (env, kwargs, notes) == ("grpo/MathExact-v0", config["env_kwargs"], [])
+    assert run_env(config, None, {}) == ("grpo/MathExact-v0", config["env_kwargs"], [])
+    env, kwargs, notes = run_env(config, None, {"level": 2})
+    assert kwargs == {"pack": "arith", "level": 2, "require_boxed": True}
+    assert len(notes) == 1 and '"level": 2' in notes[0]
+    env, kwargs, notes = run_env(config, "grpo/JsonSchema-v0", {"pack": "extract"})
+    assert (env, kwargs) == ("grpo/JsonSchema-v0", {"pack": "extract"})
+    assert "not the env the run trained on" in notes[0]

@@ -1,18 +1,16 @@
-"""Flagging heuristics on hand-written completions (pure functions, no model)."""
+"""Flagging heuristics on hand-written completions (no model): the generic ones, each env's
+``flag`` hook, and the learner's selection of flagged high-reward samples."""
 
 from __future__ import annotations
 
-from learner.flags import (
-    answer_candidates,
-    empty_json,
-    flag_completion,
-    flag_samples,
-    many_candidates,
-    no_reasoning,
-    prints_or_touches_harness,
-    repetitive,
-    too_long,
-)
+import gymnasium as gym
+import pytest
+
+import envs  # noqa: F401  (registers the grpo/* envs)
+from envs.code_flags import prints_or_touches_harness as program_flags
+from envs.code_tests import extract_program
+from envs.flags import answer_candidates, many_candidates, no_reasoning, repetitive, too_long
+from learner.flags import flag_samples
 
 REASONED = ("Tom has 3 apples and buys 4 more, so he has 3 + 4 = 7 apples. "
             "He gives 2 away, leaving 7 - 2 = 5. The answer is \\boxed{5}.")
@@ -53,6 +51,15 @@ def test_long_and_repetitive_text():
     assert repetitive(prose) is None
 
 
+def prints_or_touches_harness(completion: str):
+    return program_flags(extract_program(completion)[0])
+
+
+@pytest.fixture(scope="module")
+def math_env():
+    return gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+
+
 def test_code_that_prints_or_touches_the_harness():
     clean = "```python\ndef add(a, b):\n    return a + b\n```"
     assert prints_or_touches_harness(clean) == []
@@ -72,30 +79,36 @@ def test_code_that_prints_or_touches_the_harness():
 
 
 def test_json_that_is_valid_but_empty():
+    env = gym.make("grpo/JsonSchema-v0", pack="extract", level=1).unwrapped
+    task = env.pack.task_at("train", 0)
     for text in ("{}", "[]", '{"name": ""}', '{"name": "string", "age": null}',
                  'Here it is: ```json\n{"items": []}\n```'):
-        assert empty_json(text), text
+        assert reasons(env.flag(task, text)) == {"empty_json"}, text
     for text in ('{"name": "Ann", "age": 3}', '{"count": 0}', '{"ok": false}', "no json here"):
-        assert empty_json(text) is None, text
+        assert env.flag(task, text) == [], text
 
 
-def test_flag_completion_applies_the_domain_checks_only():
-    assert reasons(flag_completion("\\boxed{5}", domain="math")) == {"no_reasoning"}
-    assert flag_completion("\\boxed{5}", domain="code") == []
-    assert reasons(flag_completion("{}", domain="json")) == {"empty_json"}
-    assert reasons(flag_completion("print(1)", domain="code")) == {"prints_output"}
+def test_each_env_applies_its_own_checks(math_env):
+    code = gym.make("grpo/CodeTests-v0", pack="humaneval").unwrapped
+    code_task = code.pack.task_at("train", 0)
+    math_task = math_env.pack.task_at("train", 0)
+    assert reasons(math_env.flag(math_task, "\\boxed{5}")) == {"no_reasoning"}
+    assert code.flag(code_task, "\\boxed{5}") == []
+    assert reasons(code.flag(code_task, "print(1)")) == {"prints_output"}
 
 
-def test_flag_samples_keeps_only_high_reward_flagged_samples():
+def test_flag_samples_keeps_only_high_reward_flagged_samples(math_env):
+    task_id = math_env.pack.task_at("train", 0).id
+
     def sample(completion: str, reward: float) -> dict:
-        return {"prompt": "What is 2 + 3?", "completion": completion, "reward": reward,
-                "rewards": {"correct": reward, "format": 1.0}}
+        return {"task_id": task_id, "prompt": "What is 2 + 3?", "completion": completion,
+                "reward": reward, "rewards": {"correct": reward, "format": 1.0}}
 
     samples = [sample("\\boxed{5}", 1.1), sample("\\boxed{4}", 0.1), sample(REASONED, 1.1)]
-    flagged = flag_samples(samples, domain="math", min_reward=0.55)
+    flagged = flag_samples(samples, math_env, min_reward=0.55)
     assert len(flagged) == 1
     only = flagged[0]
     assert only["completion"] == "\\boxed{5}" and only["prompt"] == "What is 2 + 3?"
     assert only["rewards"] == {"correct": 1.1, "format": 1.0}
     assert [f["reason"] for f in only["flags"]] == ["no_reasoning"]
-    assert flag_samples([], domain="math", min_reward=0.5) == []
+    assert flag_samples([], math_env, min_reward=0.5) == []

@@ -59,6 +59,10 @@ def test_reward_distribution_per_component():
     assert dist["components"]["correct"]["mean"] == 0.5
     assert dist["components"]["format"]["mean"] == 1.0
     assert sum(dist["components"]["correct"]["histogram"]["counts"]) == 2
+    # The total's histogram spans the weighted maximum, even when no sample reached it.
+    low = reward_distribution([make_sample(0, 0.1, passed=False)], ["correct"], max_total=1.1)
+    edges = low["total"]["histogram"]["edges"]
+    assert edges[0] == 0.0 and edges[-1] == pytest.approx(1.1)
 
 
 def test_heldout_accuracy_and_unbiased_pass_at_k():

@@ -1,11 +1,17 @@
 """The command line: flags, TOML config, clear early failures, plotting."""
 
 import json
+import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from learner import plot, run
 from learner.config import Config, ConfigError, parse_config, read_toml
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_flags_and_toml_precedence(tmp_path):
@@ -53,10 +59,29 @@ def test_bad_env_kwargs_fail_early(tmp_path, capsys):
 
 
 def test_unloadable_model_fails_with_a_clear_message(tmp_path, capsys):
-    rc = run.main(["--env-kwargs", '{"pack": "arith", "level": 1}', "--model",
-                   str(tmp_path / "no-such-model"), "--output-dir", str(tmp_path / "out")])
-    assert rc == 1
-    assert "cannot load" in capsys.readouterr().err
+    flags = ["--env-kwargs", '{"pack": "arith", "level": 1}', "--output-dir", str(tmp_path / "o")]
+    assert run.main([*flags, "--model", str(tmp_path / "no-such-model")]) == 1
+    assert f"model path '{tmp_path / 'no-such-model'}' does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert run.main([*flags, "--model", str(tmp_path / "empty")]) == 1
+    assert f"cannot load a tokenizer from '{tmp_path / 'empty'}'" in capsys.readouterr().err
+    # A hub id, with no hub reachable: the message says so instead of a repo-id syntax error.
+    assert run.main([*flags, "--model", "no-such-org/no-such-model"]) == 1
+    err = capsys.readouterr().err
+    assert "is not a local folder" in err and "no model hub is reachable" in err
+
+
+def test_help_and_flag_errors_come_before_heavy_imports():
+    # Parsing and checking flags must not import torch: --help and typos answer at once.
+    code = ("import sys; from learner.config import parse_config\n"
+            "try:\n    parse_config(['--steps', 'ten'])\nexcept SystemExit:\n    pass\n"
+            "import learner.run\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "False False", done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.endswith("error: argument --steps: invalid int value: 'ten'"), done.stderr
 
 
 def test_config_round_trips_through_json():
@@ -77,6 +102,17 @@ def test_plot_writes_pngs(tmp_path):
             "zero_std_fraction.png", "completion_length.png", "heldout_accuracy.png",
             "perturbations.png"} <= written
     assert all((tmp_path / "plots" / name).stat().st_size > 1000 for name in written)
+
+
+def test_plot_survives_a_torn_line_and_draws_skipped_steps_as_gaps(tmp_path):
+    rows = [{"step": 1, "kl": 0.01}, {"step": 2, "kl": None, "skipped": True},
+            {"step": 3, "kl": 0.03}]
+    text = "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "kl": 0.0'  # killed mid-line
+    (tmp_path / "metrics.jsonl").write_text(text)
+    assert [r["step"] for r in plot.read_metrics(tmp_path)] == [1, 2, 3]
+    steps, values = plot._series(plot.read_metrics(tmp_path), "kl")
+    assert steps == [1, 2, 3] and values[0] == 0.01 and math.isnan(values[1])
+    assert "kl.png" in {p.name for p in plot.plot(tmp_path)}
 
 
 def test_unsupported_distributed_modes_are_refused_with_a_message():

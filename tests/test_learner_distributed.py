@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from learner.eval import load_run_policy
 from learner.metrics import read_metrics
 from tests import learner_helpers as h
 
@@ -69,9 +71,12 @@ def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
     # Processes hold different numbers of tokens; every loss type must still normalise globally.
     launch(["grads", tmp_path])
     report = json.loads((tmp_path / "gradients.json").read_text())
+    std = report.pop("batch_std")
+    assert std["got"] == pytest.approx(std["want"], rel=1e-9) and std["local"] != std["want"]
     assert set(report) == {"grpo", "dr_grpo", "dapo", "dapo/one_process_flat"}
     flat = report["dapo/one_process_flat"]
     assert flat["tokens"][1] == 0 and flat["rows"][1] >= 1  # process 1 only kept collectives
+    assert flat["counted_tokens"][1] > 0  # ... but its tokens count in DAPO's normaliser
     for loss_type, r in report.items():
         assert r["scale"] > 0, loss_type
         assert r["max_diff"] <= 1e-5 * r["scale"] + 1e-8, (loss_type, r)
@@ -97,3 +102,8 @@ def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):
     final = AutoModelForCausalLM.from_pretrained(tmp_path / "full/final").state_dict()
     start = AutoModelForCausalLM.from_pretrained(tiny).state_dict()
     assert any(not torch.equal(v, start[k]) for k, v in final.items())  # trained, full weights
+    # learner.eval --run reads the latest (step 4) checkpoint's ZeRO shards: the final weights.
+    policy, source = load_run_policy(tmp_path / "full")
+    assert source.endswith("step-0000004")
+    for key, value in policy.state_dict().items():
+        assert torch.allclose(value, final[key], atol=1e-6), key

@@ -56,13 +56,23 @@ def test_an_update_favours_completions_with_positive_advantage(tmp_path):
     assert up.mean() > 0 > down.mean(), (up, down)
 
 
-def test_zero_variance_groups_are_skipped(tmp_path):
-    t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False)
+def test_flat_step_without_kl_is_skipped_and_logged_as_skipped(tmp_path):
+    # beta == 0 and every group flat: no row has a loss, so nothing is computed or changed.
+    t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False, beta=0.0)
     before = [p.detach().clone() for p in t.policy.parameters()]
     t.train()
     row = read_metrics(tmp_path / "run")[-1]
     assert row["group/frac_zero_std"] == 1.0 and row["group/trained"] == 0
+    assert row["skipped"] is True and row["kl"] is None and row["loss"] is None
     assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
+
+
+def test_flat_groups_keep_their_kl_term(tmp_path):
+    # With beta > 0 the loss of a flat group is beta * KL: the groups are trained, not dropped.
+    t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False, beta=0.1)
+    batch, adv = t.make_batch(t.collect())
+    assert batch is not None and len(batch) == 8 and not adv.any()
+    assert batch.n_sequences == 8 and batch.n_tokens == float(batch.loss_mask.sum())
 
 
 def test_dynamic_sampling_draws_more_prompts_when_groups_are_flat(tmp_path):
@@ -146,7 +156,7 @@ def test_resume_after_kill_reproduces_the_metrics(tmp_path):
 
 def test_lora_and_multiple_iterations(tmp_path):
     t = trainer(tmp_path, steps=1, eval=False, lora_r=4, num_iterations=2, epsilon_high=0.28,
-                loss_type="dapo", scale_rewards="none", mask_truncated=True)
+                loss_type="dapo", scale_rewards="none")
     base = {n: p.detach().clone() for n, p in t.policy.named_parameters() if "lora" not in n}
     t.train()
     row = read_metrics(tmp_path / "run")[-1]
@@ -157,6 +167,15 @@ def test_lora_and_multiple_iterations(tmp_path):
             assert torch.equal(base[n], p), n
     t.save_model(tmp_path / "merged")
     assert (tmp_path / "merged/config.json").is_file()
+
+
+def test_masked_truncated_rows_leave_nothing_to_train(tmp_path):
+    # The tiny model never stops within 8 tokens: with --mask-truncated no token has a loss.
+    t = trainer(tmp_path, steps=1, eval=False, mask_truncated=True)
+    col = t.collect()
+    assert bool(col["rollout"].truncated.all())
+    batch, _ = t.make_batch(col)
+    assert batch is None
 
 
 def test_checkpointing_cosine_schedule_and_other_objectives(tmp_path):
@@ -202,3 +221,57 @@ def test_dynamic_sampling_quota_is_shared_over_processes():
     assert share_quota([1, 6, 2], 8) == [1, 5, 2]
     assert share_quota([1, 1], 8) == [1, 1]  # fewer informative groups than asked for
     assert share_quota([3, 3], 5) == [3, 2]
+
+
+def test_loss_passes_run_in_train_mode_for_a_model_loaded_as_users_load_it(tmp_path):
+    # from_pretrained returns eval mode; without train mode gradient checkpointing and LoRA
+    # dropout silently do nothing.
+    from learner.model import load_model
+
+    model = load_model(str(h.save_tiny(tmp_path / "tiny")))
+    assert not model.training
+    cfg = h.config(tmp_path, steps=1, eval=False, gradient_checkpointing=True)
+    t = GRPOTrainer(cfg, model=model, tokenizer=h.tokenizer(), env=h.ShortEnv())
+    modes = []
+    t.policy.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    checkpointed = []
+    layer = t.policy.model.layers[0]
+    layer.register_forward_pre_hook(
+        lambda module, args: checkpointed.append(module.gradient_checkpointing and module.training))
+    batch, _ = t.make_batch(t.collect())
+    generation_calls = len(modes)
+    assert generation_calls > 0 and not any(modes)  # sampling stays in eval mode
+    t.train_on(batch)
+    assert all(modes[generation_calls:]) and modes[generation_calls:]
+    assert any(checkpointed)  # activations are recomputed in the backward pass
+
+
+def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
+    # Generation and the loss passes run under autocast (bf16 on a GPU); the reference must be
+    # computed the same way, or the KL at step 0 is the precision gap instead of 0.
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # the precision is process-wide
+    try:
+        for lora in (0, 4):
+            cfg = h.config(tmp_path / f"lora{lora}", steps=1, eval=False, lora_r=lora, beta=0.1)
+            accelerator = Accelerator(cpu=True, mixed_precision="bf16")
+            t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
+                            accelerator=accelerator)
+            batch, _ = t.make_batch(t.collect())
+            if not lora:  # the precondition: run plainly, the fp32 copy differs from the policy
+                with torch.no_grad():
+                    assert not torch.equal(t._logits(t.ref_model, batch), t._logits(t.model, batch))
+            stats = t.train_on(batch)
+            assert stats["kl"] == 0.0, (lora, stats)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_gspo_uses_one_ratio_per_sequence(tmp_path):
+    t = trainer(tmp_path, steps=2, eval=False, importance_sampling_level="sequence",
+                num_iterations=2)
+    t.train()
+    rows = read_metrics(tmp_path / "run")
+    assert all(math.isfinite(r["loss"]) for r in rows)

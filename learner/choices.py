@@ -1,0 +1,6 @@
+"""The named choices of the GRPO objective, kept free of imports so the command line can check
+flags before torch is loaded (``learner.grpo`` implements them)."""
+
+SCALE_REWARDS = ("group", "batch", "none")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+IMPORTANCE_LEVELS = ("token", "sequence")

@@ -1,0 +1,94 @@
+"""The live reward-hack monitor: flags over credited samples, logged, plotted and warned about."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+import envs  # noqa: F401  (registers the grpo/* envs)
+from envs.flags import Flag
+from envs.verify.verdict import Verdict
+from learner.hack_monitor import HackMonitor, StepFlags, flag_credited, step_metrics, summary
+from learner.metrics import read_metrics
+from learner.plot import plot
+from learner.trainer import GRPOTrainer
+from tasks import Task
+from tests import learner_helpers as h
+
+REASONED = ("Adding the two numbers: 4 plus 4 makes 8, which I double-check by counting up "
+            "from 4 four times. \\boxed{8}")
+
+
+def test_flags_are_counted_over_credited_samples_only():
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1, require_boxed=True).unwrapped
+    task = env.pack.task_at("test", 5)  # What is 4 + 4?
+    assert task["answer"] == "8"
+    completions = ["\\boxed{8}", REASONED, "\\boxed{9}", "\\boxed{4 + 4}"]
+    infos = [env.score(task, c)[1] for c in completions]
+    assert [i["passed"] for i in infos] == [True, True, False, False]
+    flags = flag_credited(env, [task] * 4, completions, infos, [False] * 4)
+    # The bare "\boxed{8}" is credited and flagged (no reasoning); the wrong and the restated
+    # answers are not credited, so their flags do not count.
+    assert (flags.credited, flags.flagged, flags.reasons) == (2, 1, Counter(no_reasoning=1))
+    assert step_metrics(flags) == {"flags/credited": 2.0, "flags/credited_frac": 0.5,
+                                   "flags/no_reasoning": 0.5}
+    nothing = flag_credited(env, [task], ["\\boxed{9}"], [infos[2]], [False])
+    assert step_metrics(nothing) == {"flags/credited": 0.0}  # a share of nothing is not 0%
+    assert summary(flags) == "50% of 2 credited samples flagged (no_reasoning 50%)"
+
+
+def _steps(monitor: HackMonitor, shares: list[float], credited: int = 10) -> list[str | None]:
+    out = []
+    for share in shares:
+        n = round(share * credited)
+        out.append(monitor.observe(len(out) + 1, StepFlags(credited, n, Counter(long=n))))
+    return out
+
+
+def test_monitor_warns_while_the_share_climbs_then_stays_quiet():
+    warnings = _steps(HackMonitor(), [0.0] * 5 + [0.6] * 15)
+    fired = [i + 1 for i, w in enumerate(warnings) if w]
+    # While the pooled share rises to 60% it warns (at most once per 15-point rise); once the
+    # share is flat, it is quiet.
+    assert fired and all(6 <= step <= 10 for step in fired), fired
+    first = warnings[fired[0] - 1]
+    assert "long" in first and "samples.jsonl" in first and "(was 0%)" in first
+    # A later climb warns again.
+    again = _steps(HackMonitor(), [0.0] * 5 + [0.4] * 10 + [1.0] * 10)
+    assert any(again[5:10]) and not any(again[10:15]) and any(again[15:20])
+    assert not any(again[20:])
+
+
+def test_monitor_stays_quiet_on_a_low_flat_or_thin_share():
+    assert not any(_steps(HackMonitor(), [0.1] * 20))
+    assert not any(_steps(HackMonitor(), [0.9] * 20, credited=1))  # too few to say anything
+    # High from the start: one warning, then quiet while it stays flat.
+    assert sum(bool(w) for w in _steps(HackMonitor(), [0.8] * 20)) == 1
+
+
+class CreditEverythingEnv(h.ShortEnv):
+    """Every completion is credited and flagged: the monitor must notice."""
+
+    env_id: ClassVar[str] = ""
+
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        rewards, _ = super().grade(task, completion)
+        return rewards, Verdict.ok()
+
+    def flag(self, task: Task | str, completion: str, verdict: Any = None, **_: Any) -> list[Flag]:
+        return [Flag("suspicious", "every sample")]
+
+
+def test_trainer_logs_plots_and_warns(tmp_path, capsys):
+    cfg = h.config(tmp_path, steps=2, eval=False, progress=True)
+    trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=CreditEverythingEnv())
+    result = trainer.train()
+    rows = [r for r in read_metrics(tmp_path / "run") if r["step"] > 0]
+    assert [r["flags/credited"] for r in rows] == [8.0, 8.0]
+    assert all(r["flags/credited_frac"] == 1.0 and r["flags/suspicious"] == 1.0 for r in rows)
+    assert "reward-hack monitor: 100% of the 8 samples credited" in capsys.readouterr().out
+    assert summary(result["flags"]) == "100% of 16 credited samples flagged (suspicious 100%)"
+    written = {p.name for p in plot(tmp_path / "run")}
+    assert "reward_hack_flags.png" in written
