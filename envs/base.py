@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from envs.flags import Flag, answer_flags
+from envs.perturb import GENERIC, Perturbation
 from envs.spaces import AnyText
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
@@ -33,6 +34,14 @@ class Elapsed(float):
     __hash__ = float.__hash__
 
 
+def is_infra_error(info: Mapping[str, Any]) -> bool:
+    """Whether a ``score`` info says the grading infrastructure failed (``sandbox_error``): such a
+    sample says nothing about the policy, so trainers drop it instead of scoring it 0."""
+    verdict = info.get("verdict")
+    details = getattr(verdict, "details", None) or {}
+    return bool(details.get("sandbox_error")) or info.get("reason") == "sandbox_error"
+
+
 class EpisodeError(RuntimeError):
     """``step`` was called without a running episode."""
 
@@ -45,9 +54,9 @@ class TaskEnv(gym.Env[str, str]):
     ``split`` ("train" or "test"), ``reward_weights`` (component -> weight, overriding the
     pack's and the env's defaults) and any options of a procedural pack (``level=1``).
 
-    Three hooks let the pack validator check data without knowing the domain:
-    ``required_fields``, ``gold_problem`` and ``gold_completion``; ``flag`` lets the learner and
-    the evaluation gates point at samples worth a human read.
+    Hooks let tools work without knowing the domain: the pack validator uses
+    ``required_fields``, ``gold_problem`` and ``gold_completion``; the learner and the evaluation
+    gates use ``check_components``, ``perturbations`` and ``flag`` (samples worth a human read).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -57,6 +66,17 @@ class TaskEnv(gym.Env[str, str]):
     default_weights: ClassVar[dict[str, float]] = {}
     #: Record fields ``grade`` reads, beyond ``id`` and the prompt template's fields.
     required_fields: ClassVar[tuple[str, ...]] = ()
+    #: The reward components that do not depend on the answer's format, headline first; the
+    #: evaluation gates score perturbed prompts with them. Default: every component but
+    #: ``format`` (filled in for each subclass that does not set it).
+    check_components: ClassVar[tuple[str, ...]] = ()
+    #: The kinds of prompt perturbation ``perturbations`` builds (``envs.perturb``).
+    perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = GENERIC
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "check_components" not in cls.__dict__:
+            cls.check_components = tuple(k for k in cls.default_weights if k != "format")
 
     def __init__(
         self,
@@ -113,6 +133,14 @@ class TaskEnv(gym.Env[str, str]):
         runs it over every credited sample each step (``flags/*`` in metrics.jsonl).
         """
         return answer_flags(completion, truncated=truncated, typical_chars=typical_chars)
+
+    def perturbations(self, task: Task | str) -> dict[str, str]:
+        """Variant name -> the task's prompt asked outside the training format: by default the
+        instruction reworded, dropped, and an unrelated sentence added (``envs.perturb``); a
+        domain adds its own through ``perturbation_kinds``."""
+        if isinstance(task, str):
+            task = self.pack.get(task)
+        return {kind.name: kind(self.pack, task) for kind in self.perturbation_kinds}
 
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from envs.base import TaskEnv
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
+from envs.perturb import IRRELEVANT, Perturbation, with_instruction
 from envs.verify.verdict import Verdict
 from sandbox import Limits, Sandbox, SandboxUnavailable
 from sandbox.harness import TestReport, run_tests
@@ -40,6 +41,16 @@ from tasks import Task
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 SANDBOX_LIMITS = Limits(wall_s=30.0, cpu_s=30.0)
+#: The function asked outside the training format: reworded, and without Markdown fences.
+CODE_PERTURBATIONS = (
+    Perturbation("paraphrase", "the instruction reworded, still asking for a fenced block",
+                 with_instruction("Implement this in Python. Give the whole function, with any "
+                                  "imports it uses, in a ```python block.")),
+    Perturbation("no_fences", "no fences in the prompt; asks for plain code without them",
+                 with_instruction("Reply with only the complete Python code as plain text, "
+                                  "without Markdown code fences or explanations.", unfenced=True)),
+    IRRELEVANT,
+)
 
 _shared: Sandbox | None = None
 _shared_lock = threading.Lock()
@@ -71,6 +82,7 @@ class CodeTestsEnv(TaskEnv):
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
     #: ``per_test_s`` (more time per test case) and ``canonical_solution`` (the gold).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
+    perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 
     def __init__(self, *args: Any, sandbox: Sandbox | None = None, per_test_s: float = 3.0,
                  **kwargs: Any):

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.flags import Flag, text_flags
+from envs.perturb import IRRELEVANT, Perturbation, with_fields, with_instruction
 from envs.verify import json as json_gate
 from envs.verify.json_content import ABSENT, AnyOf
 from envs.verify.json_extract import Rejected
@@ -22,6 +23,23 @@ from envs.verify.verdict import Verdict
 from tasks import Task
 
 _NOT_GIVEN = object()
+
+
+def _compact_schema(pack: Any, task: Task) -> str:
+    def rewrite(name: str, value: Any) -> Any:
+        if name == "schema_text" and "schema" in task.fields:
+            return json.dumps(task["schema"], separators=(",", ":"), ensure_ascii=False)
+        return value
+    return with_fields(rewrite)(pack, task)
+
+
+#: The record asked for outside the training format: reworded, and the schema as compact JSON.
+JSON_PERTURBATIONS = (
+    Perturbation("paraphrase", "the instruction reworded",
+                 with_instruction("Answer with one JSON object and nothing else.")),
+    Perturbation("compact_schema", "the schema shown as compact one-line JSON", _compact_schema),
+    IRRELEVANT,
+)
 
 
 class JsonSchemaEnv(TaskEnv):
@@ -45,6 +63,9 @@ class JsonSchemaEnv(TaskEnv):
     default_pack: ClassVar[str] = "extract"
     default_weights: ClassVar[dict[str, float]] = {"valid": 0.5, "content": 0.5, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("schema",)
+    #: ``content`` is the headline: validity alone says little about the answer.
+    check_components: ClassVar[tuple[str, ...]] = ("content", "valid")
+    perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = JSON_PERTURBATIONS
 
     def __init__(self, *args: Any, max_chars: int = json_gate.MAX_CHARS,
                  max_depth: int = json_gate.MAX_DEPTH, **kwargs: Any):

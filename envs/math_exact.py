@@ -5,12 +5,35 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
+from envs.perturb import (
+    IRRELEVANT,
+    NO_INSTRUCTION,
+    Perturbation,
+    spelled_numbers,
+    with_fields,
+    with_instruction,
+)
 from envs.verify import math as math_verify
 from envs.verify.math_answer import ANSWER_TYPES
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task
 
 DEFAULT_ANSWER = "expression"
+
+#: The question asked outside the training format: another answer style, no instruction, an
+#: unrelated sentence, numbers in words.
+MATH_PERTURBATIONS = (
+    Perturbation("paraphrase", "the instruction reworded, still asking for \\boxed{}",
+                 with_instruction("Work this out step by step. When you are done, write the "
+                                  "result inside \\boxed{}.")),
+    Perturbation("final_answer_line", "asks for a last line 'Final answer: N' instead of "
+                 "\\boxed{}", with_instruction("Explain your reasoning, then finish with a line "
+                                               "of the form 'Final answer: N'.")),
+    NO_INSTRUCTION,
+    IRRELEVANT,
+    Perturbation("numbers_in_words", "integers below 100 written in words",
+                 with_fields(spelled_numbers)),
+)
 
 
 class MathExactEnv(TaskEnv):
@@ -36,6 +59,7 @@ class MathExactEnv(TaskEnv):
     default_pack: ClassVar[str] = "gsm8k"
     default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("answer",)
+    perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = MATH_PERTURBATIONS
 
     def __init__(self, *args: Any, timeout: float = 5.0, require_boxed: bool = False,
                  decimal_rounding: bool = False, **kwargs: Any):

@@ -52,7 +52,7 @@ def run_env(config: dict[str, Any], env: str | None, env_kwargs: dict[str, Any]
             ) -> tuple[str, dict[str, Any], list[str]]:
     """The env a run is evaluated on: the run's own env and kwargs, with ``--env`` /
     ``--env-kwargs`` applied on top, and a note for each way the flags depart from the run (a
-    run trained on boxed arithmetic must not be scored on GSM8K without a word)."""
+    run must not be scored on another task than it trained on without a word)."""
     run_id, run_kwargs = config["env"], dict(config.get("env_kwargs") or {})
     env_id = env or run_id
     notes = []

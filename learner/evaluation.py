@@ -42,11 +42,11 @@ class EvalResult:
         out: dict[str, float] = {"n": float(len(scored))}
         if not scored:
             return out
-        out["accuracy"] = sum(r["correct"] for r in scored) / len(scored)
+        out["accuracy"] = sum(r["passed"] for r in scored) / len(scored)
         out["reward"] = sum(r["reward"] for r in scored) / len(scored)
-        # Full marks: correct *and* every other component satisfied (for MathExact: boxed).
+        # Full marks: passed *and* every reward component at its maximum (the format too).
         out["full_marks"] = sum(
-            bool(r["correct"]) and all(v >= 1.0 for v in r["components"].values())
+            bool(r["passed"]) and all(v >= 1.0 for v in r["components"].values())
             for r in scored) / len(scored)
         for name in sorted({k for r in scored for k in r["components"]}):
             out[f"reward/{name}"] = sum(r["components"].get(name, 0.0) for r in scored) / len(
@@ -100,7 +100,7 @@ def evaluate(
         result.records.append({
             "task_id": task.id,
             "completion": g["completion"],
-            "correct": g["passed"],
+            "passed": g["passed"],
             "reward": g["reward"],
             "components": g["rewards"],
             "infra_error": g["infra_error"],

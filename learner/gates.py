@@ -22,7 +22,6 @@ from envs.base import TaskEnv
 from learner.evaluation import pass_at_k, sample
 from learner.flags import flag_samples
 from learner.general import general_check
-from learner.perturb import Perturbation, check_components, domain_of, perturbations_for
 from tasks import Task
 
 HIST_BINS = 10
@@ -143,20 +142,20 @@ def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> 
 def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                           env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                           batch_size: int = 8, workers: int = 16,
-                          perturbations: Sequence[Perturbation] | None = None,
                           original: Sequence[dict[str, Any]] | None = None,
                           gather: Callable[[list], list] | None = None) -> dict[str, Any]:
-    """Greedy score of ``tasks`` under each perturbation of the env's domain, next to the
-    unperturbed prompt (``original``: its greedy samples when already computed).
+    """Greedy score of ``tasks`` under each of the env's perturbations (``env.perturbations``),
+    next to the unperturbed prompt (``original``: its greedy samples when already computed).
 
-    ``score`` is the mean of the env's format-independent component (math ``correct``, code
-    ``tests``, json ``content``); ``samples`` keeps the graded completions for the report. With
-    several processes each grading its shard of ``tasks``, ``gather`` (accelerate's
+    ``score`` is the mean of the env's first ``check_components`` entry, the component that does
+    not depend on the answer's format; ``samples`` keeps the graded completions for the report.
+    With several processes each grading its shard of ``tasks``, ``gather`` (accelerate's
     ``gather_object``) joins the samples so every process reports the same means.
     """
     gather = gather or list
-    components = check_components(env)
-    perturbations = perturbations_for(env) if perturbations is None else perturbations
+    components = env.check_components
+    descriptions = {kind.name: kind.description for kind in env.perturbation_kinds}
+    names = list(env.perturbations(tasks[0])) if tasks else []
     run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
                workers=workers)
     if original is None:
@@ -164,18 +163,20 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     results = {"original": {"description": "the pack's own prompt",
                             **_summarise(original, components)}}
     samples = {}
-    for p in perturbations:
-        graded = gather(sample(model, tokenizer, env, tasks, build=lambda t, p=p: p(env.pack, t),
-                               desc=f"perturbed: {p.name}", **run))
-        results[p.name] = {"description": p.description, **_summarise(graded, components),
-                           "example_prompt": graded[0]["prompt"] if graded else None}
-        samples[p.name] = graded
+    for name in names:
+        graded = gather(sample(model, tokenizer, env, tasks,
+                               build=lambda t, n=name: env.perturbations(t)[n],
+                               desc=f"perturbed: {name}", **run))
+        results[name] = {"description": descriptions.get(name, ""),
+                         **_summarise(graded, components),
+                         "example_prompt": graded[0]["prompt"] if graded else None}
+        samples[name] = graded
     base = results["original"]["score"]
     for r in results.values():
         r["delta_vs_original"] = (None if base is None or r["score"] is None
                                   else r["score"] - base)
-    return {"domain": domain_of(env), "check": list(components), "results": results,
-            "samples": samples}
+    return {"env": env.env_id or type(env).__name__, "check": list(components),
+            "results": results, "samples": samples}
 
 
 def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.base import TaskEnv
+from envs.base import TaskEnv, is_infra_error
 from tasks import Task
 
 
@@ -19,12 +19,6 @@ class Scores:
     passed: list[bool]
     infra_error: list[bool]  # a sandbox failure: the sample says nothing about the policy
     infos: list[dict[str, Any]] = field(repr=False, default_factory=list)
-
-
-def is_infra_error(info: dict[str, Any]) -> bool:
-    verdict = info.get("verdict")
-    details = getattr(verdict, "details", None) or {}
-    return bool(details.get("sandbox_error")) or info.get("reason") == "sandbox_error"
 
 
 def score_all(

@@ -1,4 +1,5 @@
-"""Perturbed prompts are rebuilt from the task fields and the pack's template (pure, no model)."""
+"""Perturbed prompts are rebuilt from the task fields and the pack's template (pure, no model);
+each env owns its kinds of perturbation and its format-independent check components."""
 
 from __future__ import annotations
 
@@ -8,16 +9,8 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from learner.perturb import (
-    CHECKS,
-    check_components,
-    domain_of,
-    number_words,
-    perturbations_for,
-    spell_small_numbers,
-    task_body,
-    template_parts,
-)
+from envs.base import TaskEnv
+from envs.perturb import GENERIC, number_words, spell_small_numbers, task_body, template_parts
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +19,34 @@ def arith():
 
 
 def by_name(env) -> dict:
-    return {p.name: p for p in perturbations_for(env)}
+    return {p.name: p for p in env.perturbation_kinds}
 
 
-def test_domains_and_format_independent_checks(arith):
-    assert domain_of(arith) == "math"
-    assert check_components(arith) == ("correct",)
-    assert CHECKS["code"] == ("tests",) and CHECKS["json"][0] == "content"
-    assert set(by_name(arith)) == {"paraphrase", "final_answer_line", "no_instruction",
-                                   "irrelevant_context", "numbers_in_words"}
+def test_envs_own_their_checks_and_perturbations(arith):
+    assert arith.check_components == ("correct",)
+    code = gym.make("grpo/CodeTests-v0").unwrapped
+    json_env = gym.make("grpo/JsonSchema-v0").unwrapped
+    assert code.check_components == ("tests",) and json_env.check_components[0] == "content"
+    task = arith.pack.task_at("test", 0)
+    assert set(arith.perturbations(task)) == {"paraphrase", "final_answer_line", "no_instruction",
+                                              "irrelevant_context", "numbers_in_words"}
+    assert arith.perturbations(task.id) == arith.perturbations(task)
+
+
+def test_a_new_env_gets_generic_perturbations_and_checks():
+    class Plain(TaskEnv):
+        default_pack = "gsm8k"
+        default_weights = {"right": 1.0, "style": 0.5, "format": 0.1}
+
+    env = Plain()
+    assert Plain.check_components == ("right", "style")  # every component but format
+    assert env.perturbation_kinds == GENERIC
+    task = env.pack.task_at("test", 0)
+    prompts = env.perturbations(task)
+    assert set(prompts) == {"paraphrase", "no_instruction", "irrelevant_context"}
+    assert prompts["no_instruction"] == task["question"]
+    assert prompts["paraphrase"].startswith(task["question"])
+    assert "Please follow this instruction: solve the problem step by step" in prompts["paraphrase"]
 
 
 def test_template_paragraphs_split_task_from_instruction(arith):
@@ -84,9 +96,8 @@ def test_gsm8k_keeps_the_question_and_changes_the_instruction():
 
 def test_code_perturbations_keep_the_function_and_drop_the_fence_request():
     env = gym.make("grpo/CodeTests-v0", pack="humaneval").unwrapped
-    assert domain_of(env) == "code" and check_components(env) == ("tests",)
     task = env.pack.task_at("test", 0)
-    prompts = {p.name: p(env.pack, task) for p in perturbations_for(env)}
+    prompts = env.perturbations(task)
     assert set(prompts) == {"paraphrase", "no_fences", "irrelevant_context"}
     for prompt in prompts.values():
         assert task["prompt"] in prompt
@@ -97,9 +108,8 @@ def test_code_perturbations_keep_the_function_and_drop_the_fence_request():
 
 def test_json_perturbations_show_the_schema_compactly():
     env = gym.make("grpo/JsonSchema-v0").unwrapped
-    assert domain_of(env) == "json"
     task = env.pack.task_at("test", 0)
-    prompts = {p.name: p(env.pack, task) for p in perturbations_for(env)}
+    prompts = env.perturbations(task)
     compact = json.dumps(task["schema"], separators=(",", ":"), ensure_ascii=False)
     assert compact in prompts["compact_schema"]
     assert task["schema_text"] not in prompts["compact_schema"]

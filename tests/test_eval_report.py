@@ -22,7 +22,7 @@ def fake_report(accuracy: float, perturbed: float, general: float) -> dict:
                            "zero_variance_groups": {"all_high": 1, "all_zero": 2},
                            "std": {"n": 4, "mean": 0.1, "std": 0.1, "min": 0, "max": 0.4},
                            "histogram": hist},
-        "perturbations": {"domain": "math", "check": ["correct"], "results": {
+        "perturbations": {"env": "grpo/MathExact-v0", "check": ["correct"], "results": {
             "original": {"description": "the pack's own prompt", "n": 4, "score": accuracy,
                          "components": {"correct": accuracy}, "passed": accuracy,
                          "delta_vs_original": 0.0},

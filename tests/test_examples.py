@@ -55,6 +55,15 @@ def test_grading(unit_env, completion, correct, fmt, reason):
     assert info["reason"] == reason
 
 
+def test_the_domain_brings_its_own_perturbations_and_checks(unit_env):
+    task = unit_env.pack.get("mi-km-5")
+    prompts = unit_env.perturbations(task)
+    assert len(prompts) >= 2 and "plain_question" in prompts
+    assert not any("boxed" in p for p in prompts.values())  # nothing math-shaped
+    assert prompts["plain_question"] == "How much is 5 miles in kilometres? Give the number in km."
+    assert unit_env.check_components == ("correct",)
+
+
 def test_a_task_can_demand_an_exact_answer(unit_env):
     task = unit_env.pack.get("h-s-2.5")  # rel_tol 0
     assert unit_env.score(task, "Answer: 9000 s")[1]["passed"]
@@ -143,6 +152,20 @@ def test_installed_domain_pack_validates(venv):
     assert done.returncode == 0, done.stdout
     assert "OK: pack 'unit-conversion' (unitconv/Convert-v0)" in done.stdout
     assert "10 golds well-formed and accepted by their own verifier" in done.stdout
+
+
+@pytest.mark.slow
+def test_evaluation_gates_use_the_domains_own_perturbations(venv, tmp_path):
+    out = tmp_path / "eval"
+    done = in_venv(venv, "-m", "learner.eval", "--env", "unitconv/Convert-v0", "--limit", "4",
+                   "--group-size", "2", "--max-new-tokens", "48", "--general-limit", "0",
+                   "--output-dir", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "report.json").read_text())["perturbations"]["results"]
+    assert set(results) == {"original", "paraphrase", "no_instruction", "irrelevant_context",
+                            "plain_question"}
+    assert {r["n"] for r in results.values()} == {3}  # the whole test split: 3 tasks
+    assert "boxed" not in results["plain_question"]["example_prompt"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from tests import learner_helpers as h
 
 
 def _record(correct, components, samples=4, samples_correct=0, infra=False):
-    return {"task_id": "t", "completion": "", "correct": correct, "reward": float(correct),
+    return {"task_id": "t", "completion": "", "passed": correct, "reward": float(correct),
             "components": components, "infra_error": infra, "samples": samples,
             "samples_correct": samples_correct}
 

@@ -12,8 +12,9 @@ import re
 from typing import ClassVar
 
 from envs.base import TaskEnv
+from envs.perturb import GENERIC, Perturbation
 from envs.verify.verdict import Verdict
-from tasks import Task
+from tasks import Pack, Task
 
 ENV_ID = "unitconv/Convert-v0"
 DEFAULT_REL_TOL = 1e-3
@@ -21,6 +22,11 @@ _ANSWER = re.compile(
     r"^\s*answer\s*[:=]\s*([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*(.*?)\s*\.?\s*$",
     re.IGNORECASE | re.MULTILINE,
 )
+
+
+def _plain_question(pack: Pack, task: Task) -> str:
+    """The conversion asked in one sentence, with no answer-line format."""
+    return f"How much is {task['quantity']} in {task['target']}? Give the number in {task['unit']}."
 
 
 class UnitConvertEnv(TaskEnv):
@@ -31,6 +37,12 @@ class UnitConvertEnv(TaskEnv):
     default_pack: ClassVar[str] = "unit-conversion"
     default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("answer", "unit")
+    # The evaluation gates' hooks: ``correct`` does not depend on the answer's format (the
+    # default, every component but ``format``, says the same), and one domain perturbation on
+    # top of the generic ones.
+    check_components: ClassVar[tuple[str, ...]] = ("correct",)
+    perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = (
+        *GENERIC, Perturbation("plain_question", "one sentence, no Answer: line", _plain_question))
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         found = _ANSWER.findall(completion)

@@ -1,0 +1,86 @@
+"""A grpo/* env as a reward function for TRL's ``GRPOTrainer``.
+
+    from envs.integrations import trl as grpo_trl
+    from trl import GRPOConfig, GRPOTrainer
+
+    train = grpo_trl.dataset("grpo/MathExact-v0", pack="arith", level=1, size=256)
+    reward = grpo_trl.reward_func("grpo/MathExact-v0", pack="arith", level=1)
+    GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=train, args=GRPOConfig(...))
+
+The dataset has a ``prompt`` column (chat messages: the env's prompt as one user turn) and a
+``task_id`` column, which TRL passes to the reward function for every completion. A group is
+graded concurrently through ``env.score`` (code through the sandbox pool); a completion whose
+grading hit an infrastructure failure gets ``None`` (TRL leaves it out) instead of 0; the mean
+of each reward component is reported to TRL's logs as ``<env name>/<component>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+
+from envs.base import TaskEnv, is_infra_error
+
+__all__ = ["dataset", "reward_func"]
+
+
+def _env(env_id: str, **env_kwargs: Any) -> TaskEnv:
+    import envs  # noqa: F401  (registers the grpo/* envs)
+
+    env = gym.make(env_id, **env_kwargs).unwrapped
+    if not isinstance(env, TaskEnv):
+        raise TypeError(f"{env_id} is not a grpo-gym TaskEnv")
+    return env
+
+
+def dataset(env_id: str, split: str = "train", size: int | None = None, **env_kwargs: Any):
+    """A ``datasets.Dataset`` of the env's tasks: ``prompt`` (chat messages) and ``task_id``.
+
+    ``size`` takes the first N tasks of the split (required for an unbounded procedural split).
+    """
+    from datasets import Dataset
+
+    env = _env(env_id, split=split, **env_kwargs)
+    total = env.pack.size(split)
+    if total is None and size is None:
+        raise ValueError(f"split '{split}' of pack '{env.pack.name}' is unbounded: give size=N")
+    n = total if size is None else min(size, total) if total is not None else size
+    tasks = [env.pack.task_at(split, i) for i in range(n)]
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": env.prompt(t)}],
+                               "task_id": t.id} for t in tasks])
+
+
+def _text(completion: Any) -> str:
+    """TRL passes plain strings, or chat messages (the last one is the model's)."""
+    if isinstance(completion, str):
+        return completion
+    return str(completion[-1]["content"]) if completion else ""
+
+
+def reward_func(env_id: str, *, workers: int = 16,
+                **env_kwargs: Any) -> Callable[..., list[float | None]]:
+    """A reward function ``GRPOTrainer(reward_funcs=[...])`` accepts, grading through the env."""
+    env = _env(env_id, **env_kwargs)
+    name = env_id.split("/")[-1]
+
+    def reward(prompts: list[Any] | None = None, completions: list[Any] | None = None,
+               task_id: list[str] | None = None, log_metric: Callable | None = None,
+               **_: Any) -> list[float | None]:
+        if task_id is None:
+            raise ValueError("the dataset needs a 'task_id' column (see envs.integrations.trl."
+                             "dataset)")
+        texts = [_text(c) for c in completions or []]
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(texts)))) as pool:
+            results = list(pool.map(env.score, task_id, texts))
+        valid = [info for _, info in results if not is_infra_error(info)]
+        if log_metric is not None and valid:
+            for component in env.default_weights:
+                values = [info["rewards"].get(component, 0.0) for info in valid]
+                log_metric(f"{name}/{component}", sum(values) / len(values))
+        return [None if is_infra_error(info) else float(r) for r, info in results]
+
+    reward.__name__ = name  # TRL names the reward's log columns after it
+    return reward
