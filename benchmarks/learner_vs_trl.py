@@ -32,7 +32,8 @@ import torch
 import envs  # noqa: F401  (registers the envs)
 from learner.config import Config
 from learner.model import load_model, load_tokenizer
-from learner.trainer import GRPOTrainer, cpu_threads
+from learner.training.distributed import cpu_threads
+from learner.training.trainer import GRPOTrainer
 
 
 def run_ours(args, env, tokenizer) -> dict:

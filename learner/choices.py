@@ -1,5 +1,5 @@
 """The named choices of the GRPO objective, kept free of imports so the command line can check
-flags before torch is loaded (``learner.grpo`` implements them)."""
+flags before torch is loaded (``learner.training.grpo`` implements them)."""
 
 SCALE_REWARDS = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")

@@ -26,14 +26,14 @@ import torch
 from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
-from learner import checkpoint
 from learner.config import Config, parse_json_object
-from learner.evaluation import heldout_tasks
-from learner.gates import GateSettings, run_gates
-from learner.general import ARC_EASY
+from learner.evaluation.gates import GateSettings, run_gates
+from learner.evaluation.general import ARC_EASY
+from learner.evaluation.heldout import heldout_tasks
+from learner.evaluation.report import compare_table, deltas, load_report, write_report
 from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer, with_lora
-from learner.report import compare_table, deltas, load_report, write_report
 from learner.run import SetupError, make_env
+from learner.training import checkpoint
 
 
 class RunDirError(RuntimeError):

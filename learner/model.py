@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import shutil
 import socket
@@ -206,3 +207,17 @@ def tiny_model(
     )
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """transformers 5.x renamed ``past_key_values`` to ``cache``; older releases know the former."""
+    base = model
+    while True:  # unwrap DDP (.module) and PEFT (.get_base_model()) to the transformers model
+        if hasattr(base, "module") and isinstance(base.module, torch.nn.Module):
+            base = base.module
+        elif hasattr(base, "get_base_model"):
+            base = base.get_base_model()
+        else:
+            break
+    assert isinstance(base, PreTrainedModel | torch.nn.Module)
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

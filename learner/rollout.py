@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.forward import cache_kwarg
+from learner.model import cache_kwarg
 
 
 @dataclass

@@ -51,13 +51,13 @@ def format_eval(metrics: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
-    from learner.hack_monitor import summary
     from learner.model import ModelLoadError
-    from learner.sharding import UnsupportedBackend
+    from learner.training.hack_monitor import summary
+    from learner.training.sharding import UnsupportedBackend
 
     try:
         env = make_env(config)
-        from learner.trainer import GRPOTrainer  # heavy imports after the cheap checks
+        from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
         trainer = GRPOTrainer(config, env=env)
     except (SetupError, ModelLoadError, UnsupportedBackend) as exc:

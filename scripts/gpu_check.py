@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device visible: this check needs a GPU", file=sys.stderr)
         return 1
     from learner.config import Config
-    from learner.trainer import GRPOTrainer
+    from learner.training.trainer import GRPOTrainer
 
     cfg = Config(env="grpo/MathExact-v0", env_kwargs={"pack": "arith", "level": 2},
                  model=args.model, output_dir=tempfile.mkdtemp(prefix="gpu-check-"),

@@ -78,8 +78,8 @@ def _replica_check(out: str) -> None:
 
     import torch
 
-    from learner import sharding
-    from learner.trainer import GRPOTrainer
+    from learner.training import sharding
+    from learner.training.trainer import GRPOTrainer
 
     cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
                  samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1,
@@ -112,9 +112,10 @@ def _gradient_check(out: str) -> None:
     import torch
     from accelerate.utils import gather_object
 
-    from learner import grpo
-    from learner.forward import completion_logits
-    from learner.trainer import Batch, GRPOTrainer, _pad_cat
+    from learner.training import grpo
+    from learner.training.batching import Batch, pad_cat
+    from learner.training.forward import completion_logits
+    from learner.training.trainer import GRPOTrainer
 
     report = {}
     # The last case: process 1 draws only flat groups; with beta == 0 none of its rows has a
@@ -145,7 +146,7 @@ def _gradient_check(out: str) -> None:
         parts = [b for _, b in sorted(parts, key=lambda x: x[0])]
         for i, b in enumerate(parts):
             b.groups = b.groups + 1000 * i  # groups never span processes
-        whole = {name: _pad_cat([getattr(b, name) for b in parts], 0, left=name.startswith("prompt"))
+        whole = {name: pad_cat([getattr(b, name) for b in parts], 0, left=name.startswith("prompt"))
                  for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
                               "loss_mask")}
         adv = torch.cat([b.advantages for b in parts])
@@ -174,7 +175,7 @@ def _gradient_check(out: str) -> None:
                  samples_every=0, scale_rewards="batch")
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
     rewards = t.collect()["rewards"]
-    got = t._batch_std(rewards)
+    got = t.procs.std(rewards.tolist())
     every = [r for part in gather_object([rewards.tolist()]) for r in part]
     if t.accelerator.process_index == 0:
         report["batch_std"] = {"got": got, "local": float(rewards.double().std()),

@@ -9,9 +9,9 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from learner import checkpoint
 from learner.eval import load_run_policy, main, run_env
 from learner.model import load_model, load_tokenizer, tiny_model
+from learner.training import checkpoint
 
 
 @pytest.fixture(scope="module")

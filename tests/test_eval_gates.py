@@ -6,8 +6,7 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from learner.evaluation import heldout_tasks
-from learner.gates import (
+from learner.evaluation.gates import (
     GateSettings,
     group_variance,
     heldout_accuracy,
@@ -18,6 +17,7 @@ from learner.gates import (
     reward_distribution,
     run_gates,
 )
+from learner.evaluation.heldout import heldout_tasks
 from learner.model import load_tokenizer, tiny_model
 
 TASKS, GROUP = 4, 3

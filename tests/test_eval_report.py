@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from learner.report import compare_table, deltas, key_figures, load_report, write_report
+from learner.evaluation.report import compare_table, deltas, key_figures, load_report, write_report
 
 
 def fake_report(accuracy: float, perturbed: float, general: float) -> dict:

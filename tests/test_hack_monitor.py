@@ -10,10 +10,16 @@ import gymnasium as gym
 import envs  # noqa: F401  (registers the grpo/* envs)
 from envs.flags import Flag
 from envs.verify.verdict import Verdict
-from learner.hack_monitor import HackMonitor, StepFlags, flag_credited, step_metrics, summary
-from learner.metrics import read_metrics
 from learner.plot import plot
-from learner.trainer import GRPOTrainer
+from learner.training.hack_monitor import (
+    HackMonitor,
+    StepFlags,
+    flag_credited,
+    step_metrics,
+    summary,
+)
+from learner.training.metrics import read_metrics
+from learner.training.trainer import GRPOTrainer
 from tasks import Task
 from tests import learner_helpers as h
 

@@ -120,7 +120,7 @@ def test_unsupported_distributed_modes_are_refused_with_a_message():
 
     from accelerate.utils import DistributedType
 
-    from learner.sharding import UnsupportedBackend, check_supported
+    from learner.training.sharding import UnsupportedBackend, check_supported
 
     def accel(kind, stage=None):
         plugin = SimpleNamespace(zero_stage=stage)

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from learner.eval import load_run_policy
-from learner.metrics import read_metrics
+from learner.training.metrics import read_metrics
 from tests import learner_helpers as h
 
 ZERO3 = ("--use_deepspeed", "--zero_stage", "3")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from learner.evaluation import EvalResult, evaluate, heldout_tasks
+from learner.evaluation.heldout import EvalResult, evaluate, heldout_tasks
 from tests import learner_helpers as h
 
 

@@ -2,9 +2,9 @@
 
 import torch
 
-from learner.forward import completion_logits
 from learner.model import chat_prompt
 from learner.rollout import generate
+from learner.training.forward import completion_logits
 from tests import learner_helpers as h
 
 

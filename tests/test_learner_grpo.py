@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from learner import grpo
-from learner.evaluation import pass_at_k
+from learner.evaluation.heldout import pass_at_k
+from learner.training import grpo
 
 
 def test_group_advantages_by_hand():

@@ -5,9 +5,9 @@ import math
 
 import torch
 
-from learner import grpo
-from learner.metrics import read_metrics
-from learner.trainer import GRPOTrainer
+from learner.training import grpo
+from learner.training.metrics import read_metrics
+from learner.training.trainer import GRPOTrainer
 from tests import learner_helpers as h
 
 REQUIRED = ["step", "reward/mean", "reward/std", "reward/short", "reward/digit", "group/std_mean",
@@ -213,7 +213,7 @@ def test_perturbed_scores_can_be_switched_off(tmp_path):
 
 
 def test_dynamic_sampling_quota_is_shared_over_processes():
-    from learner.trainer import share_quota
+    from learner.training.distributed import share_quota
 
     assert share_quota([5], 4) == [4]
     assert share_quota([4, 4], 4) == [2, 2]

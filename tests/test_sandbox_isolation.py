@@ -34,7 +34,7 @@ def assert_healthy(sb: Sandbox) -> None:
         assert out["others"] == [], out
 
 
-# Lists what a run can see of earlier runs: files and foreign processes.
+# Lists what a run can see of earlier runs: files and live foreign processes.
 PROBE = r"""
 import json, os
 others = []
@@ -42,6 +42,8 @@ for p in os.listdir("/proc"):
     if not p.isdigit() or int(p) in (1, os.getpid()):
         continue
     try:
+        if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            continue  # a killed job's zombie, not reaped yet: dead, holding no memory or files
         cmd = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
     except FileNotFoundError:
         continue

@@ -9,11 +9,11 @@ exactly as through G separate copies.
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import Tensor
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache
+
+from learner.model import cache_kwarg
 
 
 def completion_logits(
@@ -63,17 +63,3 @@ def _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids, comple
     out = model(input_ids=completion_ids, attention_mask=mask, position_ids=c_positions,
                 use_cache=True, **{arg: cache})
     return torch.cat([first_logits.unsqueeze(1), out.logits[:, :-1]], dim=1)
-
-
-def cache_kwarg(model: torch.nn.Module) -> str:
-    """transformers 5.x renamed ``past_key_values`` to ``cache``; older releases know the former."""
-    base = model
-    while True:  # unwrap DDP (.module) and PEFT (.get_base_model()) to the transformers model
-        if hasattr(base, "module") and isinstance(base.module, torch.nn.Module):
-            base = base.module
-        elif hasattr(base, "get_base_model"):
-            base = base.get_base_model()
-        else:
-            break
-    assert isinstance(base, PreTrainedModel | torch.nn.Module)
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

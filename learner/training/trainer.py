@@ -1,8 +1,12 @@
 """The GRPO training loop: generate -> score -> advantages -> clipped-surrogate updates.
 
-It runs unchanged as one process or under ``accelerate launch`` (DDP; FSDP/DeepSpeed through
-accelerate's config): every process takes its share of the step's prompts, groups never span
-processes, and gradients are averaged by the wrapped model.
+A step reads top to bottom in ``train_step``: ``collect`` (generate and grade through the env),
+``make_batch`` (advantages, rows; ``batching``), ``train_on`` (reference and policy passes, the
+loss of ``grpo``, the optimizer), then metrics, the reward-hack monitor's flags and, every
+``--eval-every`` steps, the held-out evaluation (``learner.evaluation``). It runs unchanged as
+one process or under ``accelerate launch`` (DDP, DeepSpeed): every process takes its share of
+the step's prompts, groups never span processes, gradients are averaged by the wrapped model,
+and the few numbers that must be global go through ``distributed``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -24,75 +27,18 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from envs.base import TaskEnv
-from learner import checkpoint, grpo, hack_monitor, sharding
 from learner.config import Config
-from learner.data import PromptStream
-from learner.evaluation import evaluate, heldout_tasks
-from learner.forward import completion_logits
-from learner.hack_monitor import HackMonitor, StepFlags, flag_credited
-from learner.metrics import RunLog
+from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
 from learner.scoring import Scores, score_all
-
-
-@dataclass
-class Batch:
-    """The rows a step computes (rows of a group are contiguous), and the size of the batch the
-    loss is normalised over: ``n_sequences`` / ``n_tokens`` count every row of the step, also
-    the zero-advantage rows that need no computing (``beta == 0``)."""
-
-    prompt_ids: Tensor
-    prompt_mask: Tensor
-    completion_ids: Tensor
-    completion_mask: Tensor
-    loss_mask: Tensor
-    advantages: Tensor
-    groups: Tensor
-    n_sequences: float = 0.0
-    n_tokens: float = 0.0
-
-    def __len__(self) -> int:
-        return self.prompt_ids.shape[0]
-
-    @property
-    def tokens(self) -> int:
-        return int(self.prompt_mask.sum() + self.completion_mask.sum())
-
-    def split(self, n: int) -> list[Batch]:
-        size = math.ceil(len(self) / n)
-        return [Batch(*(t[i:i + size] for t in self._tensors()), self.n_sequences, self.n_tokens)
-                for i in range(0, len(self), size)]
-
-    def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens)
-
-    def _tensors(self) -> tuple[Tensor, ...]:
-        return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
-                self.loss_mask, self.advantages, self.groups)
-
-
-def _pad_cat(tensors: list[Tensor], value: int, left: bool) -> Tensor:
-    width = max(t.shape[1] for t in tensors)
-    padded = []
-    for t in tensors:
-        pad = t.new_full((t.shape[0], width - t.shape[1]), value)
-        padded.append(torch.cat([pad, t] if left else [t, pad], dim=1))
-    return torch.cat(padded)
-
-
-def merge_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
-    if len(rollouts) == 1:
-        return rollouts[0]
-    return Rollout(
-        prompt_ids=_pad_cat([r.prompt_ids for r in rollouts], pad_id, left=True),
-        prompt_mask=_pad_cat([r.prompt_mask for r in rollouts], 0, left=True),
-        completion_ids=_pad_cat([r.completion_ids for r in rollouts], pad_id, left=False),
-        completion_mask=_pad_cat([r.completion_mask for r in rollouts], 0, left=False),
-        truncated=torch.cat([r.truncated for r in rollouts]),
-        texts=[t for r in rollouts for t in r.texts],
-        generated_tokens=sum(r.generated_tokens for r in rollouts),
-    )
+from learner.training import checkpoint, grpo, hack_monitor, sharding
+from learner.training.batching import Batch, gather_rows, merge_rollouts, select_rows
+from learner.training.data import PromptStream
+from learner.training.distributed import Processes, cpu_threads, share_quota
+from learner.training.forward import completion_logits
+from learner.training.hack_monitor import HackMonitor, StepFlags, flag_credited
+from learner.training.metrics import RunLog
 
 
 class GRPOTrainer:
@@ -108,6 +54,7 @@ class GRPOTrainer:
         self.accelerator = accelerator or Accelerator(
             mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
             step_scheduler_with_optimizer=False, kwargs_handlers=handlers)
+        self.procs = Processes(self.accelerator)
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         self.deepspeed = sharding.uses_deepspeed(self.accelerator)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
@@ -146,30 +93,12 @@ class GRPOTrainer:
 
     @property
     def world(self) -> tuple[int, int]:
-        return self.accelerator.process_index, self.accelerator.num_processes
-
-    def _local(self, items: list) -> list:
-        rank, world = self.world
-        return items[rank::world]
-
-    def _gather_ints(self, value: int) -> list[int]:
-        """One integer from every process, in rank order."""
-        if self.accelerator.num_processes == 1:
-            return [value]
-        t = torch.tensor([value], dtype=torch.long, device=self.accelerator.device)
-        return [int(v) for v in self.accelerator.gather(t)]
-
-    def _mean(self, value: float) -> float:
-        """Average a per-process number over processes."""
-        if self.accelerator.num_processes == 1:
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
-        return float(self.accelerator.reduce(t, reduction="mean"))
+        return self.procs.rank, self.procs.world
 
     # -- one step ---------------------------------------------------------------------------
     def rollout(self, n_prompts: int) -> tuple[list, Rollout, Scores, float, float]:
         c = self.config
-        tasks = self._local(self.stream.take(n_prompts))
+        tasks = self.procs.local(self.stream.take(n_prompts))
         prompts = [chat_prompt(self.tokenizer, self.env.prompt(t)) for t in tasks]
         t0 = time.perf_counter()
         # bf16 autocast on CUDA (a no-op on CPU); full weights even under ZeRO-3.
@@ -201,7 +130,7 @@ class GRPOTrainer:
             infra = torch.tensor([x for s_ in scores for x in s_.infra_error])
             groups = torch.arange(len(tasks)).repeat_interleave(c.group_size)
             std = grpo.group_std(rewards[~infra], groups[~infra], len(tasks))
-            informative = sum(self._gather_ints(int((std > 0).sum())))
+            informative = sum(self.procs.gather_ints(int((std > 0).sum())))
             if not c.dynamic_sampling or informative >= c.prompts_per_step \
                     or tries >= c.max_sampling_tries:
                 break
@@ -218,70 +147,29 @@ class GRPOTrainer:
                 "time/generate_s": gen_s, "time/score_s": score_s}
 
     def make_batch(self, col: dict[str, Any]) -> tuple[Batch | None, Tensor]:
-        """The step's rows to compute, and the advantage of every sample.
-
-        The loss is normalised over every valid row of the step's groups (with
-        ``--dynamic-sampling``, of the first P groups with reward spread), flat groups included,
-        as each loss type's paper defines it. Only with ``beta == 0`` are zero-advantage rows
-        left out of the computation: they add exactly nothing to the loss or its gradient, and
-        the normalisers still count them. ``None``: no process has a row to compute.
-        """
+        """The step's rows to compute (``batching``), and the advantage of every sample;
+        ``None`` when no process has a row to compute."""
         c = self.config
         roll, groups, valid = col["rollout"], col["groups"], ~col["infra"]
         adv = torch.zeros(len(groups))
         if valid.any():
+            batch_std = (self.procs.std(col["rewards"][valid].tolist())
+                         if c.scale_rewards == "batch" and self.procs.world > 1 else None)
             adv[valid] = grpo.group_advantages(col["rewards"][valid], groups[valid],
-                                               c.scale_rewards,
-                                               batch_std=self._batch_std(col["rewards"][valid]))
+                                               c.scale_rewards, batch_std=batch_std)
         in_step = valid
-        if c.dynamic_sampling:
+        if c.dynamic_sampling:  # DAPO: the step trains the first P groups with reward spread
             informative = (col["group_std"] > 0).nonzero().squeeze(-1)
-            counts = self._gather_ints(len(informative))
-            informative = informative[: share_quota(counts, c.prompts_per_step)[self.world[0]]]
-            in_step = torch.isin(groups, informative) & valid
-        loss_mask = roll.completion_mask * in_step.long().unsqueeze(-1)
-        if c.mask_truncated:
-            loss_mask = loss_mask * (~roll.truncated).long().unsqueeze(-1)
-        n_sequences = float((loss_mask.sum(-1) > 0).sum())
-        n_tokens = float(loss_mask.sum())
-        keep = loss_mask.sum(-1) > 0
-        if c.beta == 0:
-            keep &= adv != 0
-        placeholder = False
-        if sum(self._gather_ints(int(keep.sum()))) == 0:
+            quota = share_quota(self.procs.gather_ints(len(informative)), c.prompts_per_step)
+            in_step = torch.isin(groups, informative[: quota[self.procs.rank]]) & valid
+        rows = select_rows(roll, in_step, adv, beta=c.beta, mask_truncated=c.mask_truncated)
+        if sum(self.procs.gather_ints(int(rows.keep.sum()))) == 0:
             return None, adv  # no process has a row to compute: the step is skipped
-        if not keep.any():
-            # Other processes train: this one joins their gradient all-reduce with one row
-            # that carries no loss, so collectives stay matched and the average stays exact.
-            keep = torch.zeros_like(keep)
-            keep[0] = True
-            placeholder = True
-        idx = keep.nonzero().squeeze(-1)
-        loss_mask = loss_mask[idx]
+        placeholder = not rows.keep.any()
         if placeholder:
-            loss_mask = torch.zeros_like(loss_mask)
-        batch = Batch(
-            prompt_ids=roll.prompt_ids[idx],
-            prompt_mask=roll.prompt_mask[idx],
-            completion_ids=roll.completion_ids[idx],
-            completion_mask=roll.completion_mask[idx],
-            loss_mask=loss_mask,
-            advantages=adv[idx],
-            groups=groups[idx],
-            n_sequences=n_sequences,
-            n_tokens=n_tokens,
-        )
-        return batch, adv
-
-    def _batch_std(self, rewards: Tensor) -> float | None:
-        """The reward std over every process's samples (``--scale-rewards batch``)."""
-        if self.config.scale_rewards != "batch" or self.world[1] == 1:
-            return None
-        from accelerate.utils import gather_object
-
-        every = torch.tensor([r for part in gather_object([rewards.tolist()]) for r in part],
-                             dtype=torch.float64)
-        return float(every.std()) if every.numel() > 1 else 0.0
+            rows.keep = torch.zeros_like(rows.keep)
+            rows.keep[0] = True
+        return gather_rows(roll, rows, adv, groups, placeholder=placeholder), adv
 
     def _logits(self, model, mb: Batch) -> Tensor:
         # Gradient checkpointing and a KV cache that carries gradients do not mix.
@@ -310,8 +198,8 @@ class GRPOTrainer:
         # the counts: the averaged gradient then equals the global sum over the global count.
         # Dr. GRPO's is a constant, P * G (* max_new_tokens in ``aggregate``).
         sequences = (c.prompts_per_step * c.group_size / self.world[1]
-                     if c.loss_type == "dr_grpo" else self._mean(batch.n_sequences))
-        norm = {"total_sequences": sequences, "total_tokens": self._mean(batch.n_tokens),
+                     if c.loss_type == "dr_grpo" else self.procs.mean(batch.n_sequences))
+        norm = {"total_sequences": sequences, "total_tokens": self.procs.mean(batch.n_tokens),
                 "max_tokens": c.max_new_tokens}
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.
@@ -339,7 +227,7 @@ class GRPOTrainer:
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type,
                         importance_level=c.importance_sampling_level, **norm)
-                finite = self._mean(float(torch.isfinite(loss))) == 1.0
+                finite = self.procs.mean(float(torch.isfinite(loss))) == 1.0
                 if finite and self.deepspeed:
                     self.model.set_gradient_accumulation_boundary(last)
                     self.model.backward(loss)  # the engine reduces gradients on the boundary
@@ -417,10 +305,10 @@ class GRPOTrainer:
             "time/generate_s": col["time/generate_s"],
             "time/score_s": col["time/score_s"],
             "time/train_s": train_s,
-            "tokens_per_s": self._mean(roll.generated_tokens / total_s) * self.world[1],
-            "tokens_per_s/generate": self._mean(
+            "tokens_per_s": self.procs.mean(roll.generated_tokens / total_s) * self.world[1],
+            "tokens_per_s/generate": self.procs.mean(
                 roll.generated_tokens / max(col["time/generate_s"], 1e-9)) * self.world[1],
-            "tokens_per_s/train": self._mean(trained_tokens * c.num_iterations / max(train_s, 1e-9))
+            "tokens_per_s/train": self.procs.mean(trained_tokens * c.num_iterations / max(train_s, 1e-9))
             * self.world[1],
         })
         self._last = (col, adv)
@@ -432,11 +320,7 @@ class GRPOTrainer:
         tasks = [t for t in col["tasks"] for _ in range(g)]
         local = flag_credited(self.env, tasks, roll.texts, col["scores"].infos,
                               roll.truncated.tolist())
-        if self.world[1] == 1:
-            return local
-        from accelerate.utils import gather_object
-
-        parts = gather_object([local])
+        parts = self.procs.gather_objects(local)
         reasons: Counter[str] = Counter()
         for part in parts:
             reasons.update(part.reasons)
@@ -468,7 +352,7 @@ class GRPOTrainer:
             "completion/truncated_frac": float(roll.truncated.float().mean()),
             **stats,
         })
-        out = {k: self._mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
+        out = {k: self.procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
                for k, v in out.items()}
         out.update(hack_monitor.step_metrics(col["flags"]))  # already global: not averaged
         return out
@@ -493,7 +377,7 @@ class GRPOTrainer:
     # -- evaluation, checkpoints, the loop --------------------------------------------------
     def evaluate(self) -> dict[str, float]:
         c = self.config
-        tasks = self._local(heldout_tasks(self.env, c.eval_size))
+        tasks = self.procs.local(heldout_tasks(self.env, c.eval_size))
         gather = None
         if self.world[1] > 1:
             from accelerate.utils import gather_object as gather
@@ -507,7 +391,7 @@ class GRPOTrainer:
                 result.records = gather(result.records)
             metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
             if c.eval_perturbations:
-                from learner.gates import perturbation_metrics
+                from learner.evaluation.gates import perturbation_metrics
 
                 subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
                 metrics.update(perturbation_metrics(
@@ -580,30 +464,3 @@ class GRPOTrainer:
                 model = model.merge_and_unload()
             model.save_pretrained(path, state_dict=state_dict)
             self.tokenizer.save_pretrained(path)
-
-
-def share_quota(available: list[int], total: int) -> list[int]:
-    """Split ``total`` groups over processes that have ``available[r]`` each, round-robin.
-
-    With ``--dynamic-sampling`` the step trains exactly ``min(total, sum(available))`` groups
-    in all, however unevenly the informative groups fell on the processes.
-    """
-    quota = [0] * len(available)
-    left = min(total, sum(available))
-    while left:
-        for r, have in enumerate(available):
-            if left and quota[r] < have:
-                quota[r] += 1
-                left -= 1
-    return quota
-
-
-def cpu_threads(processes: int = 1) -> int:
-    """Threads per process for CPU work: the cores not already busy, shared among processes.
-
-    Oversubscribed OpenMP threads spin against each other; on a shared machine one thread that
-    runs beats two that wait, by an order of magnitude.
-    """
-    cores = os.cpu_count() or 1
-    idle = cores - int(os.getloadavg()[0] + 0.5)
-    return max(1, min(cores, idle) // max(processes, 1))

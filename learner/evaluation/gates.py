@@ -19,9 +19,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
-from learner.evaluation import pass_at_k, sample
-from learner.flags import flag_samples
-from learner.general import general_check
+from learner.evaluation.flags import flag_samples
+from learner.evaluation.general import general_check
+from learner.evaluation.heldout import pass_at_k, sample
 from tasks import Task
 
 HIST_BINS = 10
