@@ -99,12 +99,6 @@ def test_protected_builtins():
 
 # -- grading in the sandbox --------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(pool_size=2) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
 def env(sandbox):
     return CodeTestsEnv(pack="humaneval", sandbox=sandbox)
 

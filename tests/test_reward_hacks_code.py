@@ -28,7 +28,6 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
-from sandbox import Sandbox
 
 pytestmark = pytest.mark.docker
 
@@ -223,12 +222,6 @@ def legit(env, task, name: str, examples: list[tuple[str, str]]) -> dict[str, st
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(pool_size=2) as sb:
-        yield sb
-
-
 @pytest.fixture(scope="module")
 def make_env(sandbox):
     made = {}

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 from envs.base import TaskEnv, is_infra_error
+from tasks import Task
 
 __all__ = ["dataset", "reward_func"]
 
@@ -44,13 +45,17 @@ def dataset(env_id: str, split: str = "train", size: int | None = None, **env_kw
     from datasets import Dataset
 
     env = _env(env_id, split=split, **env_kwargs)
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": env.prompt(t)}],
+                               "task_id": t.id} for t in _first_tasks(env, split, size)])
+
+
+def _first_tasks(env: TaskEnv, split: str, size: int | None) -> list[Task]:
+    """The first ``size`` tasks of ``split`` (all of it when None; an unbounded split needs N)."""
     total = env.pack.size(split)
     if total is None and size is None:
         raise ValueError(f"split '{split}' of pack '{env.pack.name}' is unbounded: give size=N")
-    n = total if size is None else min(size, total) if total is not None else size
-    tasks = [env.pack.task_at(split, i) for i in range(n)]
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": env.prompt(t)}],
-                               "task_id": t.id} for t in tasks])
+    n = total if size is None else size if total is None else min(size, total)
+    return [env.pack.task_at(split, i) for i in range(n)]
 
 
 def _text(completion: Any) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import TaskEnv, is_infra_error
-from envs.integrations.trl import _env
+from envs.integrations.trl import _env, _first_tasks
 
 __all__ = ["compute_score", "rows", "write_parquet"]
 
@@ -60,14 +60,9 @@ def rows(env_id: str, split: str = "train", size: int | None = None,
          **env_kwargs: Any) -> list[dict[str, Any]]:
     """verl's row dicts for the first ``size`` tasks of ``split`` (the whole split if None)."""
     env = _env(env_id, split=split, **env_kwargs)
-    total = env.pack.size(split)
-    if total is None and size is None:
-        raise ValueError(f"split '{split}' of pack '{env.pack.name}' is unbounded: give size=N")
-    n = total if size is None else min(size, total) if total is not None else size
     kwargs = json.dumps(env_kwargs, sort_keys=True)
     out = []
-    for i in range(n):
-        task = env.pack.task_at(split, i)
+    for i, task in enumerate(_first_tasks(env, split, size)):
         out.append({
             "data_source": env_id,
             "prompt": [{"role": "user", "content": env.prompt(task)}],

@@ -10,6 +10,7 @@ The keys are absent on a step that credited nothing (a share of nothing is not 0
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,10 +37,8 @@ def flag_credited(env: TaskEnv, tasks: Sequence[Any], completions: Sequence[str]
                   infos: Sequence[dict[str, Any]], truncated: Sequence[bool]) -> StepFlags:
     """Run ``env.flag`` over the samples whose verdict passed."""
     credited = [i for i, info in enumerate(infos) if info.get("passed")]
-    typical = None
-    if completions:
-        lengths = sorted(len(c) for c in completions)
-        typical = float(lengths[len(lengths) // 2])
+    # "Too long" is judged against the step's median length, as the evaluation gates do.
+    typical = statistics.median(len(c) for c in completions) if completions else None
     flagged, reasons = 0, Counter()
     for i in credited:
         flags = env.flag(tasks[i], completions[i], infos[i].get("verdict"),
