@@ -152,9 +152,10 @@ class GRPOTrainer:
         c = self.config
         roll, groups, valid = col["rollout"], col["groups"], ~col["infra"]
         adv = torch.zeros(len(groups))
+        # A collective: every process takes part, also one whose samples all failed to grade.
+        batch_std = (self.procs.std(col["rewards"][valid].tolist())
+                     if c.scale_rewards == "batch" and self.procs.world > 1 else None)
         if valid.any():
-            batch_std = (self.procs.std(col["rewards"][valid].tolist())
-                         if c.scale_rewards == "batch" and self.procs.world > 1 else None)
             adv[valid] = grpo.group_advantages(col["rewards"][valid], groups[valid],
                                                c.scale_rewards, batch_std=batch_std)
         in_step = valid
