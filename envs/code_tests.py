@@ -36,7 +36,7 @@ from envs.flags import Flag, text_flags
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
 from envs.verify.verdict import Verdict
 from sandbox import Limits, Sandbox, SandboxUnavailable
-from sandbox.harness import TestReport, run_tests
+from sandbox.harness import TestReport, parse, run_tests
 from tasks import Task
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -135,7 +135,7 @@ class CodeTestsEnv(TaskEnv):
 
 def _normal(test: str) -> str:
     try:
-        return ast.dump(ast.parse(test))
+        return ast.dump(parse(test))
     except (SyntaxError, ValueError):
         return " ".join(test.split())
 

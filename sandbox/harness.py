@@ -43,6 +43,7 @@ import builtins
 import json
 import secrets
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from sandbox.limits import Limits, RunResult
@@ -339,6 +340,17 @@ class TestReport:
         return self.run is not None and self.run.status == "sandbox_error"
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one at a time: graders run in threads, and CPython 3.11's AST constructor
+    keeps a recursion counter that concurrent parses corrupt ("SystemError: AST constructor
+    recursion depth mismatch"), which would fail an honest program's grading."""
+    with _PARSE_LOCK:
+        return ast.parse(source, mode=mode)
+
+
 def _call(name: str, arg: ast.expr) -> ast.Call:
     return ast.copy_location(ast.Call(ast.Name(name, ast.Load()), [arg], []), arg)
 
@@ -382,7 +394,7 @@ def strict_asserts(source: str) -> str:
     ``__grpo_restore__(); assert __grpo_value__(f(1)) == __grpo_value__(2)`` (the source is
     unchanged if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return source
     return ast.unparse(ast.fix_missing_locations(_Strict().visit(tree)))
@@ -399,7 +411,7 @@ def protected_builtins(source: str) -> list[str]:
     program's when the test tests it: called as an assert's (left) operand, where nothing but
     builtins is called (``assert sum(1, 2) == 3`` for a task that asks for ``sum``)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     used = {n.id for n in ast.walk(tree)
@@ -423,7 +435,7 @@ def imported_modules(*sources: str) -> list[str]:
     names: set[str] = set()
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = parse(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
