@@ -91,6 +91,12 @@ def test_json_env_takes_the_tool_and_finds_its_own_final_answer():
         assert env.tool_call_end(answered + CALL) is None
 
 
+def test_code_env_takes_the_tool_and_grades_a_plain_block():
+    env = gym.make("grpo/CodeTests-v0", python_tool=True).unwrapped
+    assert env.tool_call_end(CALL) == len(CALL)
+    assert env.tool_call_end("```\ndef add(a, b):\n    return a + b\n```") is None
+
+
 def test_prompt_explains_the_tool_with_an_example_the_env_runs():
     env = math_python()
     prompt, info = env.reset(options={"task_id": TASK})
