@@ -146,7 +146,9 @@ class TaskEnv(gym.Env[str, str]):
         domain adds its own through ``perturbation_kinds``."""
         if isinstance(task, str):
             task = self.pack.get(task)
-        return {kind.name: kind(self.pack, task) for kind in self.perturbation_kinds}
+        tool = f"\n\n{self.tool.instructions}" if self.tool is not None else ""
+        # The tool stays part of the env's interface under every perturbation.
+        return {kind.name: kind(self.pack, task) + tool for kind in self.perturbation_kinds}
 
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).

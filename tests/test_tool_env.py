@@ -105,6 +105,9 @@ def test_prompt_explains_the_tool_with_an_example_the_env_runs():
     assert env.tool_call_end(example) == len(example)
     assert env.tool.find_call(example).code.strip().startswith("print(")
     assert info["task_id"] == TASK
+    # Perturbed prompts keep the tool: it is part of the env, not of the training format.
+    variants = env.perturbations(TASK)
+    assert variants and all(v.endswith(env.tool.instructions) for v in variants.values())
 
 
 def test_final_turn_is_graded_alone_with_the_checkers_rules():
