@@ -106,6 +106,9 @@ class TaskEnv(gym.Env[str, str]):
         self.reward_weights = weights
         self.observation_space = AnyText()
         self.action_space = AnyText()
+        if not isinstance(python_tool, (bool, PythonTool)):
+            raise TypeError(f"python_tool must be True, False or a PythonTool, "
+                            f"got {python_tool!r}")
         self.tool: PythonTool | None = (
             python_tool if isinstance(python_tool, PythonTool)
             else PythonTool() if python_tool else None)

@@ -63,6 +63,8 @@ def test_max_turns_needs_a_tool_and_is_checked():
     # Any env takes the tool as an option.
     env = gym.make("grpo/MathExact-v0", pack="arith", python_tool=True, max_turns=2).unwrapped
     assert env.max_turns == 2 and env.tool_call_end(CALL) == len(CALL)
+    with pytest.raises(TypeError, match="python_tool"):
+        gym.make("grpo/MathExact-v0", pack="arith", python_tool="yes")
     with pytest.raises(ValueError, match="output_chars"):
         PythonTool(output_chars=0)
 
