@@ -117,11 +117,16 @@ class Worker:
             self._raw = raw  # keep the response object alive with its socket
             client.api.start(self.container_id)
             hello = self._recv_frame(START_TIMEOUT_S, 1 << 16)
-        except Exception as exc:
+            error = ""
+        except WorkerError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds here
+            error = f"cannot start a sandbox container: {exc}"
+        if error:
+            # Raised outside the handler, without the engine's exception: a traceback cycle
+            # would keep the failed connection's socket open until the next garbage collection.
             self.close()
-            if isinstance(exc, WorkerError):
-                raise
-            raise WorkerError(f"cannot start a sandbox container: {exc}") from exc
+            raise WorkerError(error)
         if not hello.get("ready"):
             self.close()
             raise WorkerError(f"sandbox agent did not start: {hello}")
