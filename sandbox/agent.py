@@ -295,6 +295,12 @@ while True:
                 try:
                     ctl.send(b"pid %d" % os.getpid())
                     ctl.close()
+                    # Start once our short-lived parent has exited (we are then the agent's):
+                    # the job must not see it half-gone in /proc.
+                    for _ in range(100000):
+                        if os.getppid() == 1:
+                            break
+                        os.sched_yield()
                     _job(cpu, disk, fds)
                 finally:
                     os._exit(127)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from sandbox import Limits, Sandbox
 
 pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ALLOCATE = "x = b'x' * ({mb} << 20)\nprint('held', len(x) >> 20)\n"
 CGROUP_MEMORY = """
@@ -109,3 +114,12 @@ def test_files_are_streamed_and_oversize_files_refused_up_front(sb):
         sb.run("pass", files={"big": b"x" * (65 << 20)}, limits=Limits(memory_mb=256))
     with pytest.raises(ValueError, match="memory_mb=64"):
         sb.run("pass", files={"big": b"x" * (40 << 20)}, limits=Limits(memory_mb=64))
+
+
+def test_doctor_reports_each_pool_per_set_of_limits(sb):
+    assert sb.run("pass", limits=Limits(memory_mb=256)).status == "ok"
+    p = subprocess.run([sys.executable, "-m", "sandbox", "doctor"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    mine = [line for line in p.stdout.splitlines() if f"pool of process {os.getpid()} " in line]
+    assert any("memory_mb=256," in line and "running containers" in line for line in mine), p.stdout
+    assert any("memory_mb=512," in line for line in mine), p.stdout
