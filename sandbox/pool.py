@@ -4,8 +4,8 @@ Memory, pids, disk and CPU quota (``Limits.container_key``) are fixed when a con
 created, so each set of them in use gets its own warm workers: up to ``per_set`` of them, started
 on first use and replaced in the background after a job that may have changed one. At most
 ``capacity`` containers exist at any time (ready, busy or starting); a set that needs room takes
-it from the idle workers of the set used least recently, and a set unused for ``idle_s`` is
-closed, except the sandbox's default set.
+it from the idle workers of the set used least recently (the sandbox's default set last), and a
+set unused for ``idle_s`` is closed, except the default one.
 
 When a start fails (typically: the engine is down) its set backs off: until the delay has passed,
 ``acquire`` fails at once with that error and nothing talks to the engine, so an outage costs
@@ -89,7 +89,9 @@ class Pool:
         others = [s for s in self._sets.values() if s is not keep and s.idle]
         if not others:
             return False
-        victim = min(others, key=lambda s: s.last_used)
+        # The default set goes last: most runs use it.
+        default = self.default.container_key()
+        victim = min(others, key=lambda s: (s.limits.container_key() == default, s.last_used))
         self._discard(victim.idle.pop(0))
         return True
 

@@ -202,7 +202,9 @@ def test_sandbox_failure_is_visible_not_zero(env):
     broken = Sandbox(pool_size=1)
     broken.close()
     env2 = CodeTestsEnv(pack="humaneval", sandbox=broken)
-    _, info = env2.score("humaneval/0", fenced(env2.pack.get("humaneval/0")["canonical_solution"]))
+    with pytest.warns(RuntimeWarning, match="sandbox is closed"):
+        _, info = env2.score("humaneval/0",
+                             fenced(env2.pack.get("humaneval/0")["canonical_solution"]))
     assert info["reason"] == "sandbox_error"
     assert info["verdict"].details["sandbox_error"] is True
     assert info["infra_error"] is True and is_infra_error(info)

@@ -117,6 +117,7 @@ def test_files_are_streamed_and_oversize_files_refused_up_front(sb):
 
 
 def test_doctor_reports_each_pool_per_set_of_limits(sb):
+    assert sb.run("pass").status == "ok"
     assert sb.run("pass", limits=Limits(memory_mb=256)).status == "ok"
     p = subprocess.run([sys.executable, "-m", "sandbox", "doctor"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
