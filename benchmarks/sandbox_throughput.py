@@ -151,7 +151,7 @@ def main() -> int:
     parser.add_argument("--docker-runs", type=int, default=16,
                         help="cap on `docker run --rm` calls per setting (they are slow)")
     parser.add_argument("--pool-size", type=int, default=None, help="default: CPU count")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved slices per setting")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved slices per setting")
     args = parser.parse_args()
 
     with Sandbox(pool_size=args.pool_size) as sb:

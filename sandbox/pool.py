@@ -125,7 +125,7 @@ class Pool:
                 s.retry_at = time.monotonic() + s.backoff
                 s.error = error
             elif self._closed:
-                _close_quietly(worker)
+                self._discard(worker)  # in the background: not under the lock
             else:
                 s.backoff, s.retry_at, s.error = 0.0, 0.0, ""
                 self._live.add(worker)
