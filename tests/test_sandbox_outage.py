@@ -138,6 +138,7 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
         for i in range(20):
             r = sb.run(f"print({i})")
             assert r.status == "ok" and r.stdout == f"{i}\n", r
+        gc.collect()  # garbage of earlier tests: only this test's descriptors count
         fds_before, threads_before = open_fds(), threading.active_count()
 
         engine.kill()
@@ -159,9 +160,11 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
               f"{threads_before} before, at most {max(threads)} during")
         # Each failed job used to leak a descriptor: nothing may grow with the number of jobs
         # (the first jobs still close the dead engine's containers, a few descriptors each).
-        assert max(fds[half:]) <= max(fds[:half]) and fds_after <= fds_before
+        # A leak of one per job would add a thousand between the halves; garbage collection
+        # moves the count by a few.
+        assert max(fds[half:]) <= max(fds[:half]) + 4 and fds_after <= fds_before
         assert max(threads) <= threads_before + sb.max_containers + 2
-        assert threads[-1] <= threads_before
+        assert wait_until(lambda: threading.active_count() <= threads_before)  # closers end
 
         engine.start()
         assert wait_until(lambda: sb.run("print('back')").status == "ok")
