@@ -56,7 +56,7 @@ class SecondEngine:
         self.proc = subprocess.Popen(
             ["dockerd", "-H", self.host, "--data-root", str(self.root / "data"),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
-             "--bridge", "none", "--iptables=false", "--ip-masq=false"],
+             "--bridge", "none", "--iptables=false", "--ip-masq=false", "--shutdown-timeout=2"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
 
@@ -164,10 +164,13 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
         # moves the count by a few.
         assert max(fds[half:]) <= max(fds[:half]) + 4 and fds_after <= fds_before
         assert max(threads) <= threads_before + sb.max_containers + 2
-        assert wait_until(lambda: threading.active_count() <= threads_before)  # closers end
+        assert wait_until(lambda: threading.active_count() <= threads_before), [  # closers end
+            t.name for t in threading.enumerate()]
 
         engine.start()
-        assert wait_until(lambda: sb.run("print('back')").status == "ok")
+        last: list = []
+        assert wait_until(lambda: last.append(sb.run("print('back')")) or last[-1].ok), (
+            last[-1], sb.pool_state())
         for i in range(20):
             r = sb.run(f"print({i})")
             assert r.status == "ok" and r.stdout == f"{i}\n", r
@@ -176,4 +179,5 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
         other.close()
     for box in (sb, other):
         label = f"{INSTANCE_LABEL}={box.instance}"
-        assert wait_until(lambda label=label: engine.containers(label) == [])
+        assert wait_until(lambda label=label: engine.containers(label) == []), (
+            engine.containers(label))
