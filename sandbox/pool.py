@@ -54,11 +54,18 @@ class _Set:
 
 class Pool:
     def __init__(self, factory: Callable[[Limits], Worker], per_set: int, capacity: int,
-                 default: Limits, idle_s: float = 60.0):
+                 default: Limits, idle_s: float = 60.0,
+                 remove: Callable[[str], None] | None = None,
+                 on_recovery: Callable[[], None] | None = None):
         if capacity < per_set:
             raise ValueError(f"the pool's capacity ({capacity}) must hold at least one full set "
                              f"of warm containers ({per_set})")
         self._factory = factory
+        self._remove = remove
+        self._on_recovery = on_recovery
+        # Containers whose removal failed (engine down): removed once a start succeeds again,
+        # or they could outlive the outage (an engine restored with them still running).
+        self._orphans: set[str] = set()
         self.per_set = per_set
         self.capacity = capacity
         self.idle_s = idle_s
@@ -107,8 +114,14 @@ class Pool:
 
     def _discard(self, worker: Worker) -> None:
         self._live.discard(worker)
-        threading.Thread(target=_close_quietly, args=(worker,), name="sandbox-pool-close",
+        threading.Thread(target=self._close, args=(worker,), name="sandbox-pool-close",
                          daemon=True).start()
+
+    def _close(self, worker: Worker) -> None:
+        orphan = worker.close()
+        if orphan is not None:
+            with self._cond:
+                self._orphans.add(orphan)
 
     def _start(self, s: _Set) -> None:
         worker: Worker | None = None
@@ -117,6 +130,7 @@ class Pool:
             worker = self._factory(s.limits)
         except Exception as exc:  # noqa: BLE001 - reported to the callers waiting for this set
             error = str(exc) or type(exc).__name__  # the text only: no traceback kept alive
+        recovered = False
         with self._cond:
             s.starting -= 1
             self._starts.discard(threading.current_thread())
@@ -127,10 +141,29 @@ class Pool:
             elif self._closed:
                 self._discard(worker)  # in the background: not under the lock
             else:
+                recovered = s.backoff > 0 or bool(self._orphans)
                 s.backoff, s.retry_at, s.error = 0.0, 0.0, ""
                 self._live.add(worker)
                 s.idle.append(worker)
+            orphans: set[str] = set()
+            if recovered:
+                orphans, self._orphans = self._orphans, set()
             self._cond.notify_all()
+        if recovered:
+            self._recover(orphans)
+
+    def _recover(self, orphans: set[str]) -> None:
+        """The engine answers again: remove what the outage left behind."""
+        for cid in orphans:
+            try:
+                if self._remove is not None:
+                    self._remove(cid)
+            except Exception:  # noqa: BLE001 - still unreachable: keep it for the next time
+                with self._cond:
+                    self._orphans.add(cid)
+        if self._on_recovery is not None:
+            with contextlib.suppress(Exception):
+                self._on_recovery()
 
     # -- the API ------------------------------------------------------------------------------
     def acquire(self, limits: Limits | None = None) -> Worker:
@@ -214,14 +247,10 @@ class Pool:
                 s.idle.clear()
             starting = list(self._starts)
             self._cond.notify_all()
-        closers = [threading.Thread(target=_close_quietly, args=(w,), daemon=True)
+        closers = [threading.Thread(target=self._close, args=(w,), daemon=True)
                    for w in workers]
         for t in closers:
             t.start()
         for t in closers + starting:
             t.join(30)
 
-
-def _close_quietly(worker: Worker) -> None:
-    with contextlib.suppress(Exception):  # the container may be gone, or the engine down
-        worker.close()

@@ -87,8 +87,10 @@ class Sandbox:
         self._labels = {OWNER_LABEL: self.owner, INSTANCE_LABEL: self.instance}
         remove_stale(self.client)
         self._closed = False
+        _sweep_unswept(self.client)
         self._pool = Pool(self._new_worker, self.pool_size, self.max_containers, self.limits,
-                          idle_s)
+                          idle_s, remove=lambda cid: remove_container(self.client, cid),
+                          on_recovery=lambda: _sweep_unswept(self.client))
         _register_cleanup(self)
 
     # -- running ------------------------------------------------------------------------------
@@ -154,12 +156,9 @@ class Sandbox:
         with contextlib.suppress(Exception):
             self._pool.close()
         try:  # anything the pool lost track of, e.g. a start cut short
-            for c in self.client.api.containers(
-                all=True, filters={"label": f"{INSTANCE_LABEL}={self.instance}"}
-            ):
-                remove_container(self.client, c["Id"])
-        except Exception:  # noqa: BLE001,S110 - best effort: the engine may be unreachable
-            pass
+            _sweep(self.client, self.instance)
+        except Exception:  # noqa: BLE001 - the engine is unreachable: another sandbox of this
+            _unswept.add(self.instance)  # process sweeps once it reaches the engine again
 
     def pool_state(self) -> list[dict[str, Any]]:
         """One entry per set of container limits in use: the limits, and how many containers
@@ -176,6 +175,23 @@ class Sandbox:
         """Ids of the containers this sandbox owns right now (for diagnostics and tests)."""
         return [c["Id"] for c in self.client.api.containers(
             all=True, filters={"label": f"{INSTANCE_LABEL}={self.instance}"})]
+
+
+# -- containers of closed sandboxes that an outage kept us from removing ----------------------
+_unswept: set[str] = set()  # instance ids
+
+
+def _sweep(client: docker.DockerClient, instance: str) -> None:
+    for c in client.api.containers(all=True, filters={"label": f"{INSTANCE_LABEL}={instance}"}):
+        remove_container(client, c["Id"])
+
+
+def _sweep_unswept(client: docker.DockerClient) -> None:
+    """Remove the containers of sandboxes closed while the engine was unreachable (an engine
+    restarted under them may have restored them, still running)."""
+    for instance in list(_unswept):
+        with contextlib.suppress(Exception):
+            _sweep(client, instance)
 
 
 # -- cleanup at exit, on SIGTERM/SIGHUP ------------------------------------------------------

@@ -246,8 +246,9 @@ class Worker:
         )
         return result, not reply.get("dirty", True)
 
-    def close(self) -> None:
-        """Remove the container (idempotent; never raises: it may be gone, or the engine down)."""
+    def close(self) -> str | None:
+        """Remove the container (idempotent; never raises: it may be gone, or the engine down).
+        Returns the container's id when the engine could not be asked to remove it."""
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
@@ -255,8 +256,11 @@ class Worker:
             self._raw = None
         if self.container_id is not None:
             cid, self.container_id = self.container_id, None
-            with contextlib.suppress(Exception):
+            try:
                 remove_container(self.client, cid)
+            except Exception:  # noqa: BLE001 - the engine is unreachable: try again later
+                return cid
+        return None
 
 
 @dataclass(frozen=True)
