@@ -24,13 +24,17 @@ from envs.spaces import AnyText
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
 
+#: The ``step``/``score`` info key an env sets to True when its grading infrastructure failed.
+INFRA_ERROR_KEY = "infra_error"
+
 
 def is_infra_error(info: Mapping[str, Any]) -> bool:
     """Whether a ``score`` info says the grading infrastructure failed (``sandbox_error``): such a
     sample says nothing about the policy, so trainers drop it instead of scoring it 0."""
     verdict = info.get("verdict")
     details = getattr(verdict, "details", None) or {}
-    return bool(details.get("sandbox_error")) or info.get("reason") == "sandbox_error"
+    return (bool(info.get(INFRA_ERROR_KEY)) or bool(details.get("sandbox_error"))
+            or info.get("reason") == "sandbox_error")
 
 
 class TaskEnv(gym.Env[str, str]):

@@ -13,9 +13,11 @@ hidden and shown cases passed (``passed_hidden``/``n_hidden``, ``passed_shown``/
 ``passed_cases`` and ``n_cases`` still cover every case run.
 
 A verdict comes only from the harness's own per-case record (see ``sandbox.harness``), never
-from exit codes or output. When the sandbox itself fails, the verdict's reason is
-``sandbox_error`` and ``details["sandbox_error"]`` is True, so a learner can drop the sample
-instead of scoring it 0.
+from exit codes or output. When the sandbox itself fails (no reachable engine, a container
+lost), the reward is 0.0 but the info says so: ``info["infra_error"]`` is True (False otherwise),
+the verdict's reason is ``sandbox_error`` and ``details["sandbox_error"]`` is True, so a learner
+drops the sample instead of scoring it 0 (``envs.base.is_infra_error``). The first such step of
+an env also warns (``RuntimeWarning``), naming ``python -m sandbox doctor``.
 
 One ``Sandbox`` is shared by every env in a process (``envs.sandboxes``: created on first use,
 closed at exit); ``score`` is thread-safe, and ``grade_many`` grades a group concurrently through
@@ -26,11 +28,12 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-from envs.base import TaskEnv
+from envs.base import INFRA_ERROR_KEY, TaskEnv, is_infra_error
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
@@ -76,6 +79,7 @@ class CodeTestsEnv(TaskEnv):
         super().__init__(*args, **kwargs)
         self._sandbox = sandbox
         self.per_test_s = per_test_s
+        self._warned_infra = False
 
     @property
     def sandbox(self) -> Sandbox:
@@ -93,6 +97,19 @@ class CodeTestsEnv(TaskEnv):
     def gold_completion(self, task: Task) -> str | None:
         gold = task.fields.get("canonical_solution")
         return None if gold is None else f"```python\n{gold}\n```\n"
+
+    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+        reward, info = super().score(task, completion)
+        info[INFRA_ERROR_KEY] = is_infra_error(info)
+        if info[INFRA_ERROR_KEY] and not self._warned_infra:
+            self._warned_infra = True  # once per env: a training run may hit thousands
+            error = info["verdict"].details.get("error") or "the sandbox failed"
+            warnings.warn(
+                f"{self.env_id}: grading failed in the sandbox, not in the program ({error}); "
+                f"such steps return reward 0.0 with info['{INFRA_ERROR_KEY}'] = True. "
+                "Run `python -m sandbox doctor` to see what is missing.",
+                RuntimeWarning, stacklevel=3)
+        return reward, info
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         program, fenced = extract_program(completion)

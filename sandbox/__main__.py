@@ -15,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     image_sub = image.add_subparsers(dest="action", required=True)
     image_sub.add_parser("build", help="build the image if its recipe changed (offline-capable)")
     image_sub.add_parser("tag", help="print the image tag in use")
-    sub.add_parser("doctor", help="explain what is missing and how to fix it")
+    sub.add_parser("doctor", help="explain what is missing and how to fix it; list the warm "
+                   "pools on the engine (per process and set of limits)")
     args = parser.parse_args(argv)
 
     if args.command == "doctor":

@@ -60,6 +60,60 @@ def _read_exact(fd, n):
     return bytes(buf)
 
 
+class HostGone(Exception):
+    """The host closed the channel: the agent exits (and the engine removes the container)."""
+
+
+class Input:
+    """The job's input bytes that follow its request frame on fd 0: read exactly, never more,
+    and never held whole (the program, files and stdin may be larger than our memory)."""
+
+    def __init__(self, size):
+        self.left = size
+
+    def read(self, limit):
+        chunk = os.read(0, min(limit, self.left))
+        if not chunk:
+            raise HostGone()
+        self.left -= len(chunk)
+        return chunk
+
+    def discard(self):
+        while self.left:
+            self.read(1 << 20)
+
+
+def _write_inputs(specs, source):
+    """Copy each (name, size) from ``source`` into the scratch space; return an error or None.
+    Everything is read from the channel even after an error, so the next frame stays in step."""
+    error = None
+    for name, size in specs:
+        fh = None
+        if error is None:
+            try:
+                path = os.path.join(SCRATCH, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fh = open(path, "wb")  # noqa: SIM115 - closed below, after the copy
+            except OSError as exc:
+                error = f"cannot write job file {name}: {exc}"
+        left = size
+        while left:
+            chunk = source.read(min(left, 1 << 20))
+            left -= len(chunk)
+            if fh is not None:
+                try:
+                    fh.write(chunk)
+                except OSError as exc:
+                    error = f"cannot write job file {name}: {exc}"
+                    fh = None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError as exc:
+                error = f"cannot write job file {name}: {exc}"
+    return error
+
+
 def _send(obj):
     data = json.dumps(obj).encode()
     view = memoryview(struct.pack(">I", len(data)) + data)
@@ -241,6 +295,12 @@ while True:
                 try:
                     ctl.send(b"pid %d" % os.getpid())
                     ctl.close()
+                    # Start once our short-lived parent has exited (we are then the agent's):
+                    # the job must not see it half-gone in /proc.
+                    for _ in range(100000):
+                        if os.getppid() == 1:
+                            break
+                        os.sched_yield()
                     _job(cpu, disk, fds)
                 finally:
                     os._exit(127)
@@ -329,18 +389,13 @@ def run_job(req, zygote):
     start = time.monotonic()
     wall = float(req["wall_s"])
     cap = int(req["output_bytes"])
-    files = dict(req.get("files") or {})
-    files[MAIN] = req["code"]
-    try:
-        for name, content in files.items():
-            path = os.path.join(SCRATCH, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(base64.b64decode(content))
-    except OSError as exc:
-        return {"status": "sandbox_error", "error": f"cannot write job files: {exc}",
-                "dirty": True}
-    stdin = base64.b64decode(req.get("stdin") or "")
+    specs = [(MAIN, int(req["code_bytes"]))] + [(n, int(b)) for n, b in req.get("files") or []]
+    source = Input(sum(size for _, size in specs))
+    error = _write_inputs(specs, source)
+    stdin = Input(int(req.get("stdin_bytes") or 0))
+    if error is not None:
+        stdin.discard()
+        return {"status": "sandbox_error", "error": error, "dirty": True}
     oom_before = _oom_kills()
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -351,6 +406,7 @@ def run_job(req, zygote):
     if pid is None:
         for fd in (stdin_w, out_r, err_r):
             os.close(fd)
+        stdin.discard()
         # No job code ran (e.g. the last job killed the zygote): the host may retry elsewhere.
         return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True,
                 "started": False}
@@ -363,10 +419,13 @@ def run_job(req, zygote):
     for fd in (out_r, err_r):
         _set_nonblocking(fd)
         sel.register(fd, selectors.EVENT_READ)
-    stdin_view = memoryview(stdin)
-    if stdin_view:
+    # Stdin is relayed from the channel (fd 0) to the job's pipe one chunk at a time: read a
+    # chunk when none is pending, write it when the pipe has room.
+    pending = memoryview(b"")
+    feeding = True
+    if stdin.left:
         _set_nonblocking(stdin_w)
-        sel.register(stdin_w, selectors.EVENT_WRITE)
+        sel.register(0, selectors.EVENT_READ)
     else:
         os.close(stdin_w)
         stdin_w = None
@@ -428,18 +487,25 @@ def run_job(req, zygote):
                 done = _wait(pid, 5.0)
                 if done is not None:
                     wait_status, rusage = done
+            elif fd == 0:
+                pending = memoryview(stdin.read(CHUNK))
+                sel.unregister(0)
+                sel.register(stdin_w, selectors.EVENT_WRITE)
             elif fd == stdin_w:
                 try:
-                    n = os.write(stdin_w, stdin_view[:CHUNK])
-                    stdin_view = stdin_view[n:]
+                    pending = pending[os.write(stdin_w, pending):]
                 except BlockingIOError:
                     continue
-                except OSError:  # the job closed its stdin or exited: stop feeding it
-                    stdin_view = stdin_view[:0]
-                if not stdin_view:
+                except OSError:  # the job closed its stdin: the rest is discarded below
+                    pending = pending[:0]
+                    feeding = False
+                if not pending:
                     sel.unregister(stdin_w)
-                    os.close(stdin_w)
-                    stdin_w = None
+                    if feeding and stdin.left:
+                        sel.register(0, selectors.EVENT_READ)
+                    else:
+                        os.close(stdin_w)
+                        stdin_w = None
             elif fd in outputs:
                 drain(fd)
             if status is not None:
@@ -466,11 +532,16 @@ def run_job(req, zygote):
     for fd in list(sel.get_map()):
         try:
             sel.unregister(fd)
-            os.close(fd)
+            if fd not in (0, stdin_w):  # the channel stays open; stdin_w is closed below
+                os.close(fd)
         except (OSError, KeyError, ValueError):
             pass
     sel.close()
+    if stdin_w is not None:
+        with contextlib.suppress(OSError):
+            os.close(stdin_w)
     wall_s = time.monotonic() - start
+    stdin.discard()  # what the job did not read, so that the next frame stays in step
     cpu_s = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else 0.0
     signaled = os.WIFSIGNALED(wait_status)
     code = -os.WTERMSIG(wait_status) if signaled else os.WEXITSTATUS(wait_status)
@@ -526,6 +597,8 @@ def main():
         req = json.loads(body)
         try:
             reply = run_job(req, zygote)
+        except HostGone:
+            return
         except Exception as exc:  # report, then let the host discard this container
             reply = {"status": "sandbox_error", "error": f"agent: {exc!r}", "dirty": True}
         reply["id"] = req.get("id")

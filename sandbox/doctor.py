@@ -8,6 +8,7 @@ import shutil
 import docker
 
 from sandbox.image import IMAGE_ENV, configured_image, default_tag, image_exists
+from sandbox.worker import LABEL, LIMITS_LABEL, OWNER_LABEL, owner_alive
 
 
 def diagnose() -> list[tuple[bool, str]]:
@@ -48,4 +49,31 @@ def diagnose() -> list[tuple[bool, str]]:
             how = f"sudo {how}"
         checks.append((False, f"sandbox image {tag} is missing (built on first use); "
                               f"build it now with: {how}"))
+    checks.extend(pool_report(client))
     return checks
+
+
+def pool_report(client: docker.DockerClient) -> list[tuple[bool, str]]:
+    """The warm pools on this engine: per owning process and set of container limits, how many
+    containers run; containers whose process is gone are a problem to fix."""
+    pools: dict[tuple[str, str], list[str]] = {}
+    for c in client.api.containers(all=True, filters={"label": LABEL}):
+        labels = c.get("Labels") or {}
+        key = (labels.get(OWNER_LABEL, "?"), labels.get(LIMITS_LABEL, "limits unknown"))
+        pools.setdefault(key, []).append(c.get("State", "?"))
+    if not pools:
+        return [(True, "sandbox pools on this engine: none (they start with the first Sandbox)")]
+    lines = []
+    for (owner, limits), states in sorted(pools.items()):
+        alive = owner_alive(owner)
+        host, _, rest = owner.partition(":")
+        who = f"process {rest.split(':')[0]} on {host}"
+        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
+        if alive is False:
+            lines.append((False, f"pool of {who} (exited), {limits}: {counts} containers left "
+                                 "behind; the next Sandbox() removes them, or now: docker rm -f "
+                                 f"$(docker ps -aq --filter label={LABEL})"))
+        else:
+            state = "running" if alive else "on another machine"
+            lines.append((True, f"pool of {who} ({state}), {limits}: {counts} containers"))
+    return lines

@@ -12,8 +12,9 @@ PROGRAM_STATUSES = ("ok", "runtime_error", "timeout", "memory_limit", "output_li
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-run limits. ``memory_mb``, ``pids`` and ``disk_mb`` are container limits: a run asking
-    for values other than the pool's gets a one-off container (slower) rather than a weaker one."""
+    """Per-run limits. ``memory_mb``, ``pids``, ``disk_mb`` and ``cpus`` are container limits:
+    each set of them in use gets its own warm pool of containers (``Sandbox`` keeps several,
+    bounded in total), so they are enforced by the engine, never weakened."""
 
     wall_s: float = 10.0
     cpu_s: float = 10.0

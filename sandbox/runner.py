@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 import weakref
+from typing import Any
 
 import docker
 
@@ -20,6 +21,7 @@ from sandbox.pool import Pool
 from sandbox.worker import (
     INSTANCE_LABEL,
     OWNER_LABEL,
+    JobInput,
     JobNotStarted,
     Worker,
     WorkerError,
@@ -54,10 +56,12 @@ def connect() -> docker.DockerClient:
 
 
 class Sandbox:
-    """A warm pool of sandbox containers. ``run`` is thread-safe; ``arun`` is its async twin.
+    """Warm pools of sandbox containers. ``run`` is thread-safe; ``arun`` is its async twin.
 
-    ``limits`` are the defaults for every run and fix the pool containers' memory, pids, disk
-    and CPU quota. ``pool_size`` defaults to the CPU count. The image is built on first use.
+    ``limits`` are the defaults for every run. Each set of container limits in use (memory,
+    pids, disk, CPU quota) gets ``pool_size`` warm containers (default: the CPU count), at most
+    ``max_containers`` in all (default: 4 pools' worth); a set unused for ``idle_s`` seconds is
+    closed, except the default one. The image is built on first use.
     """
 
     def __init__(
@@ -67,9 +71,12 @@ class Sandbox:
         pool_size: int | None = None,
         image: str | None = None,
         progress: Progress | None = None,
+        max_containers: int | None = None,
+        idle_s: float = 60.0,
     ):
         self.limits = limits or Limits()
         self.pool_size = pool_size or os.cpu_count() or 1
+        self.max_containers = max_containers or 4 * self.pool_size
         self.client = connect()
         try:
             self.image = ensure_image(self.client, image, progress)
@@ -80,7 +87,10 @@ class Sandbox:
         self._labels = {OWNER_LABEL: self.owner, INSTANCE_LABEL: self.instance}
         remove_stale(self.client)
         self._closed = False
-        self._pool = Pool(self._new_worker, self.pool_size)
+        _sweep_unswept(self.client)
+        self._pool = Pool(self._new_worker, self.pool_size, self.max_containers, self.limits,
+                          idle_s, remove=lambda cid: remove_container(self.client, cid),
+                          on_recovery=lambda: _sweep_unswept(self.client))
         _register_cleanup(self)
 
     # -- running ------------------------------------------------------------------------------
@@ -95,23 +105,25 @@ class Sandbox:
         files: dict[str, str | bytes] | None = None,
         limits: Limits | None = None,
     ) -> RunResult:
-        """Run the Python program ``code`` in a pristine sandbox (see ``RunResult.status``)."""
+        """Run the Python program ``code`` in a pristine sandbox (see ``RunResult.status``).
+
+        Raises ``ValueError`` for a bad file name, or when ``code`` and ``files`` cannot fit in
+        the scratch space (``Limits.disk_mb``). Stdin of any size is streamed to the program.
+        """
         limits = limits or self.limits
-        _check_files(files)
+        job = JobInput.of(code, stdin, files, limits)
         start = time.monotonic()
         if self._closed:
             return RunResult.infra_error("the sandbox is closed")
-        if limits.container_key() != self.limits.container_key():
-            return self._run_one_off(code, stdin, files, limits)
         error = ""
         for _ in range(START_ATTEMPTS):
             try:
-                worker = self._pool.acquire()
+                worker = self._pool.acquire(limits)
             except WorkerError as exc:
                 return RunResult.infra_error(str(exc), time.monotonic() - start)
             reusable = False
             try:
-                result, reusable = worker.run(code, stdin, files, limits)
+                result, reusable = worker.run(job, limits)
             except JobNotStarted as exc:  # no job code ran: retry on another container
                 error = str(exc)
                 continue
@@ -119,18 +131,6 @@ class Sandbox:
                 self._pool.release(worker, reusable)
             return result
         return RunResult.infra_error(error, time.monotonic() - start)
-
-    def _run_one_off(self, code, stdin, files, limits: Limits) -> RunResult:
-        try:
-            worker = self._new_worker(limits)
-        except WorkerError as exc:
-            return RunResult.infra_error(str(exc))
-        try:
-            return worker.run(code, stdin, files, limits)[0]
-        except JobNotStarted as exc:
-            return RunResult.infra_error(str(exc))
-        finally:
-            worker.close()
 
     async def arun(
         self,
@@ -148,18 +148,22 @@ class Sandbox:
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Remove every container this sandbox started (idempotent)."""
+        """Remove every container this sandbox started (idempotent; never raises, also when
+        the engine is down: an engine that restarts removes them itself, as auto-remove)."""
         if self._closed:
             return
         self._closed = True
-        self._pool.close()
+        with contextlib.suppress(Exception):
+            self._pool.close()
         try:  # anything the pool lost track of, e.g. a start cut short
-            for c in self.client.api.containers(
-                all=True, filters={"label": f"{INSTANCE_LABEL}={self.instance}"}
-            ):
-                remove_container(self.client, c["Id"])
-        except docker.errors.DockerException:
-            pass
+            _sweep(self.client, self.instance)
+        except Exception:  # noqa: BLE001 - the engine is unreachable: another sandbox of this
+            _unswept.add(self.instance)  # process sweeps once it reaches the engine again
+
+    def pool_state(self) -> list[dict[str, Any]]:
+        """One entry per set of container limits in use: the limits, and how many containers
+        are ready, busy and starting (``python -m sandbox doctor`` shows the same per engine)."""
+        return self._pool.state()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -173,12 +177,21 @@ class Sandbox:
             all=True, filters={"label": f"{INSTANCE_LABEL}={self.instance}"})]
 
 
-def _check_files(files: dict[str, str | bytes] | None) -> None:
-    for name in files or {}:
-        parts = name.split("/")
-        if not name or name.startswith("/") or ".." in parts or name == "main.py":
-            raise ValueError(f"bad file name {name!r}: use a relative path inside the scratch "
-                             "directory (main.py is the program itself)")
+# -- containers of closed sandboxes that an outage kept us from removing ----------------------
+_unswept: set[str] = set()  # instance ids
+
+
+def _sweep(client: docker.DockerClient, instance: str) -> None:
+    for c in client.api.containers(all=True, filters={"label": f"{INSTANCE_LABEL}={instance}"}):
+        remove_container(client, c["Id"])
+
+
+def _sweep_unswept(client: docker.DockerClient) -> None:
+    """Remove the containers of sandboxes closed while the engine was unreachable (an engine
+    restarted under them may have restored them, still running)."""
+    for instance in list(_unswept):
+        with contextlib.suppress(Exception):
+            _sweep(client, instance)
 
 
 # -- cleanup at exit, on SIGTERM/SIGHUP ------------------------------------------------------

@@ -16,6 +16,7 @@ import os
 import socket
 import struct
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,16 @@ from sandbox.limits import Limits, RunResult
 LABEL = "grpo-sandbox"
 OWNER_LABEL = "grpo-sandbox.owner"  # the host process (for removing stale containers)
 INSTANCE_LABEL = "grpo-sandbox.instance"  # the Sandbox object (several may share a process)
+LIMITS_LABEL = "grpo-sandbox.limits"  # the container limits (its pool)
 AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text(encoding="utf-8")
 SANDBOX_UID = "65534:65534"  # nobody:nogroup; exists in any Debian image
 START_TIMEOUT_S = 60.0
 # Seconds the host waits past a job's wall limit before it declares the container hung.
 REPLY_GRACE_S = 10.0
+# The slowest input rate the host tolerates before it declares the agent stuck (bytes/s).
+INPUT_FLOOR_BPS = 1 << 20
+AGENT_RESERVE_MB = 32  # memory left to the agent and the program beside the job's files
+SCRATCH_INODES = 4096
 _ids = itertools.count(1)
 
 
@@ -56,7 +62,7 @@ def container_config(
         read_only=True,
         tmpfs={
             # Owned by the sandbox user (the engine copies the image's mode onto the mount).
-            "/scratch": f"size={limits.disk_mb}m,nr_inodes=4096,uid=65534,gid=65534,"
+            "/scratch": f"size={limits.disk_mb}m,nr_inodes={SCRATCH_INODES},uid=65534,gid=65534,"
                         "noexec,nosuid,nodev",
         },
         shm_size=f"{min(limits.disk_mb, 16)}m",
@@ -82,7 +88,7 @@ def container_config(
         # detach=False makes the engine set StdinOnce: when the host's attach socket closes (the
         # host process died), the agent reads EOF and exits, and auto_remove deletes it.
         detach=False,
-        labels={LABEL: "1", **labels},
+        labels={LABEL: "1", LIMITS_LABEL: limits_label(limits), **labels},
         host_config=host_config,
     )
 
@@ -111,11 +117,16 @@ class Worker:
             self._raw = raw  # keep the response object alive with its socket
             client.api.start(self.container_id)
             hello = self._recv_frame(START_TIMEOUT_S, 1 << 16)
-        except Exception as exc:
+            error = ""
+        except WorkerError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds here
+            error = f"cannot start a sandbox container: {exc}"
+        if error:
+            # Raised outside the handler, without the engine's exception: a traceback cycle
+            # would keep the failed connection's socket open until the next garbage collection.
             self.close()
-            if isinstance(exc, WorkerError):
-                raise
-            raise WorkerError(f"cannot start a sandbox container: {exc}") from exc
+            raise WorkerError(error)
         if not hello.get("ready"):
             self.close()
             raise WorkerError(f"sandbox agent did not start: {hello}")
@@ -173,18 +184,35 @@ class Worker:
         except OSError as exc:
             raise WorkerError(f"lost the sandbox container: {exc}") from exc
 
+    def _send_raw(self, data: bytes | memoryview, deadline: float) -> None:
+        assert self._sock is not None
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerError("the sandbox agent stopped taking the job's input")
+            self._sock.settimeout(left)
+            try:
+                sent = self._sock.send(view[:1 << 20])
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                raise WorkerError(f"lost the sandbox container: {exc}") from exc
+            view = view[sent:]
+
     # -- jobs ---------------------------------------------------------------------------------
-    def run(
-        self, code: str, stdin: str | bytes, files: dict[str, str | bytes] | None, limits: Limits
-    ) -> tuple[RunResult, bool]:
+    def run(self, job: JobInput, limits: Limits) -> tuple[RunResult, bool]:
         """Run one job; returns the result and whether this container may be reused."""
         start = time.monotonic()
         job_id = next(_ids)
         req = {
             "id": job_id,
-            "code": _b64(code),
-            "stdin": _b64(stdin),
-            "files": {name: _b64(data) for name, data in (files or {}).items()},
+            # The bytes follow the frame, in this order: the agent writes the files straight
+            # to the scratch space and pipes stdin to the program as it reads it, so no input
+            # is ever held whole in the container's memory.
+            "code_bytes": len(job.code),
+            "files": [[name, len(data)] for name, data in job.files],
+            "stdin_bytes": len(job.stdin),
             "wall_s": limits.wall_s,
             "cpu_s": limits.cpu_s,
             "output_bytes": limits.output_bytes,
@@ -192,8 +220,13 @@ class Worker:
         }
         # Base64 of both capped streams plus a little JSON: host memory stays bounded.
         max_frame = 2 * (limits.output_bytes * 4 // 3 + 4) + 65536
+        # The agent takes the input as fast as it can write files and as the program reads
+        # stdin, and drains what the program leaves once it is over: the wall limit bounds it.
+        send_deadline = start + START_TIMEOUT_S + limits.wall_s + job.size / INPUT_FLOOR_BPS
         try:
             self._send_frame(req)
+            for data in (job.code, *(d for _, d in job.files), job.stdin):
+                self._send_raw(data, send_deadline)
             reply = self._recv_frame(limits.wall_s + REPLY_GRACE_S, max_frame)
         except (WorkerError, ValueError) as exc:
             return RunResult.infra_error(str(exc), time.monotonic() - start), False
@@ -213,15 +246,65 @@ class Worker:
         )
         return result, not reply.get("dirty", True)
 
-    def close(self) -> None:
-        """Remove the container (idempotent; errors are ignored: it may be gone already)."""
+    def close(self) -> str | None:
+        """Remove the container (idempotent; never raises: it may be gone, or the engine down).
+        Returns the container's id when the engine could not be asked to remove it."""
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
             self._sock = None
+            self._raw = None
         if self.container_id is not None:
-            remove_container(self.client, self.container_id)
-            self.container_id = None
+            cid, self.container_id = self.container_id, None
+            try:
+                remove_container(self.client, cid)
+            except Exception:  # noqa: BLE001 - the engine is unreachable: try again later
+                return cid
+        return None
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """A job's program, files and stdin as bytes, checked to fit the scratch space."""
+
+    code: bytes
+    stdin: bytes
+    files: tuple[tuple[str, bytes], ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.code) + len(self.stdin) + sum(len(d) for _, d in self.files)
+
+    @classmethod
+    def of(cls, code: str, stdin: str | bytes, files: dict[str, str | bytes] | None,
+           limits: Limits) -> JobInput:
+        """Raises ``ValueError`` for a bad file name, or for a program and files that do not
+        fit in ``limits.disk_mb`` (the scratch space is memory: it counts towards
+        ``memory_mb`` too). Stdin has no limit: it is streamed."""
+        pairs = []
+        for name, data in (files or {}).items():
+            parts = name.split("/")
+            if not name or name.startswith("/") or ".." in parts or name == "main.py":
+                raise ValueError(f"bad file name {name!r}: use a relative path inside the "
+                                 "scratch directory (main.py is the program itself)")
+            pairs.append((name, _bytes(data)))
+        job = cls(_bytes(code), _bytes(stdin), tuple(pairs))
+        # tmpfs rounds every file up to whole pages; each file and directory takes an inode.
+        need = sum(-(-len(d) // 4096) * 4096 for d in (job.code, *(d for _, d in job.files)))
+        dirs = {"/".join(n.split("/")[:i]) for n, _ in job.files
+                for i in range(1, len(n.split("/")))}
+        mb = need / 2**20
+        if need > limits.disk_mb * 2**20:
+            raise ValueError(f"the program and its files need {mb:.1f} MB of scratch space, "
+                             f"more than Limits.disk_mb={limits.disk_mb}: raise disk_mb")
+        if need > (limits.memory_mb - AGENT_RESERVE_MB) * 2**20:
+            raise ValueError(f"the program and its files ({mb:.1f} MB) are kept in memory and "
+                             f"leave too little of Limits.memory_mb={limits.memory_mb} "
+                             f"({AGENT_RESERVE_MB} MB are reserved): raise memory_mb")
+        if len(job.files) + len(dirs) + 1 > SCRATCH_INODES - 16:
+            raise ValueError(f"{len(job.files)} files are more than the scratch space holds "
+                             f"({SCRATCH_INODES - 17})")
+        return job
 
 
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
@@ -234,10 +317,14 @@ def remove_container(client: docker.DockerClient, container_id: str) -> None:
             raise
 
 
-def _b64(data: str | bytes) -> str:
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return base64.b64encode(data).decode("ascii")
+def _bytes(data: str | bytes) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def limits_label(limits: Limits) -> str:
+    """The container limits as a label value (``python -m sandbox doctor`` groups by it)."""
+    return (f"memory_mb={limits.memory_mb},pids={limits.pids},disk_mb={limits.disk_mb},"
+            f"cpus={limits.cpus:g}")
 
 
 def _text(b64: str) -> str:

@@ -6,6 +6,7 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
+from envs.base import is_infra_error
 from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import protected_builtins, run_tests, strict_asserts
@@ -201,9 +202,31 @@ def test_sandbox_failure_is_visible_not_zero(env):
     broken = Sandbox(pool_size=1)
     broken.close()
     env2 = CodeTestsEnv(pack="humaneval", sandbox=broken)
-    _, info = env2.score("humaneval/0", fenced(env2.pack.get("humaneval/0")["canonical_solution"]))
+    with pytest.warns(RuntimeWarning, match="sandbox is closed"):
+        _, info = env2.score("humaneval/0",
+                             fenced(env2.pack.get("humaneval/0")["canonical_solution"]))
     assert info["reason"] == "sandbox_error"
     assert info["verdict"].details["sandbox_error"] is True
+    assert info["infra_error"] is True and is_infra_error(info)
+
+
+def test_no_engine_warns_once_per_env_and_marks_the_info(monkeypatch, tmp_path):
+    import envs.code_tests
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setattr(envs.code_tests, "_shared", None)
+    env = CodeTestsEnv(pack="mbpp")
+    solution = fenced(env.pack.get("mbpp/11")["canonical_solution"])
+    with pytest.warns(RuntimeWarning, match="python -m sandbox doctor") as caught:
+        for _ in range(3):
+            env.reset(options={"task_id": "mbpp/11"})
+            _, reward, terminated, _, info = env.step(solution)
+            assert reward == 0.0 and terminated
+            assert info["infra_error"] is True and is_infra_error(info)
+            assert "no-engine.sock" in info["verdict"].details["error"]
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+    with pytest.warns(RuntimeWarning):  # another env warns again
+        CodeTestsEnv(pack="mbpp").score("mbpp/11", solution)
 
 
 @pytest.mark.docker

@@ -362,12 +362,12 @@ for p in os.listdir("/proc"):
 def test_a_job_that_cannot_start_is_retried_on_another_container(sb):
     # Simulate the race where a job kills the container's zygote just as it exits, before the
     # agent can mark the container dirty: put such a container back into the pool as reusable.
-    from sandbox.worker import JobNotStarted
+    from sandbox.worker import JobInput, JobNotStarted
 
     worker = sb._pool.acquire()
-    worker.run(KILL_ZYGOTE, "", None, QUICK)
+    worker.run(JobInput.of(KILL_ZYGOTE, "", None, QUICK), QUICK)
     with pytest.raises(JobNotStarted):
-        worker.run("print(1)", "", None, QUICK)
+        worker.run(JobInput.of("print(1)", "", None, QUICK), QUICK)
     sb._pool.release(worker, True)
     for _ in range(sb.pool_size + 1):
         r = sb.run("print('fine')", limits=QUICK)

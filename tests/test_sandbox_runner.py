@@ -166,7 +166,7 @@ def test_async_variant(sb):
 
 
 @pytest.mark.docker
-def test_other_container_limits_use_a_one_off_container(sb):
+def test_other_container_limits_get_their_own_containers(sb):
     r = sb.run("print(open('/sys/fs/cgroup/pids/pids.max').read().strip())",
                limits=Limits(pids=16))
     assert r.status == "ok" and r.stdout.strip() == "16", r
