@@ -211,10 +211,10 @@ def test_sandbox_failure_is_visible_not_zero(env):
 
 
 def test_no_engine_warns_once_per_env_and_marks_the_info(monkeypatch, tmp_path):
-    import envs.code_tests
+    import envs.sandboxes
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    monkeypatch.setattr(envs.code_tests, "_shared", None)
+    monkeypatch.setattr(envs.sandboxes, "_shared", None)
     env = CodeTestsEnv(pack="mbpp")
     solution = fenced(env.pack.get("mbpp/11")["canonical_solution"])
     with pytest.warns(RuntimeWarning, match="python -m sandbox doctor") as caught:
