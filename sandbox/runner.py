@@ -58,7 +58,20 @@ class Sandbox:
 
     ``limits`` are the defaults for every run and fix the pool containers' memory, pids, disk
     and CPU quota. ``pool_size`` defaults to the CPU count. The image is built on first use.
+
+    ``backend="ray"`` runs the jobs on a Ray cluster instead, each node's actor holding such a
+    pool on its own engine (``sandbox.ray_backend``); ``ray_address`` is the cluster (``None``
+    starts a local Ray instance, ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT`` joins one).
     """
+
+    def __new__(cls, *args: object, backend: str = "local", **kwargs: object) -> Sandbox:
+        if backend not in ("local", "ray"):
+            raise ValueError(f"Sandbox(backend={backend!r}): use 'local' or 'ray'")
+        if backend == "ray" and cls is Sandbox:
+            from sandbox.ray_backend import RaySandbox  # imports Ray only when asked for
+
+            return super().__new__(RaySandbox)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -67,7 +80,11 @@ class Sandbox:
         pool_size: int | None = None,
         image: str | None = None,
         progress: Progress | None = None,
+        backend: str = "local",
+        ray_address: str | None = None,
     ):
+        if ray_address is not None and backend != "ray":
+            raise ValueError("Sandbox(ray_address=...) needs backend='ray'")
         self.limits = limits or Limits()
         self.pool_size = pool_size or os.cpu_count() or 1
         self.client = connect()
