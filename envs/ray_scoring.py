@@ -82,6 +82,11 @@ class RayScorer:
         return [dict(m.info) for m in self._actors.members()]
 
     @property
+    def lost(self) -> int:
+        """Actors lost mid-batch so far (their chunks were graded again elsewhere)."""
+        return self._actors.lost_count
+
+    @property
     def capacity(self) -> int:
         return sum(m.capacity for m in self._actors.members())
 

@@ -95,6 +95,7 @@ class NodeActors:
         self._failures: dict[str, str] = {}  # node id -> why its last actor failed to start
         self._last_refresh = 0.0
         self._closed = False
+        self.lost_count = 0  # actors lost while in use (for diagnostics and tests)
 
     # -- membership ---------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> list[Member]:
@@ -165,6 +166,7 @@ class NodeActors:
         with self._lock:
             if self._ready.get(member.node_id) is member:
                 del self._ready[member.node_id]
+                self.lost_count += 1
         self._forget(member)
         self.refresh(force=True)
 
