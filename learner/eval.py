@@ -185,6 +185,15 @@ def evaluate_command(args: argparse.Namespace) -> Path:
         raise SetupError("give --env (or --run DIR to take it from the run's config)")
     env = make_env(Config(env=args.env, env_kwargs=args.env_kwargs))
     scorer = ray_scorer(env, args.ray_address)
+    try:
+        return _evaluate_all(args, env, scorer, start_model)
+    finally:
+        if scorer is not None:
+            scorer.close()
+
+
+def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: str | None
+                  ) -> Path:
     tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(
         group_size=args.group_size, max_new_tokens=args.max_new_tokens,

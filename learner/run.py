@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
     result = trainer.train()
     trainer.save_model(out / "final")
+    if scorer is not None:
+        scorer.close()  # the nodes' actors and their sandbox containers
     if trainer.accelerator.is_main_process:
         if "before" in result:
             print(f"held-out before: {format_eval(result['before'])}")

@@ -91,6 +91,11 @@ class RaySandbox(Sandbox):
     def pool_size(self) -> int:  # type: ignore[override]
         return sum(m.capacity for m in self._actors.members()) or 1
 
+    @property
+    def lost(self) -> int:
+        """Actors lost mid-job so far (their jobs ran again elsewhere)."""
+        return self._actors.lost_count
+
     def nodes(self) -> list[dict[str, Any]]:
         """What each actor reported when it started: node id, hostname, pool size, engine."""
         return [dict(m.info) for m in self._actors.members()]

@@ -112,6 +112,7 @@ def test_a_killed_actor_mid_job_is_retried_elsewhere_and_leaves_no_container(ray
         t.join(120)
     # Retried on the surviving actor (or on the replacement): every job ran to the end.
     assert sorted(r.stdout for r in results) == [f"{i}\n" for i in range(4)], results
+    assert ray_sandbox.lost >= 1  # the kill hit a job in flight
     assert wait_until(lambda: not owned_by({victim["pid"]})), "containers left behind"
     # The node lives on, so its actor is replaced.
     assert wait_until(lambda: ray_sandbox.run("pass").ok and len(ray_sandbox.nodes()) == 2)
