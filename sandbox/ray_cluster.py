@@ -37,6 +37,7 @@ LOST = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError,
 LOCAL_OBJECT_STORE_BYTES = 200 << 20
 REFRESH_S = 10.0  # how often the set of nodes is looked at again while jobs flow
 START_TIMEOUT_S = 600.0  # a node's first actor may build the sandbox image
+FAILED_RETRY_S = 60.0  # a node whose actor failed to start is tried again this often
 STRAGGLER_S = 30.0  # how long start() waits for the other nodes once one actor is up
 
 
@@ -93,6 +94,8 @@ class NodeActors:
         self._pending: dict[str, Member] = {}
         self._ready: dict[str, Member] = {}
         self._failures: dict[str, str] = {}  # node id -> why its last actor failed to start
+        self._failed_at: dict[str, float] = {}  # ... and when: such a node is retried slowly
+        self._name = actor_class.__name__
         self._last_refresh = 0.0
         self._closed = False
         self.lost_count = 0  # actors lost while in use (for diagnostics and tests)
@@ -108,8 +111,8 @@ class NodeActors:
             self._promote(wait_s=min(1.0, max(0.0, deadline - time.monotonic())))
         if not self._ready:
             why = "; ".join(f"node {n[:8]}: {e}" for n, e in self._failures.items())
-            raise RayUnavailable("no node of the Ray cluster could start a sandbox actor"
-                                 + (f" ({why})" if why else " in time"))
+            raise RayUnavailable(f"no node of the Ray cluster could start a "
+                                 f"{self._name} actor" + (f" ({why})" if why else " in time"))
         return self.members()
 
     def refresh(self, force: bool = False) -> None:
@@ -123,8 +126,10 @@ class NodeActors:
             for node_id in [i for i in self._ready if i not in nodes]:
                 self._forget(self._ready.pop(node_id))
             for node_id, node in nodes.items():
-                if node_id not in self._ready and node_id not in self._pending:
-                    self._pending[node_id] = self._start_on(node)
+                if node_id in self._ready or node_id in self._pending \
+                        or now - self._failed_at.get(node_id, -FAILED_RETRY_S) < FAILED_RETRY_S:
+                    continue
+                self._pending[node_id] = self._start_on(node)
         self._promote(wait_s=0.0)
 
     def _start_on(self, node: dict[str, Any]) -> Member:
@@ -153,6 +158,7 @@ class NodeActors:
                 with self._lock:
                     self._pending.pop(m.node_id, None)
                     self._failures[m.node_id] = " ".join(str(exc).split())[-300:]
+                    self._failed_at[m.node_id] = time.monotonic()
                 self._forget(m)
                 continue
             with self._lock:
