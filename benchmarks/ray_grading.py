@@ -39,7 +39,6 @@ def run_side(side: str, n_tasks: int) -> dict[str, float]:
     t0 = time.perf_counter()
     scorer, cluster = None, None
     if side != "local":
-        import ray
         from ray.cluster_utils import Cluster
 
         from envs.ray_scoring import RayScorer
@@ -52,7 +51,6 @@ def run_side(side: str, n_tasks: int) -> dict[str, float]:
         for n in per_node[1:]:
             cluster.add_node(**node, num_cpus=n)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
         scorer = RayScorer(env, cluster.address)
     warm = min(8, n_tasks)
     score_all(env, tasks[:warm], golds[:warm], scorer=scorer)  # pools up, workers imported

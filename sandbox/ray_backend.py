@@ -34,7 +34,8 @@ class SandboxActor:
     def describe(self) -> dict[str, Any]:
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "hostname": socket.gethostname(), "pool_size": self.sandbox.pool_size,
-                "docker_host": os.environ.get("DOCKER_HOST") or "the default socket"}
+                "docker_host": os.environ.get("DOCKER_HOST") or "the default socket",
+                "code": os.path.dirname(__file__)}  # the shipped sandbox/ (ray_cluster)
 
     def run(self, code: str, stdin: str | bytes, files: dict[str, str | bytes] | None,
             limits: Limits | None) -> RunResult:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -56,10 +57,22 @@ def connect(address: str | None) -> None:
         return
     try:
         probe(check_address(address))
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, runtime_env=_code_env())
     except Exception as exc:  # noqa: BLE001 - Ray raises many kinds here
         text = " ".join(str(exc).split())
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {text}") from exc
+
+
+def _code_env() -> dict[str, Any]:
+    """Ship this process's own tasks/, envs/ and sandbox/ to the cluster's workers (Ray's
+    ``py_modules``): every node grades with the learner's code, whatever version it has
+    installed. Nodes still need the dependencies (``pip install grpo-gym[ray]``)."""
+    import envs
+    import sandbox
+    import tasks
+
+    folders = [str(Path(m.__file__).parent) for m in (envs, sandbox, tasks)]
+    return {"py_modules": folders, "excludes": ["__pycache__", "*.pyc"]}
 
 
 def grading_nodes() -> list[dict[str, Any]]:

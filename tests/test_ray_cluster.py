@@ -13,6 +13,7 @@ import pickle
 import signal
 import threading
 import time
+from pathlib import Path
 
 import docker
 import gymnasium as gym
@@ -24,11 +25,13 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import envs  # noqa: E402,F401
+import sandbox  # noqa: E402
 from envs.base import is_infra_error  # noqa: E402
 from envs.ray_scoring import RayScorer  # noqa: E402
 from learner.evaluation.heldout import heldout_tasks  # noqa: E402
 from learner.scoring import score_all  # noqa: E402
 from sandbox import Limits, Sandbox  # noqa: E402
+from sandbox.ray_cluster import connect  # noqa: E402
 from sandbox.worker import LABEL, OWNER_LABEL  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -42,7 +45,7 @@ def cluster():
     c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
     c.add_node(**NODE)
     c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
+    connect(c.address)  # as the learner joins: ships this checkout's code to the workers
     yield c
     ray.shutdown()
     c.shutdown()
@@ -78,6 +81,10 @@ def wait_until(check, timeout: float = GONE_WITHIN_S):
 def test_ray_backend_keeps_the_run_api_with_a_pool_per_node(ray_sandbox, cluster):
     nodes = ray_sandbox.nodes()
     assert len({n["node_id"] for n in nodes}) == 2
+    # The workers run this checkout's sandbox/ (shipped by Ray's py_modules, or found through
+    # the driver's working directory on a cluster of this machine), not some installed copy.
+    here = str(Path(sandbox.__file__).parent)
+    assert all(n["code"] == here or "runtime_resources" in n["code"] for n in nodes), nodes
     assert ray_sandbox.pool_size == 2  # one per node: each node counts one CPU
     r = ray_sandbox.run("import sys; print(sys.stdin.read()[::-1]); open('f.txt').read()",
                         stdin="abc", files={"f.txt": "x"})
