@@ -15,12 +15,18 @@ actor; when no actor is left its samples come back as infrastructure errors
 from __future__ import annotations
 
 import math
+import os
+import socket
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import ray
 from ray.exceptions import RayTaskError
 
+import envs
+import sandbox
+import tasks
 from envs.base import Elapsed, TaskEnv
 from envs.verify.verdict import Verdict
 from sandbox.ray_cluster import LOST, Member, NodeActors, connect, node_capacity
@@ -34,16 +40,10 @@ class GradingActor:
     """One env on one node, grading chunks of (task id, completion) pairs."""
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
-        import gymnasium as gym
-
-        import envs  # noqa: F401  (registers grpo/* and third-party envs)
-
+        # ``import envs`` above registered grpo/* and the third-party envs.
         self.env: TaskEnv = gym.make(env_id, **env_kwargs).unwrapped
 
     def describe(self) -> dict[str, Any]:
-        import os
-        import socket
-
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "hostname": socket.gethostname()}
 
@@ -69,7 +69,7 @@ class RayScorer:
             raise ValueError("RayScorer needs an env made with gym.make (its id and kwargs are "
                              "how the nodes build their copy)")
         self.env = env
-        connect(address)
+        connect(address, ship=[tasks, envs, sandbox])
         args = (spec.id, dict(spec.kwargs))
         self._actors = NodeActors(GradingActor, lambda node: (args, node_capacity(node)))
         try:

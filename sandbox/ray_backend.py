@@ -18,6 +18,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayTaskError
 
+import sandbox
 from sandbox.limits import Limits, RunResult
 from sandbox.ray_cluster import LOST, Member, NodeActors, RayUnavailable, connect, node_capacity
 from sandbox.runner import Sandbox, SandboxUnavailable
@@ -73,7 +74,7 @@ class RaySandbox(Sandbox):
         self.ray_address = ray_address
         self._closed = False
         try:
-            connect(ray_address)
+            connect(ray_address, ship=[sandbox])
         except RayUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from exc
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import ray
@@ -46,9 +47,12 @@ class RayUnavailable(ConnectionError):
     """No Ray cluster at the address, or none of its nodes could host an actor."""
 
 
-def connect(address: str | None) -> None:
+def connect(address: str | None, ship: Sequence[ModuleType] = ()) -> None:
     """Join the cluster at ``address`` (``None`` starts a local instance) unless this process
-    is connected already; raises ``RayUnavailable`` with a one-line reason."""
+    is connected already; raises ``RayUnavailable`` with a one-line reason.
+
+    ``ship``: packages whose local copy the cluster's workers import (``code_env``). Ray takes
+    them when the process joins, so the first caller's list holds for the process."""
     if ray.is_initialized():
         return
     if address is None:
@@ -57,21 +61,18 @@ def connect(address: str | None) -> None:
         return
     try:
         probe(check_address(address))
-        ray.init(address=address, log_to_driver=False, runtime_env=_code_env())
+        ray.init(address=address, log_to_driver=False,
+                 runtime_env=code_env(ship) if ship else None)
     except Exception as exc:  # noqa: BLE001 - Ray raises many kinds here
         text = " ".join(str(exc).split())
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {text}") from exc
 
 
-def _code_env() -> dict[str, Any]:
-    """Ship this process's own tasks/, envs/ and sandbox/ to the cluster's workers (Ray's
-    ``py_modules``): every node grades with the learner's code, whatever version it has
-    installed. Nodes still need the dependencies (``pip install grpo-gym[ray]``)."""
-    import envs
-    import sandbox
-    import tasks
-
-    folders = [str(Path(m.__file__).parent) for m in (envs, sandbox, tasks)]
+def code_env(packages: Sequence[ModuleType]) -> dict[str, Any]:
+    """A runtime env shipping this process's own copy of ``packages`` to the workers (Ray's
+    ``py_modules``): every node runs the caller's code, whatever version it has installed.
+    Nodes still need the dependencies (``pip install grpo-gym[ray]``)."""
+    folders = [str(Path(m.__file__).parent) for m in packages]
     return {"py_modules": folders, "excludes": ["__pycache__", "*.pyc"]}
 
 

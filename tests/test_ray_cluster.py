@@ -26,6 +26,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 import envs  # noqa: E402,F401
 import sandbox  # noqa: E402
+import tasks  # noqa: E402
 from envs.base import is_infra_error  # noqa: E402
 from envs.ray_scoring import RayScorer  # noqa: E402
 from learner.evaluation.heldout import heldout_tasks  # noqa: E402
@@ -45,7 +46,7 @@ def cluster():
     c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
     c.add_node(**NODE)
     c.wait_for_nodes()
-    connect(c.address)  # as the learner joins: ships this checkout's code to the workers
+    connect(c.address, ship=[tasks, envs, sandbox])  # as the learner joins
     yield c
     ray.shutdown()
     c.shutdown()
