@@ -24,9 +24,6 @@ import gymnasium as gym
 import ray
 from ray.exceptions import RayTaskError
 
-import envs
-import sandbox
-import tasks
 from envs.base import Elapsed, TaskEnv
 from envs.verify.verdict import Verdict
 from sandbox.ray_cluster import LOST, Member, NodeActors, connect, node_capacity
@@ -69,7 +66,7 @@ class RayScorer:
             raise ValueError("RayScorer needs an env made with gym.make (its id and kwargs are "
                              "how the nodes build their copy)")
         self.env = env
-        connect(address, ship=[tasks, envs, sandbox])
+        connect(address)
         args = (spec.id, dict(spec.kwargs))
         self._actors = NodeActors(GradingActor, lambda node: (args, node_capacity(node)))
         try:

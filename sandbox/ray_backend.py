@@ -18,7 +18,6 @@ from typing import Any
 import ray
 from ray.exceptions import RayTaskError
 
-import sandbox
 from sandbox.limits import Limits, RunResult
 from sandbox.ray_cluster import LOST, Member, NodeActors, RayUnavailable, connect, node_capacity
 from sandbox.runner import Sandbox, SandboxUnavailable
@@ -74,7 +73,7 @@ class RaySandbox(Sandbox):
         self.ray_address = ray_address
         self._closed = False
         try:
-            connect(ray_address, ship=[sandbox])
+            connect(ray_address)
         except RayUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from exc
 

@@ -10,12 +10,11 @@ their actors this way.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import ray
@@ -37,6 +36,9 @@ LOST = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError,
         LocalRayletDiedError, ActorUnschedulableError)
 #: A local instance started for ``address=None`` needs little shared memory: jobs are small.
 LOCAL_OBJECT_STORE_BYTES = 200 << 20
+#: The project's packages the workers import (grading builds envs over task packs); the learner
+#: stays on the driver.
+WORKER_PACKAGES = ("tasks", "envs", "sandbox")
 REFRESH_S = 10.0  # how often the set of nodes is looked at again while jobs flow
 START_TIMEOUT_S = 600.0  # a node's first actor may build the sandbox image
 FAILED_RETRY_S = 60.0  # a node whose actor failed to start is tried again this often
@@ -47,12 +49,10 @@ class RayUnavailable(ConnectionError):
     """No Ray cluster at the address, or none of its nodes could host an actor."""
 
 
-def connect(address: str | None, ship: Sequence[ModuleType] = ()) -> None:
+def connect(address: str | None) -> None:
     """Join the cluster at ``address`` (``None`` starts a local instance) unless this process
-    is connected already; raises ``RayUnavailable`` with a one-line reason.
-
-    ``ship``: packages whose local copy the cluster's workers import (``code_env``). Ray takes
-    them when the process joins, so the first caller's list holds for the process."""
+    is connected already; raises ``RayUnavailable`` with a one-line reason. Joining ships this
+    process's copy of the project's packages to the workers (``code_env``)."""
     if ray.is_initialized():
         return
     if address is None:
@@ -61,18 +61,22 @@ def connect(address: str | None, ship: Sequence[ModuleType] = ()) -> None:
         return
     try:
         probe(check_address(address))
-        ray.init(address=address, log_to_driver=False,
-                 runtime_env=code_env(ship) if ship else None)
+        ray.init(address=address, log_to_driver=False, runtime_env=code_env())
     except Exception as exc:  # noqa: BLE001 - Ray raises many kinds here
         text = " ".join(str(exc).split())
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {text}") from exc
 
 
-def code_env(packages: Sequence[ModuleType]) -> dict[str, Any]:
-    """A runtime env shipping this process's own copy of ``packages`` to the workers (Ray's
-    ``py_modules``): every node runs the caller's code, whatever version it has installed.
-    Nodes still need the dependencies (``pip install grpo-gym[ray]``)."""
-    folders = [str(Path(m.__file__).parent) for m in packages]
+def code_env() -> dict[str, Any]:
+    """A runtime env shipping this process's own copy of the project's packages to the
+    workers (Ray's ``py_modules``; Ray takes local folders only when a process joins): every
+    node runs the caller's code, whatever version it has installed. Nodes still need the
+    dependencies (``pip install grpo-gym[ray]``)."""
+    folders = []
+    for name in WORKER_PACKAGES:  # located, not imported: sandbox/ imports none of the others
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders.append(list(spec.submodule_search_locations)[0])
     return {"py_modules": folders, "excludes": ["__pycache__", "*.pyc"]}
 
 

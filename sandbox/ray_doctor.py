@@ -12,7 +12,6 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-import sandbox
 from sandbox.ray_address import GRADING_RESOURCE
 from sandbox.ray_cluster import connect, grading_nodes
 
@@ -27,7 +26,7 @@ def _diagnose_here() -> tuple[str, list[tuple[bool, str]]]:
 
 def diagnose_cluster(address: str) -> list[tuple[bool, str]]:
     """(ok, message) lines: one per node, then that node's checks (indented)."""
-    connect(address, ship=[sandbox])
+    connect(address)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     graders = {n["NodeID"] for n in grading_nodes()}
     remote = ray.remote(_diagnose_here)
