@@ -165,6 +165,8 @@ def test_ray_grading_equals_local_grading(cluster, env_id):
         assert pickle.loads(pickle.dumps(remote)) == remote
         scores = score_all(env, tasks, completions, scorer=scorer)
         assert scores.rewards == [r for r, _ in local] and not any(scores.infra_error)
+        with pytest.raises(TypeError, match="a completion must be a str"):  # as env.score
+            scorer.score_many(tasks[:1], [None])
     finally:
         scorer.close()
 
