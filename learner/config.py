@@ -88,6 +88,9 @@ class Config:
     samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps")
     samples_groups: int = _opt(2, "groups written each time")
     score_workers: int = _opt(16, "threads grading completions concurrently")
+    ray_address: str | None = _opt(
+        None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
+        "(nodes with the 'docker' resource grade; see the README)")
     num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
     progress: bool = _opt(True, "show a progress bar")
 
@@ -120,6 +123,8 @@ class Config:
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in choices:
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        if self.ray_address is not None:
+            problems += ray_address_problems(self.ray_address)
         if not isinstance(self.env_kwargs, dict):
             problems.append("--env-kwargs must be a JSON object")
         if problems:
@@ -127,6 +132,21 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def ray_address_problems(address: str) -> list[str]:
+    """Why ``--ray-address`` cannot work, checked without importing Ray (empty when fine)."""
+    import importlib.util
+
+    from sandbox.ray_address import check_address
+
+    try:
+        check_address(address)
+    except ValueError as exc:
+        return [str(exc)]
+    if importlib.util.find_spec("ray") is None:
+        return ["--ray-address needs Ray, which is not installed: pip install -e '.[ray]'"]
+    return []
 
 
 def _field(name: str) -> dataclasses.Field:

@@ -26,13 +26,13 @@ import torch
 from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
-from learner.config import Config, parse_json_object
+from learner.config import Config, parse_json_object, ray_address_problems
 from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
 from learner.evaluation.heldout import heldout_tasks
 from learner.evaluation.report import compare_table, deltas, load_report, write_report
 from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer, with_lora
-from learner.run import SetupError, make_env
+from learner.run import SetupError, make_env, ray_scorer
 from learner.training import checkpoint
 
 
@@ -162,11 +162,11 @@ def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
 
 
 def _evaluate(model: PreTrainedModel, tokenizer, env: TaskEnv, tasks, settings: GateSettings,
-              label: str) -> dict[str, Any]:
+              label: str, scorer=None) -> dict[str, Any]:
     print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
     start = time.perf_counter()
     report = run_gates(model, tokenizer, env, tasks, settings,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), scorer=scorer)
     report["timing"]["total_s"] = round(time.perf_counter() - start, 3)
     return report
 
@@ -184,6 +184,16 @@ def evaluate_command(args: argparse.Namespace) -> Path:
     if args.env is None:
         raise SetupError("give --env (or --run DIR to take it from the run's config)")
     env = make_env(Config(env=args.env, env_kwargs=args.env_kwargs))
+    scorer = ray_scorer(env, args.ray_address)
+    try:
+        return _evaluate_all(args, env, scorer, start_model)
+    finally:
+        if scorer is not None:
+            scorer.close()
+
+
+def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: str | None
+                  ) -> Path:
     tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(
         group_size=args.group_size, max_new_tokens=args.max_new_tokens,
@@ -198,7 +208,7 @@ def evaluate_command(args: argparse.Namespace) -> Path:
         policy, policy_name = load_run_policy(args.run)
     else:
         policy, policy_name = load_model(start_model), start_name
-    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name)
+    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer)
     _write_samples(out / "samples.jsonl", report.pop("samples"))
     report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
     if args.run:
@@ -206,7 +216,7 @@ def evaluate_command(args: argparse.Namespace) -> Path:
         report["metadata"]["start_model"] = start_name
         del policy  # two 135M+ models fit, but there is no need to hold both
         baseline = _evaluate(load_model(start_model), tokenizer, env, tasks, settings,
-                             f"the starting model {start_name}")
+                             f"the starting model {start_name}", scorer)
         _write_samples(out / "samples_start.jsonl", baseline.pop("samples"))
         report["baseline"] = {"model": start_name, **baseline}
         report["deltas"] = deltas(report, baseline)
@@ -261,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=8,
                    help="prompts per generate call (default 8)")
     p.add_argument("--workers", type=_positive, default=16, help="grading threads")
+    p.add_argument("--ray-address", default=None,
+                   help="grade on a Ray cluster: 'auto', HOST:PORT of its head or "
+                        "ray://HOST:10001 (nodes with the 'docker' resource grade)")
     p.add_argument("--num-threads", type=_non_negative, default=0,
                    help="torch CPU threads (0 = torch's default)")
     return p
@@ -276,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.temperature <= 0 or not 0 < args.top_p <= 1:
         parser.error("--temperature must be > 0 and --top-p in (0, 1]")
+    if args.ray_address is not None and (problems := ray_address_problems(args.ray_address)):
+        parser.error("; ".join(problems))
     try:
         path = evaluate_command(args)
     except (SetupError, ModelLoadError, RunDirError) as exc:

@@ -36,6 +36,26 @@ def make_env(config: Config):
         raise SetupError(f"cannot create {config.env} with {config.env_kwargs}: {exc}") from exc
 
 
+def ray_scorer(env, address: str | None):
+    """Grading on the Ray cluster at ``address`` (``None``: local grading, returns None);
+    a cluster that cannot be reached is a ``SetupError`` with one line."""
+    if address is None:
+        return None
+    from envs.ray_scoring import RayScorer
+    from sandbox.ray_cluster import RayUnavailable
+
+    print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
+          flush=True)
+    try:
+        scorer = RayScorer(env, address)
+    except RayUnavailable as exc:
+        raise SetupError(str(exc)) from exc
+    hosts = sorted({n["hostname"] for n in scorer.nodes()})
+    print(f"grading on {len(scorer.nodes())} Ray nodes ({', '.join(hosts)}), "
+          f"{scorer.capacity} slots", flush=True)
+    return scorer
+
+
 def format_eval(metrics: dict[str, float]) -> str:
     parts = [f"accuracy {metrics.get('eval/accuracy', float('nan')):.1%}"]
     if "eval/full_marks" in metrics:
@@ -57,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         env = make_env(config)
+        scorer = ray_scorer(env, config.ray_address)
         from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
-        trainer = GRPOTrainer(config, env=env)
+        trainer = GRPOTrainer(config, env=env, scorer=scorer)
     except (SetupError, ModelLoadError, UnsupportedBackend) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -69,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
     result = trainer.train()
     trainer.save_model(out / "final")
+    if scorer is not None:
+        scorer.close()  # the nodes' actors and their sandbox containers
     if trainer.accelerator.is_main_process:
         if "before" in result:
             print(f"held-out before: {format_eval(result['before'])}")

@@ -1,13 +1,22 @@
-"""Grading completions through the env, concurrently (code graders wait on sandboxes)."""
+"""Grading completions through the env: concurrently on this machine (code graders wait on
+sandboxes), or on a Ray cluster through a ``RemoteScorer`` (``envs.ray_scoring.RayScorer``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from envs.base import TaskEnv, is_infra_error
 from tasks import Task
+
+
+class RemoteScorer(Protocol):
+    """Grades elsewhere with the same results as ``env.score`` (``envs.ray_scoring``)."""
+
+    def score_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
+                   ) -> list[tuple[float, dict[str, Any]]]: ...
 
 
 @dataclass
@@ -22,13 +31,18 @@ class Scores:
 
 
 def score_all(
-    env: TaskEnv, tasks: list[Task], completions: list[str], workers: int = 16
+    env: TaskEnv, tasks: list[Task], completions: list[str], workers: int = 16,
+    scorer: RemoteScorer | None = None,
 ) -> Scores:
-    """Grade ``completions[i]`` against ``tasks[i]`` with ``env.score`` on a thread pool."""
+    """Grade ``completions[i]`` against ``tasks[i]`` with ``env.score`` on a thread pool, or
+    with ``scorer`` (e.g. over a Ray cluster) when one is given."""
     if len(tasks) != len(completions):
         raise ValueError(f"{len(tasks)} tasks but {len(completions)} completions")
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
-        results = list(pool.map(env.score, tasks, completions))
+    if scorer is not None:
+        results = scorer.score_many(tasks, completions) if tasks else []
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
+            results = list(pool.map(env.score, tasks, completions))
     infos = [info for _, info in results]
     return Scores(
         rewards=[float(r) for r, _ in results],

@@ -62,7 +62,20 @@ class Sandbox:
     pids, disk, CPU quota) gets ``pool_size`` warm containers (default: the CPU count), at most
     ``max_containers`` in all (default: 4 pools' worth); a set unused for ``idle_s`` seconds is
     closed, except the default one. The image is built on first use.
+
+    ``backend="ray"`` runs the jobs on a Ray cluster instead, each node's actor holding such a
+    pool on its own engine (``sandbox.ray_backend``); ``ray_address`` is the cluster (``None``
+    starts a local Ray instance, ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT`` joins one).
     """
+
+    def __new__(cls, *args: object, backend: str = "local", **kwargs: object) -> Sandbox:
+        if backend not in ("local", "ray"):
+            raise ValueError(f"Sandbox(backend={backend!r}): use 'local' or 'ray'")
+        if backend == "ray" and cls is Sandbox:
+            from sandbox.ray_backend import RaySandbox  # imports Ray only when asked for
+
+            return super().__new__(RaySandbox)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -73,7 +86,11 @@ class Sandbox:
         progress: Progress | None = None,
         max_containers: int | None = None,
         idle_s: float = 60.0,
+        backend: str = "local",
+        ray_address: str | None = None,
     ):
+        if ray_address is not None and backend != "ray":
+            raise ValueError("Sandbox(ray_address=...) needs backend='ray'")
         self.limits = limits or Limits()
         self.pool_size = pool_size or os.cpu_count() or 1
         self.max_containers = max_containers or 4 * self.pool_size

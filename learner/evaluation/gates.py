@@ -22,6 +22,7 @@ from envs.base import TaskEnv
 from learner.evaluation.flags import flag_samples
 from learner.evaluation.general import general_check
 from learner.evaluation.heldout import pass_at_k, sample
+from learner.scoring import RemoteScorer
 from tasks import Task
 
 HIST_BINS = 10
@@ -142,6 +143,7 @@ def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> 
 def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                           env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                           batch_size: int = 8, workers: int = 16,
+                          scorer: RemoteScorer | None = None,
                           original: Sequence[dict[str, Any]] | None = None,
                           gather: Callable[[list], list] | None = None) -> dict[str, Any]:
     """Greedy score of ``tasks`` under each of the env's perturbations (``env.perturbations``),
@@ -157,7 +159,7 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     descriptions = {kind.name: kind.description for kind in env.perturbation_kinds}
     names = list(env.perturbations(tasks[0])) if tasks else []
     run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
-               workers=workers)
+               workers=workers, scorer=scorer)
     if original is None:
         original = gather(sample(model, tokenizer, env, tasks, desc="perturbed: original", **run))
     results = {"original": {"description": "the pack's own prompt",
@@ -182,10 +184,12 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
 def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                          env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                          batch_size: int = 8, workers: int = 16,
+                         scorer: RemoteScorer | None = None,
                          gather: Callable[[list], list] | None = None) -> dict[str, float]:
     """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl."""
     result = perturbation_accuracy(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens,
-                                   batch_size=batch_size, workers=workers, gather=gather)
+                                   batch_size=batch_size, workers=workers, scorer=scorer,
+                                   gather=gather)
     return {f"eval/perturb/{name}": r["score"] for name, r in result["results"].items()
             if r["score"] is not None}
 
@@ -204,10 +208,12 @@ def _public(sample: dict[str, Any]) -> dict[str, Any]:
 
 def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
               tasks: Sequence[Task], settings: GateSettings,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              log: Callable[[str], None] | None = None,
+              scorer: RemoteScorer | None = None) -> dict[str, Any]:
     """Every report section for one policy; ``samples`` (all graded completions) rides along.
 
-    ``log`` receives a line after each phase (generation on CPU takes minutes).
+    ``log`` receives a line after each phase (generation on CPU takes minutes); ``scorer``
+    grades remotely (``learner.scoring.score_all``).
     """
     s = settings
     timing: dict[str, float] = {}
@@ -224,11 +230,12 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers,
-                    desc="greedy")
+                    scorer=scorer, desc="greedy")
     lap("greedy_s")
     sampled = sample(model, tokenizer, env, tasks, group_size=s.group_size,
                      max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                     batch_size=s.batch_size, workers=s.workers, desc=f"sampled x{s.group_size}")
+                     batch_size=s.batch_size, workers=s.workers, scorer=scorer,
+                     desc=f"sampled x{s.group_size}")
     lap("sampled_s")
     accuracy, passk = heldout_accuracy(greedy, sampled, s.group_size)
     components = list(env.default_weights)
@@ -243,7 +250,7 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
         result = perturbation_accuracy(model, tokenizer, env, tasks,
                                        max_new_tokens=s.max_new_tokens,
                                        batch_size=s.batch_size, workers=s.workers,
-                                       original=greedy)
+                                       scorer=scorer, original=greedy)
         perturbed = result.pop("samples")
         report["perturbations"] = result
         lap("perturbations_s")

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.base import TaskEnv
 from learner.model import chat_prompt
 from learner.rollout import generate
-from learner.scoring import score_all
+from learner.scoring import RemoteScorer, score_all
 from tasks import Task
 
 
@@ -82,10 +82,12 @@ def evaluate(
     top_p: float = 1.0,
     batch_size: int = 64,
     workers: int = 16,
+    scorer: RemoteScorer | None = None,
 ) -> EvalResult:
     """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
     n_samples = samples or k
-    run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers)
+    run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
+               scorer=scorer)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     desc="held-out greedy", **run)
     sampled_correct = [int(g["passed"]) for g in greedy]
@@ -113,7 +115,7 @@ def evaluate(
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
-           build: Callable[[Task], str] | None = None,
+           scorer: RemoteScorer | None = None, build: Callable[[Task], str] | None = None,
            desc: str | None = None) -> list[dict[str, Any]]:
     """``group_size`` graded completions per task (prompts from ``build``, default the env's).
 
@@ -134,7 +136,7 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
                         temperature=temperature, top_p=top_p)
         repeated = [t for t in chunk for _ in range(group_size)]
         bar.set_postfix_str("grading")
-        scores = score_all(env, repeated, roll.texts, workers)
+        scores = score_all(env, repeated, roll.texts, workers, scorer)
         bar.update(len(chunk))
         for row, text in enumerate(roll.texts):
             i = row // group_size

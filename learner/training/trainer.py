@@ -31,7 +31,7 @@ from learner.config import Config
 from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
-from learner.scoring import Scores, score_all
+from learner.scoring import RemoteScorer, Scores, score_all
 from learner.training import checkpoint, grpo, hack_monitor, sharding
 from learner.training.batching import Batch, gather_rows, merge_rollouts, select_rows
 from learner.training.data import PromptStream
@@ -43,7 +43,7 @@ from learner.training.metrics import RunLog
 
 class GRPOTrainer:
     def __init__(self, config: Config, *, model=None, tokenizer=None, env: TaskEnv | None = None,
-                 accelerator: Accelerator | None = None):
+                 accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None):
         self.config = c = config
         cuda = torch.cuda.is_available()
         # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
@@ -62,6 +62,11 @@ class GRPOTrainer:
             torch.set_num_threads(c.num_threads or cpu_threads(self.accelerator.num_processes))
         set_seed(c.seed, device_specific=True)  # each process samples differently
         self.env = env or gym.make(c.env, **c.env_kwargs).unwrapped
+        if scorer is None and c.ray_address:  # --ray-address: grade on the cluster
+            from envs.ray_scoring import RayScorer
+
+            scorer = RayScorer(self.env, c.ray_address)
+        self.scorer = scorer
         self.tokenizer = tokenizer or load_tokenizer(c.model)
         model = model or load_model(c.model)
         if c.gradient_checkpointing:
@@ -109,7 +114,7 @@ class GRPOTrainer:
                             top_p=c.top_p)
         t1 = time.perf_counter()
         repeated = [t for t in tasks for _ in range(c.group_size)]
-        scores = score_all(self.env, repeated, roll.texts, c.score_workers)
+        scores = score_all(self.env, repeated, roll.texts, c.score_workers, self.scorer)
         return tasks, roll, scores, t1 - t0, time.perf_counter() - t1
 
     def collect(self) -> dict[str, Any]:
@@ -387,7 +392,8 @@ class GRPOTrainer:
             result = evaluate(policy, self.tokenizer, self.env, tasks,
                               max_new_tokens=c.max_new_tokens, k=c.eval_k,
                               temperature=c.temperature, top_p=c.top_p,
-                              batch_size=c.eval_batch_size, workers=c.score_workers)
+                              batch_size=c.eval_batch_size, workers=c.score_workers,
+                              scorer=self.scorer)
             if gather is not None:
                 result.records = gather(result.records)
             metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
@@ -397,7 +403,8 @@ class GRPOTrainer:
                 subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
                 metrics.update(perturbation_metrics(
                     policy, self.tokenizer, self.env, subset, max_new_tokens=c.max_new_tokens,
-                    batch_size=c.eval_batch_size, workers=c.score_workers, gather=gather))
+                    batch_size=c.eval_batch_size, workers=c.score_workers,
+                    scorer=self.scorer, gather=gather))
         return metrics
 
     def save(self) -> None:

@@ -1,0 +1,151 @@
+"""Grading on a Ray cluster: ``RayScorer(env, address).score_many(tasks, completions)``.
+
+Each verification node (``sandbox.ray_cluster``: the nodes declaring the ``docker`` resource)
+runs one ``GradingActor`` that builds the same env from its gymnasium id and keyword arguments
+and grades with ``env.score`` on that node: code in the node's own sandbox pool, math in the
+node's checker worker processes, JSON in the actor. The results, ``(reward, info)`` pairs, are
+those local grading returns.
+
+A batch is cut into chunks that are fed to the actors as they free up (at most as many in flight
+per actor as its node has CPUs). A chunk whose actor or node dies is graded again on another
+actor; when no actor is left its samples come back as infrastructure errors
+(``envs.base.is_infra_error``), which trainers drop instead of scoring 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import ray
+from ray.exceptions import RayTaskError
+
+from envs.base import Elapsed, TaskEnv
+from envs.verify.verdict import Verdict
+from sandbox.ray_cluster import LOST, Member, NodeActors, connect, node_capacity
+from tasks import Task
+
+RETRIES = 2  # other actors a chunk is tried on after its actor was lost
+CHUNKS_PER_SLOT = 2  # chunks per grading slot of the cluster: small enough to balance the load
+
+
+class GradingActor:
+    """One env on one node, grading chunks of (task id, completion) pairs."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
+        # ``import envs`` above registered grpo/* and the third-party envs.
+        self.env: TaskEnv = gym.make(env_id, **env_kwargs).unwrapped
+
+    def describe(self) -> dict[str, Any]:
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "hostname": socket.gethostname()}
+
+    def score(self, task_ids: list[str], completions: list[str]
+              ) -> list[tuple[float, dict[str, Any]]]:
+        return [self.env.score(t, c) for t, c in zip(task_ids, completions, strict=True)]
+
+    def close(self) -> None:
+        # A graceful exit runs the process's exit hooks: the code envs' sandbox removes its
+        # containers and the math checker stops its workers.
+        ray.actor.exit_actor()
+
+
+class RayScorer:
+    """Grades for ``env`` (built with ``gym.make``, whose id and kwargs the actors reuse) on
+    the Ray cluster at ``address`` (``None``: a local instance; ``"auto"``, ``HOST:PORT``,
+    ``ray://HOST:PORT``). Raises ``sandbox.ray_cluster.RayUnavailable`` (a ``ConnectionError``)
+    with a one-line reason when the cluster cannot be reached or no actor starts."""
+
+    def __init__(self, env: TaskEnv, address: str | None = None):
+        spec = env.spec
+        if spec is None:
+            raise ValueError("RayScorer needs an env made with gym.make (its id and kwargs are "
+                             "how the nodes build their copy)")
+        self.env = env
+        connect(address)
+        args = (spec.id, dict(spec.kwargs))
+        self._actors = NodeActors(GradingActor, lambda node: (args, node_capacity(node)))
+        try:
+            self._actors.start()
+        except Exception:
+            self._actors.close()
+            raise
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [dict(m.info) for m in self._actors.members()]
+
+    @property
+    def lost(self) -> int:
+        """Actors lost mid-batch so far (their chunks were graded again elsewhere)."""
+        return self._actors.lost_count
+
+    @property
+    def capacity(self) -> int:
+        return sum(m.capacity for m in self._actors.members())
+
+    def score_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
+                   ) -> list[tuple[float, dict[str, Any]]]:
+        """``env.score(tasks[i], completions[i])`` for every i, graded on the cluster."""
+        if len(tasks) != len(completions):
+            raise ValueError(f"{len(tasks)} tasks but {len(completions)} completions")
+        ids = [t if isinstance(t, str) else t.id for t in tasks]
+        results: list[tuple[float, dict[str, Any]] | None] = [None] * len(ids)
+        size = max(1, math.ceil(len(ids) / max(1, CHUNKS_PER_SLOT * self.capacity)))
+        todo = [(list(range(i, min(i + size, len(ids)))), 0) for i in range(0, len(ids), size)]
+        running: dict[Any, tuple[Member, list[int], int]] = {}
+        while todo or running:
+            while todo:  # feed free slots
+                member = self._actors.acquire(within_capacity=True)
+                if member is None:
+                    break
+                rows, tries = todo.pop()
+                ref = member.actor.score.remote([ids[i] for i in rows],
+                                                [completions[i] for i in rows])
+                running[ref] = (member, rows, tries)
+            if not running:  # work left and no actor to take it
+                for rows, _ in todo:
+                    self._fill_lost(results, tasks, rows, "no grading actor is alive on the "
+                                    "Ray cluster")
+                break
+            done, _ = ray.wait(list(running), num_returns=1)
+            member, rows, tries = running.pop(done[0])
+            self._actors.release(member)
+            try:
+                graded = ray.get(done[0])
+            except RayTaskError as exc:  # the env's own error: as in local grading
+                raise exc.cause from None
+            except LOST as exc:
+                self._actors.lost(member)
+                if tries < RETRIES:
+                    todo.append((rows, tries + 1))
+                else:
+                    self._fill_lost(results, tasks, rows, f"lost the grading actor on node "
+                                    f"{member.node_id[:8]}: {' '.join(str(exc).split())[:200]}")
+                continue
+            for i, pair in zip(rows, graded, strict=True):
+                results[i] = pair
+        return results  # type: ignore[return-value]
+
+    def _fill_lost(self, results: list, tasks: Sequence[Task | str], rows: list[int],
+                   error: str) -> None:
+        for i in rows:
+            results[i] = (0.0, infra_error_info(self.env, tasks[i], error))
+
+    def close(self) -> None:
+        """End the actors, with the sandbox containers they hold. Never raises."""
+        self._actors.close()
+
+
+def infra_error_info(env: TaskEnv, task: Task | str, error: str) -> dict[str, Any]:
+    """The ``score`` info of a sample that could not be graded because the infrastructure
+    failed: ``reason == "sandbox_error"``, so ``is_infra_error`` holds and trainers drop it."""
+    if isinstance(task, str):
+        task = env.pack.get(task)
+    verdict = Verdict.fail("sandbox_error", None, sandbox_error=True, error=error)
+    return {**env.task_info(task), "rewards": {k: 0.0 for k in env.reward_weights},
+            "passed": False, "reason": "sandbox_error", "extracted": None, "verdict": verdict,
+            "grading_s": Elapsed(0.0)}
