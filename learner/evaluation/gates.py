@@ -198,7 +198,7 @@ def max_reward(env: TaskEnv) -> float:
 
 def _public(sample: dict[str, Any]) -> dict[str, Any]:
     keep = ("task_id", "prompt", "completion", "reward", "rewards", "passed", "truncated",
-            "flags", "source")
+            "flags", "source", "transcript", "turns", "tool_calls")
     return {k: sample[k] for k in keep if k in sample}
 
 

@@ -238,7 +238,9 @@ format) on the same held-out tasks with the prompt changed.</p>
 {% for s in r.flagged.samples %}<details><summary>{{ s.task_id }} ({{ s.source }}), reward
 {{ fmt(s.reward) }}: {% for f in s.flags %}<b>{{ f.reason }}</b> {{ f.detail }}{% if not loop.last %};
 {% endif %}{% endfor %}</summary>
-<p>rewards: {{ s.rewards }}</p><pre>{{ s.prompt }}</pre><pre>{{ s.completion }}</pre></details>
+<p>rewards: {{ s.rewards }}</p>{% if s.transcript %}{% for t in s.transcript %}
+<p><b>{{ t.role }}</b></p><pre>{{ t.content }}</pre>{% endfor %}{% else %}
+<pre>{{ s.prompt }}</pre><pre>{{ s.completion }}</pre>{% endif %}</details>
 {% endfor %}
 
 {% if r.general %}<h2>General capability</h2>
