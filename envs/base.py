@@ -1,9 +1,11 @@
 """The base class every grpo/* environment shares.
 
 One episode is one task: ``reset`` returns the prompt (the user-message text; the learner applies
-the chat template), ``step`` grades one completion and terminates. Subclasses implement
-``grade(task, completion) -> (rewards, verdict)``; the base class handles task selection, reward
-weighting, timing and the episode state.
+the chat template), ``step`` grades one completion and terminates. With a tool
+(``python_tool=True``, ``max_turns``) an episode has several turns: ``step`` returns the tool's
+output until the final answer is graded (``envs.episode``). Subclasses implement
+``grade(task, completion) -> (rewards, verdict)`` and, to take tools, ``final_answer_given``;
+the base class handles task selection, reward weighting, timing and the episode state.
 """
 
 from __future__ import annotations
@@ -14,24 +16,13 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from envs.episode import Elapsed, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
 from envs.perturb import GENERIC, Perturbation
+from envs.python_tool import PythonTool
 from envs.spaces import AnyText
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
-
-
-class Elapsed(float):
-    """Seconds spent grading. A measurement, not episode state: any two compare equal, so the
-    info dicts of two identical episodes are equal (gymnasium's determinism check relies on it)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Elapsed)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = float.__hash__
 
 
 def is_infra_error(info: Mapping[str, Any]) -> bool:
@@ -42,17 +33,16 @@ def is_infra_error(info: Mapping[str, Any]) -> bool:
     return bool(details.get("sandbox_error")) or info.get("reason") == "sandbox_error"
 
 
-class EpisodeError(RuntimeError):
-    """``step`` was called without a running episode."""
-
-
 class TaskEnv(gym.Env[str, str]):
-    """A single-step environment over the tasks of one pack.
+    """An environment over the tasks of one pack: one step per episode, or several with a tool.
 
     Keyword arguments: ``pack`` (name, defaults to ``default_pack``; or a loaded ``Pack``, which
     is how ``python -m envs validate`` builds an env over a folder that is not registered),
     ``split`` ("train" or "test"), ``reward_weights`` (component -> weight, overriding the
-    pack's and the env's defaults) and any options of a procedural pack (``level=1``).
+    pack's and the env's defaults), ``python_tool`` (True, or a configured ``PythonTool``: turns
+    ending with a ```python block run it in the sandbox), ``max_turns`` (turns per episode, 1
+    without a tool, ``DEFAULT_TOOL_TURNS`` with one) and any options of a procedural pack
+    (``level=1``).
 
     Hooks let tools work without knowing the domain: the pack validator uses
     ``required_fields``, ``gold_problem`` and ``gold_completion``; the learner and the evaluation
@@ -61,6 +51,8 @@ class TaskEnv(gym.Env[str, str]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     env_id: ClassVar[str] = ""
+    #: The env id whose packs this env reads (default: ``env_id``).
+    pack_env: ClassVar[str] = ""
     default_pack: ClassVar[str] = ""
     #: Reward components this env emits and their default weights.
     default_weights: ClassVar[dict[str, float]] = {}
@@ -83,6 +75,8 @@ class TaskEnv(gym.Env[str, str]):
         pack: str | Pack | None = None,
         split: str = "train",
         reward_weights: Mapping[str, float] | None = None,
+        python_tool: bool | PythonTool = False,
+        max_turns: int | None = None,
         **pack_options: Any,
     ):
         super().__init__()
@@ -95,10 +89,9 @@ class TaskEnv(gym.Env[str, str]):
             self.pack: Pack = pack
         else:
             self.pack = load_pack(pack or self.default_pack, **pack_options)
-        if self.env_id and self.pack.env != self.env_id:
-            raise PackError(
-                f"pack '{self.pack.name}' feeds {self.pack.env}, not {self.env_id}"
-            )
+        feeds = self.pack_env or self.env_id
+        if feeds and self.pack.env != feeds:
+            raise PackError(f"pack '{self.pack.name}' feeds {self.pack.env}, not {feeds}")
         self.pack.size(split)  # raises a clear error for an unknown split
         self.split = split
         weights = dict(self.default_weights)
@@ -113,7 +106,11 @@ class TaskEnv(gym.Env[str, str]):
         self.reward_weights = weights
         self.observation_space = AnyText()
         self.action_space = AnyText()
-        self._task: Task | None = None
+        self.tool: PythonTool | None = (
+            python_tool if isinstance(python_tool, PythonTool)
+            else PythonTool() if python_tool else None)
+        self.max_turns = _max_turns(max_turns, self.tool is not None)
+        self._episode: Episode | None = None
 
     # -- subclass hook ----------------------------------------------------------------------
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
@@ -121,7 +118,16 @@ class TaskEnv(gym.Env[str, str]):
         raise NotImplementedError
 
     def prompt(self, task: Task) -> str:
-        return self.pack.prompt(task)
+        """The pack's prompt, followed by how to call the tool when the env has one."""
+        if self.tool is None:
+            return self.pack.prompt(task)
+        return f"{self.pack.prompt(task)}\n\n{self.tool.instructions}"
+
+    def final_answer_given(self, text: str) -> bool:
+        """Whether ``text`` (a turn, up to a tool call) already gives the final answer, so the
+        call must not run and the turn is graded. An env taking tools overrides it with its own
+        answer finder; the default finds none: only a turn without a tool call is graded."""
+        return False
 
     def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
              truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
@@ -168,18 +174,42 @@ class TaskEnv(gym.Env[str, str]):
                 raise PackError(f"split '{self.split}' of pack '{self.pack.name}' is empty")
             index = int(self.np_random.integers(size if size is not None else 2**31 - 1))
             task = self.pack.task_at(self.split, index)
-        self._task = task
+        self._episode = self.episode(task)
         return self.prompt(task), self.task_info(task)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._task is None:
+    def step(self, action: str) -> StepResult:
+        if self._episode is None:
             raise EpisodeError(
                 "step() called without a running episode: call reset() first "
-                "(each episode is a single step)"
+                "(an episode ends when its answer is graded)"
             )
-        task, self._task = self._task, None
-        reward, info = self.score(task, action)
-        return "", reward, True, False, info
+        result = self._episode.step(action)
+        if result[2] or result[3]:
+            self._episode = None
+        return result
+
+    def close(self) -> None:
+        if self.tool is not None:
+            self.tool.close()
+        super().close()
+
+    # -- episodes (thread-safe: the learner steps many at once) ------------------------------
+    def episode(self, task: Task | str) -> Episode:
+        """A new, independent episode of ``task`` (a Task or task id); ``reset`` makes one for
+        the gymnasium ``step``."""
+        return Episode(self, self.pack.get(task) if isinstance(task, str) else task)
+
+    def tool_call_end(self, text: str) -> int | None:
+        """Where a turn stops: the index just after the closing fence of the first complete
+        tool call in ``text`` when no final answer comes before it, else ``None`` (always for
+        an env without a tool). A learner calls it on a turn's text as it grows; ``step`` runs
+        the call and ignores anything after that index."""
+        if self.tool is None:
+            return None
+        call = self.tool.find_call(text)
+        if call is None or self.final_answer_given(text[: call.start]):
+            return None
+        return call.end
 
     # -- stateless scoring (thread-safe; the learner grades groups concurrently) ------------
     def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
@@ -210,3 +240,18 @@ class TaskEnv(gym.Env[str, str]):
             "pack_version": self.pack.pack_version,
             "split": task.split,
         }
+
+
+#: Turns per episode of an env with a tool, unless ``max_turns`` says otherwise.
+DEFAULT_TOOL_TURNS = 4
+
+
+def _max_turns(max_turns: int | None, has_tool: bool) -> int:
+    if max_turns is None:
+        return DEFAULT_TOOL_TURNS if has_tool else 1
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
+    if max_turns > 1 and not has_tool:
+        raise ValueError(f"max_turns={max_turns} needs a tool (python_tool=True): without one "
+                         "every turn is a final answer")
+    return max_turns

@@ -17,15 +17,15 @@ from exit codes or output. When the sandbox itself fails, the verdict's reason i
 ``sandbox_error`` and ``details["sandbox_error"]`` is True, so a learner can drop the sample
 instead of scoring it 0.
 
-One ``Sandbox`` is shared by every env in a process (created on first use, closed at exit);
-``score`` is thread-safe, and ``grade_many`` grades a group concurrently through the pool.
+One ``Sandbox`` is shared by every env in a process (``envs.sandboxes``: created on first use,
+closed at exit); ``score`` is thread-safe, and ``grade_many`` grades a group concurrently through
+the pool.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
@@ -34,13 +34,13 @@ from envs.base import TaskEnv
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
+from envs.sandboxes import shared_sandbox
 from envs.verify.verdict import Verdict
-from sandbox import Limits, Sandbox, SandboxUnavailable
+from sandbox import Sandbox, SandboxUnavailable
 from sandbox.harness import TestReport, parse, run_tests
 from tasks import Task
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-SANDBOX_LIMITS = Limits(wall_s=30.0, cpu_s=30.0)
 #: The function asked outside the training format: reworded, and without Markdown fences.
 CODE_PERTURBATIONS = (
     Perturbation("paraphrase", "the instruction reworded, still asking for a fenced block",
@@ -51,19 +51,6 @@ CODE_PERTURBATIONS = (
                                   "without Markdown code fences or explanations.", unfenced=True)),
     IRRELEVANT,
 )
-
-_shared: Sandbox | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_sandbox() -> Sandbox:
-    """The process-wide sandbox, started on first use (raises ``SandboxUnavailable``)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = Sandbox(limits=SANDBOX_LIMITS)
-        return _shared
-
 
 def extract_program(completion: str) -> tuple[str, bool]:
     """The last fenced python block (or untagged block), else the whole text; and whether a

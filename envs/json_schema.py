@@ -113,6 +113,14 @@ class JsonSchemaEnv(TaskEnv):
             flags.append(Flag("empty_json", f"no content in {str(found.value)[:60]!r}"))
         return flags
 
+    def final_answer_given(self, text: str) -> bool:
+        """A JSON value (or a rejected attempt at one) is a final answer: with the Python tool,
+        a turn that gives one before a ```python block is graded, and the block never runs."""
+        try:
+            return extract_json(text, self.max_depth) is not None
+        except Rejected:
+            return True
+
     def gold_completion(self, task: Task) -> str | None:
         """The expected value as JSON (one concrete choice per ``$anyOf``); ``None`` for a task
         without ``expected``, which has no gold value to check."""

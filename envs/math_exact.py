@@ -17,6 +17,7 @@ from envs.verify import math as math_verify
 from envs.verify.math_answer import ANSWER_TYPES
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task
+from tasks.boxes import find_boxes
 
 DEFAULT_ANSWER = "expression"
 
@@ -75,7 +76,7 @@ class MathExactEnv(TaskEnv):
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         verdict = math_verify.verify(
             str(task["answer"]), completion, timeout=self.timeout, answer=self.answer_type,
-            question=self.prompt(task), decimal_rounding=self.decimal_rounding)
+            question=self.pack.prompt(task), decimal_rounding=self.decimal_rounding)
         boxed = verdict.details.get("source") == "boxed" and verdict.reason != "malformed_box"
         if self.require_boxed and verdict.passed and not boxed:
             verdict = Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
@@ -84,6 +85,11 @@ class MathExactEnv(TaskEnv):
             "format": 1.0 if boxed else 0.0,
         }
         return rewards, verdict
+
+    def final_answer_given(self, text: str) -> bool:
+        """A ``\\boxed{}`` (well formed or not) is a final answer: with the Python tool, a turn
+        that boxes an answer before a ```python block is graded, and the block never runs."""
+        return bool(find_boxes(text))
 
     def gold_completion(self, task: Task) -> str:
         return f"\\boxed{{{task['answer']}}}"

@@ -21,6 +21,7 @@ BUILTIN = {
     "grpo/MathExact-v0": "envs.math_exact:MathExactEnv",
     "grpo/CodeTests-v0": "envs.code_tests:CodeTestsEnv",
     "grpo/JsonSchema-v0": "envs.json_schema:JsonSchemaEnv",
+    "grpo/MathPython-v0": "envs.math_python:MathPythonEnv",
 }
 _sources: dict[str, str] = {}
 # The distribution whose entry point is running: ``register`` calls made by it are its own.

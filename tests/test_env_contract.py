@@ -10,7 +10,8 @@ import envs
 from tasks import PackError
 
 GRPO_IDS = sorted(k for k in gym.registry if k.startswith("grpo/"))
-BUILTIN_IDS = ["grpo/CodeTests-v0", "grpo/JsonSchema-v0", "grpo/MathExact-v0"]
+BUILTIN_IDS = ["grpo/CodeTests-v0", "grpo/JsonSchema-v0", "grpo/MathExact-v0",
+               "grpo/MathPython-v0"]
 INFO_KEYS = {"task_id", "pack", "pack_version", "split"}
 
 

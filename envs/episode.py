@@ -1,0 +1,113 @@
+"""One episode of a ``TaskEnv``: the turns of one task, until the answer is graded.
+
+A single-turn env grades the first action and ends. An env with a tool (``python_tool=True``)
+runs each turn that ends with a tool call (``TaskEnv.tool_call_end``) and returns the tool's
+output as the next observation (reward 0.0, not terminated); the first turn without a call, or
+with a final answer before it, is graded and ends the episode (``terminated``). At ``max_turns``
+a turn that still calls the tool is graded as given instead (``truncated``).
+
+Only the final turn is graded, alone: earlier turns and tool outputs are never part of the graded
+text, so a tool turn cannot hedge, restate or print its way into the grade, and every soundness
+rule of the env's checker applies to the final answer as it would to a single-turn completion.
+
+Episodes are independent objects: distinct ones may be stepped concurrently from threads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from envs.verify.verdict import Verdict
+from tasks import Task
+
+if TYPE_CHECKING:
+    from envs.base import TaskEnv
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class Elapsed(float):
+    """Seconds spent grading. A measurement, not episode state: any two compare equal, so the
+    info dicts of two identical episodes are equal (gymnasium's determinism check relies on it)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Elapsed)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = float.__hash__
+
+
+class EpisodeError(RuntimeError):
+    """``step`` was called without a running episode."""
+
+
+class Episode:
+    """The state of one task's turns. ``step(action)`` has gymnasium's step semantics."""
+
+    def __init__(self, env: TaskEnv, task: Task):
+        self.env = env
+        self.task = task
+        self.turns = 0
+        self.tool_calls = 0
+        self.tool_errors = 0
+        self.tool_s = 0.0
+        self.done = False
+
+    def step(self, action: str) -> StepResult:
+        if self.done:
+            raise EpisodeError("this episode is over: call reset() (or env.episode(task)) "
+                               "to start another")
+        if not isinstance(action, str):
+            raise TypeError(f"an action must be a str, got {type(action).__name__}")
+        env = self.env
+        tool = env.tool
+        if tool is None:  # single-turn: exactly the plain score
+            self.done = True
+            reward, info = env.score(self.task, action)
+            return "", reward, True, False, info
+        self.turns += 1
+        end = env.tool_call_end(action)
+        if end is None:
+            return self._graded(action, truncated=False)
+        if self.turns >= env.max_turns:
+            return self._graded(action, truncated=True)
+        call = tool.find_call(action[:end])
+        assert call is not None  # tool_call_end found it
+        result = tool.run(call.code)
+        self.tool_calls += 1
+        self.tool_s += result.seconds
+        if result.infra:
+            return self._infra_failure(result.error)
+        self.tool_errors += result.failed
+        info = env.task_info(self.task)
+        info.update(self._counters(), tool_status=result.status)
+        return result.observation, 0.0, False, False, info
+
+    def _counters(self) -> dict[str, Any]:
+        return {"turns": self.turns, "tool_calls": self.tool_calls,
+                "tool_errors": self.tool_errors, "tool_s": Elapsed(self.tool_s)}
+
+    def _graded(self, action: str, *, truncated: bool) -> StepResult:
+        self.done = True
+        reward, info = self.env.score(self.task, action)
+        info.update(self._counters(), truncated_turns=truncated)
+        return "", reward, not truncated, truncated, info
+
+    def _infra_failure(self, error: str) -> StepResult:
+        """The sandbox failed under a tool call: the episode ends unscored (``is_infra_error``),
+        so a learner drops it rather than score the policy for the infrastructure."""
+        self.done = True
+        info = self.env.task_info(self.task)
+        info.update(
+            rewards={k: 0.0 for k in self.env.reward_weights},
+            passed=False,
+            reason="sandbox_error",
+            extracted=None,
+            verdict=Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
+            grading_s=Elapsed(0.0),
+            **self._counters(),
+            truncated_turns=False,
+        )
+        return "", 0.0, True, False, info
