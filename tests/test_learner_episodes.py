@@ -68,7 +68,7 @@ def test_generation_logprobs_equal_the_loss_logprobs_on_multi_turn_rows(tmp_path
     roll = eps.rollout
     action, mask = roll.action_mask, roll.completion_mask
     # Multi-turn rows: policy tokens after an observation (a 0 inside the row's action mask).
-    inner_obs = [(a[m.bool()] == 0).any() and a[m.bool()][-1] == 1 for a, m in zip(action, mask)]
+    inner_obs = [(a[m.bool()] == 0).any() and a[m.bool()][-1] == 1 for a, m in zip(action, mask, strict=True)]
     assert sum(map(bool, inner_obs)) >= 2
     assert all("tool" in [t["role"] for t in tr] for tr in roll.transcripts)
     groups = torch.arange(len(roll.texts)) // 3
@@ -94,7 +94,7 @@ def test_generation_logprobs_equal_the_loss_logprobs_on_multi_turn_rows(tmp_path
 def _turns(row_ids, row_action):
     """The row's policy turns: the runs of its action mask."""
     turns, current = [], []
-    for tok, own in zip(row_ids.tolist(), row_action.tolist()):
+    for tok, own in zip(row_ids.tolist(), row_action.tolist(), strict=True):
         if own:
             current.append(tok)
         elif current:
@@ -228,3 +228,26 @@ def test_eval_samples_multi_turn_envs_and_shows_flagged_transcripts(tmp_path):
     html = render_html(report, {})
     for turn in rows[0]["transcript"]:
         assert f"<b>{turn['role']}</b>" in html
+
+
+def test_eval_cli_reports_on_a_multi_turn_run(tmp_path):
+    from learner import eval as eval_cli
+    from learner import run
+
+    register()
+    path = h.save_tiny(tmp_path / "tiny")
+    out = tmp_path / "run"
+    assert run.main(["--env", SHOUT_ENV_ID, "--model", str(path), "--max-turns", "2",
+                     "--steps", "1", "--prompts-per-step", "2", "--group-size", "2",
+                     "--max-new-tokens", "8", "--no-eval", "--samples-every", "0",
+                     "--output-dir", str(out), "--no-progress", "--num-threads", "1"]) == 0
+    assert eval_cli.main(["--run", str(out), "--limit", "2", "--group-size", "2",
+                          "--max-new-tokens", "8", "--general-limit", "0",
+                          "--no-perturbations", "--output-dir", str(tmp_path / "eval")]) == 0
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert "pass@2" in report["pass_at_k"] and report["accuracy"]["n"] == 2
+    samples = [json.loads(x) for x in (tmp_path / "eval" / "samples.jsonl").read_text()
+               .splitlines()]
+    # The run's --max-turns holds in the evaluation: episodes of up to two turns.
+    assert max(s["turns"] for s in samples) == 2
+    assert all(s["transcript"][0]["role"] == "user" for s in samples)

@@ -41,6 +41,8 @@ class GateSettings:
     flag_min_reward: float | None = None  # default: half the env's maximum reward
     max_flagged: int = 50
     perturbations: bool = True
+    max_episode_tokens: int = 0  # multi-turn envs: as in training
+    tool_role: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,13 +224,15 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
             log(f"  {name.removesuffix('_s')}: {timing[name]:.1f} s")
 
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
+    episodes = dict(max_episode_tokens=s.max_episode_tokens, tool_role=s.tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers,
-                    desc="greedy")
+                    desc="greedy", **episodes)
     lap("greedy_s")
     sampled = sample(model, tokenizer, env, tasks, group_size=s.group_size,
                      max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                     batch_size=s.batch_size, workers=s.workers, desc=f"sampled x{s.group_size}")
+                     batch_size=s.batch_size, workers=s.workers, desc=f"sampled x{s.group_size}",
+                     **episodes)
     lap("sampled_s")
     accuracy, passk = heldout_accuracy(greedy, sampled, s.group_size)
     components = list(env.default_weights)

@@ -421,7 +421,7 @@ class GRPOTrainer:
                               max_new_tokens=c.max_new_tokens, k=c.eval_k,
                               temperature=c.temperature, top_p=c.top_p,
                               batch_size=c.eval_batch_size, workers=c.score_workers,
-                              max_episode_tokens=c.max_episode_tokens)
+                              max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role)
             if gather is not None:
                 result.records = gather(result.records)
             metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
