@@ -251,3 +251,60 @@ def test_eval_cli_reports_on_a_multi_turn_run(tmp_path):
     # The run's --max-turns holds in the evaluation: episodes of up to two turns.
     assert max(s["turns"] for s in samples) == 2
     assert all(s["transcript"][0]["role"] == "user" for s in samples)
+
+
+def test_real_math_python_episodes_with_a_model_that_learned_to_call_the_tool(tmp_path, sandbox):
+    """The learner against grpo/MathPython-v0 and the real sandbox: a tiny model taught one
+    tool-using transcript (a python call, then the boxed sum) reproduces it; the call runs, its
+    output comes back as a tool turn, the answer is graded, and the log-probs still match."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from learner.model import chat_prompt
+
+    env = gym.make("grpo/MathPython-v0", pack="arith", level=2, max_turns=3,
+                   sandbox=sandbox).unwrapped
+    task = env.pack.task_at("test", 0)
+    call = f"Let me compute.\n```python\nprint({task['expression']})\n```"
+    answer = f"\\boxed{{{task['answer']}}}"
+    observation = env.episode(task).step(call)[0]
+    assert task["answer"] in observation
+    tok = h.tokenizer()
+    model = load_model(str(h.save_tiny(tmp_path / "tiny")))
+    eos = tok.eos_token_id
+    prompt = tok(chat_prompt(tok, env.prompt(task)), add_special_tokens=False)["input_ids"]
+    turn1 = tok(call, add_special_tokens=False)["input_ids"]
+    obs = ChatBridge(tok).tokens(observation, turn1[-1], [eos])
+    turn2 = tok(answer, add_special_tokens=False)["input_ids"] + [eos]
+    ids = torch.tensor([prompt + turn1 + obs + turn2])
+    labels = torch.tensor([[-100] * len(prompt) + turn1 + [-100] * len(obs) + turn2])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    targets = labels[0, 1:] != -100
+    for _ in range(300):  # memorise the two policy turns (the tiny model starts random)
+        out = model(input_ids=ids, labels=labels)
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        # Greedy decoding needs only the argmax right, with a margin.
+        if float(out.loss.detach()) < 0.05 and torch.equal(
+                out.logits[0, :-1].argmax(-1)[targets], labels[0, 1:][targets]):
+            break
+    eps = run_episodes(model, tok, env, [task], [env.prompt(task)], group_size=1,
+                       max_new_tokens=len(turn1) + 8, greedy=True)
+    transcript = eps.rollout.transcripts[0]
+    assert [t["role"] for t in transcript] == ["user", "assistant", "tool", "assistant"]
+    assert transcript[1]["content"] == call  # stopped at the token closing the call
+    assert transcript[2]["content"] == observation
+    assert transcript[3]["content"] == answer
+    info = eps.scores.infos[0]
+    assert eps.scores.passed == [True] and info["turns"] == 2 and info["tool_calls"] == 1
+    assert eps.rollout.completion_ids[0].tolist() == turn1 + obs + turn2
+    assert eps.rollout.action_mask[0].tolist() == [1] * len(turn1) + [0] * len(obs) + [1] * len(
+        turn2)
+    with torch.no_grad():
+        logits = completion_logits(model, eps.rollout.prompt_ids, eps.rollout.prompt_mask,
+                                   eps.rollout.completion_ids, eps.rollout.completion_mask)
+    logp = grpo.token_logprobs(logits, eps.rollout.completion_ids)[0]
+    own = eps.rollout.action_mask[0].bool()
+    assert torch.allclose(logp[own], torch.tensor(eps.logprobs[0])[own], atol=2e-4)
