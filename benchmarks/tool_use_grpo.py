@@ -78,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-size", type=int, default=50, help="held-out tasks (default 50)")
     p.add_argument("--max-turns", type=int, default=3)
     p.add_argument("--max-new-tokens", type=int, default=96, help="per turn")
-    p.add_argument("--max-episode-tokens", type=int, default=320)
+    p.add_argument("--max-episode-tokens", type=int, default=256)
     p.add_argument("--prompts-per-step", type=int, default=4)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-5)
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--beta", type=float, default=0.04)
+    p.add_argument("--grad-accum", type=int, default=4,
+                   help="micro-batches per step: a multi-turn completion is long (tool outputs "
+                        "included) and the loss pass holds T x vocab logits per row (default 4)")
     p.add_argument("--tool-role", default="auto", choices=("auto", "tool", "ipython", "user"))
     p.add_argument("--also-without-tool", action="store_true",
                    help="also train MathExact (no tool) for the same budget")
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                      max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                      learning_rate=args.learning_rate, beta=args.beta,
                      max_episode_tokens=args.max_episode_tokens, tool_role=args.tool_role,
+                     gradient_accumulation_steps=args.grad_accum,
                      eval=False, progress=False, eval_batch_size=16)
         cfg.validate()
         return GRPOTrainer(cfg, env=gym.make(env_id, **kwargs).unwrapped)
