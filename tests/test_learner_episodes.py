@@ -246,6 +246,9 @@ def test_eval_cli_reports_on_a_multi_turn_run(tmp_path):
                           "--no-perturbations", "--output-dir", str(tmp_path / "eval")]) == 0
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert "pass@2" in report["pass_at_k"] and report["accuracy"]["n"] == 2
+    greedy = report["episodes"]["greedy"]
+    assert greedy["n"] == 2 and 1 <= greedy["turns_mean"] <= 2
+    assert 0 <= greedy["tool_use"] <= 1
     samples = [json.loads(x) for x in (tmp_path / "eval" / "samples.jsonl").read_text()
                .splitlines()]
     # The run's --max-turns holds in the evaluation: episodes of up to two turns.

@@ -128,6 +128,24 @@ def heldout_accuracy(greedy: Sequence[dict[str, Any]], sampled: Sequence[dict[st
     return accuracy, passk
 
 
+def episode_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Multi-turn envs: mean turns, the share of episodes that called the tool, calls per
+    episode and accuracy with and without a call (infrastructure failures left out)."""
+    scored = _scored(samples)
+    used = [s for s in scored if s.get("tool_calls")]
+    unused = [s for s in scored if not s.get("tool_calls")]
+    return {
+        "n": len(scored),
+        "turns_mean": statistics.fmean(s["turns"] or 0 for s in scored) if scored else None,
+        "tool_use": len(used) / len(scored) if scored else None,
+        "tool_calls_mean": (statistics.fmean(s["tool_calls"] or 0 for s in scored)
+                            if scored else None),
+        "accuracy_with_tool": statistics.fmean(s["passed"] for s in used) if used else None,
+        "accuracy_without_tool": (statistics.fmean(s["passed"] for s in unused)
+                                  if unused else None),
+    }
+
+
 # -- perturbations --------------------------------------------------------------------------
 def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> dict[str, Any]:
     scored = _scored(samples)
@@ -242,6 +260,9 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
         "reward_distribution": reward_distribution(sampled, components, max_reward(env)),
         "group_variance": group_variance(sampled),
     }
+    if greedy and "turns" in greedy[0]:
+        report["episodes"] = {"greedy": episode_summary(greedy),
+                              "sampled": episode_summary(sampled)}
     perturbed: dict[str, list[dict[str, Any]]] = {}
     if s.perturbations:
         result = perturbation_accuracy(model, tokenizer, env, tasks,

@@ -35,6 +35,10 @@ def key_figures(report: Mapping[str, Any]) -> dict[str, float | None]:
     out["reward std"] = dist.get("total", {}).get("std")
     for name, comp in dist.get("components", {}).items():
         out[f"reward/{name} mean"] = comp.get("mean")
+    episodes = report.get("episodes", {}).get("greedy")
+    if episodes:
+        out["turns (greedy)"] = episodes.get("turns_mean")
+        out["tool use (greedy)"] = episodes.get("tool_use")
     var = report.get("group_variance", {})
     out["zero-variance groups"] = var.get("zero_variance_fraction")
     out["within-group std mean"] = var.get("std", {}).get("mean")
