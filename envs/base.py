@@ -106,6 +106,9 @@ class TaskEnv(gym.Env[str, str]):
         self.reward_weights = weights
         self.observation_space = AnyText()
         self.action_space = AnyText()
+        if not isinstance(python_tool, (bool, PythonTool)):
+            raise TypeError(f"python_tool must be True, False or a PythonTool, "
+                            f"got {python_tool!r}")
         self.tool: PythonTool | None = (
             python_tool if isinstance(python_tool, PythonTool)
             else PythonTool() if python_tool else None)
@@ -146,7 +149,9 @@ class TaskEnv(gym.Env[str, str]):
         domain adds its own through ``perturbation_kinds``."""
         if isinstance(task, str):
             task = self.pack.get(task)
-        return {kind.name: kind(self.pack, task) for kind in self.perturbation_kinds}
+        tool = f"\n\n{self.tool.instructions}" if self.tool is not None else ""
+        # The tool stays part of the env's interface under every perturbation.
+        return {kind.name: kind(self.pack, task) + tool for kind in self.perturbation_kinds}
 
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).

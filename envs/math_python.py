@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from envs.base import DEFAULT_TOOL_TURNS
 from envs.math_exact import MathExactEnv
 from envs.python_tool import OUTPUT_CHARS, PythonTool
 from sandbox import Limits, Sandbox
-
-DEFAULT_TURNS = 4
 
 
 class MathPythonEnv(MathExactEnv):
@@ -31,7 +30,7 @@ class MathPythonEnv(MathExactEnv):
     pack_env: ClassVar[str] = "grpo/MathExact-v0"
     default_pack: ClassVar[str] = "arith"
 
-    def __init__(self, *args: Any, max_turns: int = DEFAULT_TURNS, require_boxed: bool = True,
+    def __init__(self, *args: Any, max_turns: int = DEFAULT_TOOL_TURNS, require_boxed: bool = True,
                  tool_output_chars: int = OUTPUT_CHARS, tool_limits: Limits | None = None,
                  sandbox: Sandbox | None = None, **kwargs: Any):
         tool = PythonTool(sandbox=sandbox, limits=tool_limits, output_chars=tool_output_chars)

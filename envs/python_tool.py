@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from envs.sandboxes import acquire_shared, release_shared
 from sandbox import Limits, Sandbox, SandboxUnavailable
 
-#: Opening fence ```python (or py / python3) on its own line, then the code, then the closing
-#: fence. The first complete block is the call.
-_CALL = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+#: Opening fence ```python (or py / python3) ending its line; the code runs to the next ```.
+_OPEN = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
+_FENCE = "```"
 TOOL_WALL_S = 10.0
 TOOL_OUTPUT_BYTES = 64 * 1024
 OUTPUT_CHARS = 1000
@@ -98,9 +98,14 @@ class PythonTool:
 
     @staticmethod
     def find_call(text: str) -> ToolCall | None:
-        """The first complete ```python block of ``text``."""
-        m = _CALL.search(text)
-        return None if m is None else ToolCall(m.start(), m.end(), m.group(1))
+        """The first complete ```python block of ``text`` (linear time, whatever the text)."""
+        m = _OPEN.search(text)
+        if m is None:
+            return None
+        close = text.find(_FENCE, m.end())
+        if close < 0:
+            return None
+        return ToolCall(m.start(), close + len(_FENCE), text[m.end():close])
 
     def _sandbox(self) -> Sandbox:
         if self._given is not None:

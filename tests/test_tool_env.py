@@ -63,6 +63,8 @@ def test_max_turns_needs_a_tool_and_is_checked():
     # Any env takes the tool as an option.
     env = gym.make("grpo/MathExact-v0", pack="arith", python_tool=True, max_turns=2).unwrapped
     assert env.max_turns == 2 and env.tool_call_end(CALL) == len(CALL)
+    with pytest.raises(TypeError, match="python_tool"):
+        gym.make("grpo/MathExact-v0", pack="arith", python_tool="yes")
     with pytest.raises(ValueError, match="output_chars"):
         PythonTool(output_chars=0)
 
@@ -105,6 +107,9 @@ def test_prompt_explains_the_tool_with_an_example_the_env_runs():
     assert env.tool_call_end(example) == len(example)
     assert env.tool.find_call(example).code.strip().startswith("print(")
     assert info["task_id"] == TASK
+    # Perturbed prompts keep the tool: it is part of the env, not of the training format.
+    variants = env.perturbations(TASK)
+    assert variants and all(v.endswith(env.tool.instructions) for v in variants.values())
 
 
 def test_final_turn_is_graded_alone_with_the_checkers_rules():
