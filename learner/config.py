@@ -43,6 +43,14 @@ class Config:
     max_new_tokens: int = _opt(64, "T: completion budget in tokens")
     temperature: float = _opt(1.0, "sampling temperature")
     top_p: float = _opt(1.0, "nucleus sampling threshold")
+    max_turns: int = _opt(0, "turns per episode of a multi-turn env (passed to it as max_turns; "
+                          "0 = the env's default)")
+    max_episode_tokens: int = _opt(0, "multi-turn: token budget of a whole episode's completion, "
+                                   "tool outputs included (0 = no bound beyond --max-turns x "
+                                   "--max-new-tokens); --max-new-tokens bounds each turn")
+    tool_role: str = _opt("auto", "multi-turn: chat role of tool outputs (auto: tool, else "
+                          "ipython, else user, as the chat template supports)",
+                          choices=("auto", "tool", "ipython", "user"))
     dynamic_sampling: bool = _opt(False, "draw more prompts until P groups have non-zero reward std")
     max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
     # -- objective -----------------------------------------------------------------------------
@@ -105,7 +113,7 @@ class Config:
         problems = [f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}"
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
-                     "lora_r",
+                     "lora_r", "max_turns", "max_episode_tokens",
                      "samples_every", "num_threads"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
@@ -119,7 +127,8 @@ class Config:
             problems.append("--learning-rate must be > 0")
         if self.beta < 0 or self.epsilon < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
-        for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level"):
+        for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
+                     "tool_role"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in choices:
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
@@ -127,8 +136,15 @@ class Config:
             problems += ray_address_problems(self.ray_address)
         if not isinstance(self.env_kwargs, dict):
             problems.append("--env-kwargs must be a JSON object")
+        elif self.max_turns and self.env_kwargs.get("max_turns", self.max_turns) != self.max_turns:
+            problems.append(f"--max-turns {self.max_turns} contradicts max_turns "
+                            f"{self.env_kwargs['max_turns']} in --env-kwargs")
         if problems:
             raise ConfigError("; ".join(problems))
+
+    def env_options(self) -> dict[str, Any]:
+        """The env's keyword arguments: ``--env-kwargs`` plus ``--max-turns`` when given."""
+        return {**self.env_kwargs, **({"max_turns": self.max_turns} if self.max_turns else {})}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

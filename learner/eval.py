@@ -26,7 +26,7 @@ import torch
 from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
-from learner.config import Config, parse_json_object, ray_address_problems
+from learner.config import Config, ConfigError, parse_json_object, ray_address_problems
 from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
 from learner.evaluation.heldout import heldout_tasks
@@ -178,12 +178,24 @@ def evaluate_command(args: argparse.Namespace) -> Path:
     if args.run:
         config = run_config(args.run)
         start_model = config.get("model")
+        if config.get("max_turns"):  # --max-turns of the run is an env option too
+            config["env_kwargs"] = {**(config.get("env_kwargs") or {}),
+                                    "max_turns": config["max_turns"]}
+        if args.max_episode_tokens is None:
+            args.max_episode_tokens = config.get("max_episode_tokens", 0)
+        if args.tool_role is None:
+            args.tool_role = config.get("tool_role", "auto")
         args.env, args.env_kwargs, notes = run_env(config, args.env, args.env_kwargs)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
     if args.env is None:
         raise SetupError("give --env (or --run DIR to take it from the run's config)")
-    env = make_env(Config(env=args.env, env_kwargs=args.env_kwargs))
+    env_config = Config(env=args.env, env_kwargs=args.env_kwargs, max_turns=args.max_turns)
+    try:
+        env_config.validate()
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from exc
+    env = make_env(env_config)
     scorer = ray_scorer(env, args.ray_address)
     try:
         return _evaluate_all(args, env, scorer, start_model)
@@ -199,7 +211,8 @@ def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: s
         group_size=args.group_size, max_new_tokens=args.max_new_tokens,
         temperature=args.temperature, top_p=args.top_p, seed=args.seed,
         batch_size=args.batch_size, workers=args.workers, general_limit=args.general_limit,
-        flag_min_reward=args.flag_min_reward, perturbations=not args.no_perturbations)
+        flag_min_reward=args.flag_min_reward, perturbations=not args.no_perturbations,
+        max_episode_tokens=args.max_episode_tokens or 0, tool_role=args.tool_role or "auto")
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(start_model)
@@ -258,7 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out tasks to evaluate (0 = the whole test split; default 50)")
     p.add_argument("--group-size", type=_positive, default=4,
                    help="K: samples per task for pass@k and the reward statistics (default 4)")
-    p.add_argument("--max-new-tokens", type=_positive, default=256, help="default 256")
+    p.add_argument("--max-new-tokens", type=_positive, default=256,
+                   help="default 256 (per turn on a multi-turn env)")
+    p.add_argument("--max-turns", type=_non_negative, default=0,
+                   help="multi-turn envs: turns per episode (0 = the run's, else the env's)")
+    p.add_argument("--max-episode-tokens", type=_non_negative, default=None,
+                   help="multi-turn envs: token budget of an episode (default: the run's, "
+                        "else none beyond the turn limit)")
+    p.add_argument("--tool-role", choices=("auto", "tool", "ipython", "user"), default=None,
+                   help="multi-turn envs: chat role of tool outputs (default: the run's, "
+                        "else auto)")
     p.add_argument("--output-dir", default="runs/eval", help="default runs/eval")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold")

@@ -21,7 +21,11 @@ PANELS = {
     "kl": ["kl"],
     "entropy": ["entropy"],
     "zero_std_fraction": ["group/frac_zero_std"],
-    "completion_length": ["completion/len_mean"],
+    "completion_length": ["completion/len_mean", "completion/policy_len_mean"],
+    # Multi-turn envs: turns per episode, tool calls, the share of episodes using the tool,
+    # the share of calls that failed, seconds in the tool per episode.
+    "tool_use": ["turns/mean", "tool/calls_mean", "tool/use_frac", "tool/error_frac"],
+    "tool_time": ["tool/s"],
     "heldout_accuracy": None,  # every eval/accuracy, eval/pass@k
     "perturbations": None,  # every eval/perturb/<variant>
     "reward_hack_flags": None,  # flags/credited_frac and every flags/<reason>

@@ -30,6 +30,10 @@ class Rollout:
     truncated: Tensor  # (B,) bool: hit max_new_tokens without EOS
     texts: list[str]
     generated_tokens: int
+    # Multi-turn episodes (learner.episodes): 1 on the tokens the policy sampled, 0 on the
+    # observations between its turns; None means every completion token is the policy's.
+    action_mask: Tensor | None = None
+    transcripts: list[list[dict[str, str]]] | None = None  # the turns, with their roles
 
     @property
     def lengths(self) -> Tensor:

@@ -30,10 +30,15 @@ def make_env(config: Config):
         close = difflib.get_close_matches(config.env, ids, n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else f" Known: {', '.join(ids)}"
         raise SetupError(f"unknown env id '{config.env}'.{hint}")
+    kwargs = config.env_options()
     try:
-        return gym.make(config.env, **config.env_kwargs).unwrapped
+        env = gym.make(config.env, **kwargs).unwrapped
     except Exception as exc:  # noqa: BLE001 - any construction error is reported the same way
-        raise SetupError(f"cannot create {config.env} with {config.env_kwargs}: {exc}") from exc
+        raise SetupError(f"cannot create {config.env} with {kwargs}: {exc}") from exc
+    if config.max_turns and int(getattr(env, "max_turns", 1) or 1) != config.max_turns:
+        raise SetupError(f"{config.env} took max_turns={config.max_turns} but runs "
+                         f"{getattr(env, 'max_turns', 1)} turn(s) per episode")
+    return env
 
 
 def ray_scorer(env, address: str | None):

@@ -42,6 +42,8 @@ class GateSettings:
     flag_min_reward: float | None = None  # default: half the env's maximum reward
     max_flagged: int = 50
     perturbations: bool = True
+    max_episode_tokens: int = 0  # multi-turn envs: as in training
+    tool_role: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +129,24 @@ def heldout_accuracy(greedy: Sequence[dict[str, Any]], sampled: Sequence[dict[st
     return accuracy, passk
 
 
+def episode_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Multi-turn envs: mean turns, the share of episodes that called the tool, calls per
+    episode and accuracy with and without a call (infrastructure failures left out)."""
+    scored = _scored(samples)
+    used = [s for s in scored if s.get("tool_calls")]
+    unused = [s for s in scored if not s.get("tool_calls")]
+    return {
+        "n": len(scored),
+        "turns_mean": statistics.fmean(s["turns"] or 0 for s in scored) if scored else None,
+        "tool_use": len(used) / len(scored) if scored else None,
+        "tool_calls_mean": (statistics.fmean(s["tool_calls"] or 0 for s in scored)
+                            if scored else None),
+        "accuracy_with_tool": statistics.fmean(s["passed"] for s in used) if used else None,
+        "accuracy_without_tool": (statistics.fmean(s["passed"] for s in unused)
+                                  if unused else None),
+    }
+
+
 # -- perturbations --------------------------------------------------------------------------
 def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> dict[str, Any]:
     scored = _scored(samples)
@@ -202,7 +222,7 @@ def max_reward(env: TaskEnv) -> float:
 
 def _public(sample: dict[str, Any]) -> dict[str, Any]:
     keep = ("task_id", "prompt", "completion", "reward", "rewards", "passed", "truncated",
-            "flags", "source")
+            "flags", "source", "transcript", "turns", "tool_calls")
     return {k: sample[k] for k in keep if k in sample}
 
 
@@ -228,14 +248,15 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
             log(f"  {name.removesuffix('_s')}: {timing[name]:.1f} s")
 
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
+    episodes = dict(max_episode_tokens=s.max_episode_tokens, tool_role=s.tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers,
-                    scorer=scorer, desc="greedy")
+                    scorer=scorer, desc="greedy", **episodes)
     lap("greedy_s")
     sampled = sample(model, tokenizer, env, tasks, group_size=s.group_size,
                      max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                      batch_size=s.batch_size, workers=s.workers, scorer=scorer,
-                     desc=f"sampled x{s.group_size}")
+                     desc=f"sampled x{s.group_size}", **episodes)
     lap("sampled_s")
     accuracy, passk = heldout_accuracy(greedy, sampled, s.group_size)
     components = list(env.default_weights)
@@ -245,6 +266,9 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
         "reward_distribution": reward_distribution(sampled, components, max_reward(env)),
         "group_variance": group_variance(sampled),
     }
+    if greedy and "turns" in greedy[0]:
+        report["episodes"] = {"greedy": episode_summary(greedy),
+                              "sampled": episode_summary(sampled)}
     perturbed: dict[str, list[dict[str, Any]]] = {}
     if s.perturbations:
         result = perturbation_accuracy(model, tokenizer, env, tasks,

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
+from learner.episodes import ChatBridge, is_multi_turn, run_episodes
 from learner.model import chat_prompt
 from learner.rollout import generate
 from learner.scoring import RemoteScorer, score_all
@@ -83,11 +84,13 @@ def evaluate(
     batch_size: int = 64,
     workers: int = 16,
     scorer: RemoteScorer | None = None,
+    max_episode_tokens: int = 0,
+    tool_role: str = "auto",
 ) -> EvalResult:
     """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
     n_samples = samples or k
     run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
-               scorer=scorer)
+               scorer=scorer, max_episode_tokens=max_episode_tokens, tool_role=tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     desc="held-out greedy", **run)
     sampled_correct = [int(g["passed"]) for g in greedy]
@@ -116,12 +119,15 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
            scorer: RemoteScorer | None = None, build: Callable[[Task], str] | None = None,
-           desc: str | None = None) -> list[dict[str, Any]]:
+           desc: str | None = None, max_episode_tokens: int = 0,
+           tool_role: str = "auto") -> list[dict[str, Any]]:
     """``group_size`` graded completions per task (prompts from ``build``, default the env's).
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
-    rewards (components), passed, truncated, infra_error. ``desc`` shows a progress bar (tasks
-    done, and whether a batch is generating or grading) on stderr.
+    rewards (components), passed, truncated, infra_error; on a multi-turn env also transcript
+    (every turn with its role; ``completion`` is then the policy's turns), turns and
+    tool_calls (``max_episode_tokens`` and ``tool_role`` as in training). ``desc`` shows a
+    progress bar (tasks done, and whether a batch is generating or grading) on stderr.
     """
     build = build or env.prompt
     out: list[dict[str, Any]] = []
@@ -130,6 +136,27 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
     for start in range(0, len(tasks), batch_size):
         chunk = list(tasks[start:start + batch_size])
         prompts = [build(t) for t in chunk]
+        if is_multi_turn(env):
+            bar.set_postfix_str("episodes")
+            eps = run_episodes(model, tokenizer, env, chunk, prompts,
+                               group_size=group_size, max_new_tokens=max_new_tokens,
+                               max_episode_tokens=max_episode_tokens, greedy=greedy,
+                               temperature=temperature, top_p=top_p, workers=workers,
+                               bridge=ChatBridge(tokenizer, tool_role))
+            roll, scores = eps.rollout, eps.scores
+            for row, text in enumerate(roll.texts):
+                i, info = row // group_size, scores.infos[row]
+                out.append({
+                    "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
+                    "completion": text, "reward": scores.rewards[row],
+                    "rewards": scores.components[row], "passed": scores.passed[row],
+                    "truncated": bool(roll.truncated[row]),
+                    "infra_error": scores.infra_error[row],
+                    "transcript": roll.transcripts[row], "turns": info.get("turns"),
+                    "tool_calls": info.get("tool_calls"),
+                })
+            bar.update(len(chunk))
+            continue
         bar.set_postfix_str("generating")
         roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,

@@ -35,6 +35,10 @@ def key_figures(report: Mapping[str, Any]) -> dict[str, float | None]:
     out["reward std"] = dist.get("total", {}).get("std")
     for name, comp in dist.get("components", {}).items():
         out[f"reward/{name} mean"] = comp.get("mean")
+    episodes = report.get("episodes", {}).get("greedy")
+    if episodes:
+        out["turns (greedy)"] = episodes.get("turns_mean")
+        out["tool use (greedy)"] = episodes.get("tool_use")
     var = report.get("group_variance", {})
     out["zero-variance groups"] = var.get("zero_variance_fraction")
     out["within-group std mean"] = var.get("std", {}).get("mean")
@@ -238,7 +242,9 @@ format) on the same held-out tasks with the prompt changed.</p>
 {% for s in r.flagged.samples %}<details><summary>{{ s.task_id }} ({{ s.source }}), reward
 {{ fmt(s.reward) }}: {% for f in s.flags %}<b>{{ f.reason }}</b> {{ f.detail }}{% if not loop.last %};
 {% endif %}{% endfor %}</summary>
-<p>rewards: {{ s.rewards }}</p><pre>{{ s.prompt }}</pre><pre>{{ s.completion }}</pre></details>
+<p>rewards: {{ s.rewards }}</p>{% if s.transcript %}{% for t in s.transcript %}
+<p><b>{{ t.role }}</b></p><pre>{{ t.content }}</pre>{% endfor %}{% else %}
+<pre>{{ s.prompt }}</pre><pre>{{ s.completion }}</pre>{% endif %}</details>
 {% endfor %}
 
 {% if r.general %}<h2>General capability</h2>

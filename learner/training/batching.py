@@ -73,6 +73,10 @@ def merge_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
         truncated=torch.cat([r.truncated for r in rollouts]),
         texts=[t for r in rollouts for t in r.texts],
         generated_tokens=sum(r.generated_tokens for r in rollouts),
+        action_mask=None if any(r.action_mask is None for r in rollouts)
+        else pad_cat([r.action_mask for r in rollouts], 0, left=False),
+        transcripts=None if any(r.transcripts is None for r in rollouts)
+        else [t for r in rollouts for t in r.transcripts],
     )
 
 
@@ -88,9 +92,12 @@ class Selection:
 
 def select_rows(roll: Rollout, in_step: Tensor, advantages: Tensor, *, beta: float,
                 mask_truncated: bool) -> Selection:
-    """``in_step``: the valid rows of the groups this step trains on. Rows with no loss token
+    """``in_step``: the valid rows of the groups this step trains on; the loss mask is the
+    rollout's ``action_mask`` where it has one (multi-turn). Rows with no loss token
     (all masked) are never computed; with ``beta == 0`` neither are zero-advantage rows."""
-    loss_mask = roll.completion_mask * in_step.long().unsqueeze(-1)
+    # Multi-turn rows attend to the observations but train only on the policy's own tokens.
+    own = roll.completion_mask if roll.action_mask is None else roll.action_mask
+    loss_mask = own * in_step.long().unsqueeze(-1)
     if mask_truncated:
         loss_mask = loss_mask * (~roll.truncated).long().unsqueeze(-1)
     has_tokens = loss_mask.sum(-1) > 0

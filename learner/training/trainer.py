@@ -28,6 +28,7 @@ from transformers import get_scheduler
 
 from envs.base import TaskEnv
 from learner.config import Config
+from learner.episodes import ChatBridge, episode_metrics, is_multi_turn, run_episodes
 from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
@@ -61,13 +62,15 @@ class GRPOTrainer:
         if c.num_threads or self.accelerator.device.type == "cpu":
             torch.set_num_threads(c.num_threads or cpu_threads(self.accelerator.num_processes))
         set_seed(c.seed, device_specific=True)  # each process samples differently
-        self.env = env or gym.make(c.env, **c.env_kwargs).unwrapped
+        self.env = env or gym.make(c.env, **c.env_options()).unwrapped
         if scorer is None and c.ray_address:  # --ray-address: grade on the cluster
             from envs.ray_scoring import RayScorer
 
             scorer = RayScorer(self.env, c.ray_address)
         self.scorer = scorer
         self.tokenizer = tokenizer or load_tokenizer(c.model)
+        # Multi-turn envs: episodes of several policy turns with tool outputs in between.
+        self.bridge = ChatBridge(self.tokenizer, c.tool_role) if is_multi_turn(self.env) else None
         model = model or load_model(c.model)
         if c.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -106,6 +109,8 @@ class GRPOTrainer:
         tasks = self.procs.local(self.stream.take(n_prompts))
         prompts = [chat_prompt(self.tokenizer, self.env.prompt(t)) for t in tasks]
         t0 = time.perf_counter()
+        if self.bridge is not None:
+            return (tasks, *self._episodes(tasks, [self.env.prompt(t) for t in tasks]))
         # bf16 autocast on CUDA (a no-op on CPU); full weights even under ZeRO-3.
         with self.accelerator.autocast(), sharding.full_weights(self.accelerator,
                                                                  self.model) as policy:
@@ -116,6 +121,29 @@ class GRPOTrainer:
         repeated = [t for t in tasks for _ in range(c.group_size)]
         scores = score_all(self.env, repeated, roll.texts, c.score_workers, self.scorer)
         return tasks, roll, scores, t1 - t0, time.perf_counter() - t1
+
+    def _episodes(self, tasks: list, user_texts: list[str]
+                  ) -> tuple[Rollout, Scores, float, float]:
+        """Multi-turn rollouts (``learner.episodes``): generation and the env's steps take
+        turns, so the times are the sums of each."""
+        c = self.config
+        with self.accelerator.autocast(), sharding.full_weights(self.accelerator,
+                                                                 self.model) as policy:
+            eps = run_episodes(policy, self.tokenizer, self.env, tasks, user_texts,
+                               group_size=c.group_size, max_new_tokens=c.max_new_tokens,
+                               max_episode_tokens=c.max_episode_tokens,
+                               temperature=c.temperature, top_p=c.top_p,
+                               workers=c.score_workers, bridge=self.bridge)
+        return eps.rollout, eps.scores, eps.generate_s, eps.step_s
+
+    @property
+    def max_completion_tokens(self) -> int:
+        """The most policy tokens a completion can hold (Dr. GRPO's constant normaliser)."""
+        c = self.config
+        if self.bridge is None:
+            return c.max_new_tokens
+        most = c.max_new_tokens * int(self.env.max_turns)
+        return min(most, c.max_episode_tokens) if c.max_episode_tokens else most
 
     def collect(self) -> dict[str, Any]:
         """Generate and score until the step has its P groups (see ``--dynamic-sampling``)."""
@@ -206,7 +234,7 @@ class GRPOTrainer:
         sequences = (c.prompts_per_step * c.group_size / self.world[1]
                      if c.loss_type == "dr_grpo" else self.procs.mean(batch.n_sequences))
         norm = {"total_sequences": sequences, "total_tokens": self.procs.mean(batch.n_tokens),
-                "max_tokens": c.max_new_tokens}
+                "max_tokens": self.max_completion_tokens}
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.
         self.model.train()
@@ -358,6 +386,8 @@ class GRPOTrainer:
             "completion/truncated_frac": float(roll.truncated.float().mean()),
             **stats,
         })
+        if roll.action_mask is not None:
+            out.update(episode_metrics(scores.infos, valid.tolist(), roll.action_mask.sum(-1)))
         out = {k: self.procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
                for k, v in out.items()}
         out.update(hack_monitor.step_metrics(col["flags"]))  # already global: not averaged
@@ -378,6 +408,9 @@ class GRPOTrainer:
                 "passed": [col["scores"].passed[i] for i in rows],
                 "advantages": [round(float(adv[i]), 4) for i in rows],
             })
+            if col["rollout"].transcripts is not None:  # multi-turn: every turn, with its role
+                out[-1]["transcripts"] = [col["rollout"].transcripts[i] for i in rows]
+                out[-1]["truncated"] = [bool(col["rollout"].truncated[i]) for i in rows]
         return out
 
     # -- evaluation, checkpoints, the loop --------------------------------------------------
@@ -393,7 +426,8 @@ class GRPOTrainer:
                               max_new_tokens=c.max_new_tokens, k=c.eval_k,
                               temperature=c.temperature, top_p=c.top_p,
                               batch_size=c.eval_batch_size, workers=c.score_workers,
-                              scorer=self.scorer)
+                              scorer=self.scorer, max_episode_tokens=c.max_episode_tokens,
+                              tool_role=c.tool_role)
             if gather is not None:
                 result.records = gather(result.records)
             metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
