@@ -76,7 +76,8 @@ def completion_logprobs(
         for logits, col in parts:  # the log-softmax runs on valid positions only
             cols = slice(col, col + logits.shape[1])
             valid = mask[:, cols].bool()
-            picked = logits[valid]
+            # A pass cut to its rows' length is often all valid: then no copy is needed.
+            picked = logits.flatten(0, 1) if bool(valid.all()) else logits[valid]
             logps.append(token_logprobs(picked, ids[:, cols][valid], temperature))
             if entropy:
                 with torch.no_grad():
