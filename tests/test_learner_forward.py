@@ -7,8 +7,12 @@ import torch
 from learner.model import chat_prompt, load_model
 from learner.rollout import generate
 from learner.training import grpo
-from learner.training.forward import completion_lengths, completion_logits, completion_logprobs, \
-    length_buckets
+from learner.training.forward import (
+    completion_lengths,
+    completion_logits,
+    completion_logprobs,
+    length_buckets,
+)
 from tests import learner_helpers as h
 
 

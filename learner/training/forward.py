@@ -29,10 +29,10 @@ from learner.model import cache_kwarg
 from learner.training.grpo import token_entropy, token_logprobs
 
 # A pass's fixed cost in positions (rows x tokens), which ``length_buckets`` weighs against
-# the padding a bucket computes. Measured on CPU (benchmarks/learner_vs_trl.py, SmolLM2-135M):
-# a pass has a per-call cost of a few positions, small matmuls lose little there. On an
-# accelerator a pass costs kernel launches and padded positions are nearly free, so batches of
-# a few thousand positions stay in one pass (not measured: no GPU was available).
+# the padding a bucket would compute. On CPU a pass costs little beyond its positions (Python
+# and small-matmul overhead), so rows of a P=4, G=8, T=48 step go in about five passes. On an
+# accelerator a pass costs kernel launches and padded positions are nearly free, so a few
+# thousand positions stay in one pass (a guess: no GPU was available to measure it).
 BUCKET_OVERHEAD = {"cpu": 16, "default": 4096}
 
 

@@ -41,6 +41,17 @@ from learner.training.hack_monitor import HackMonitor, StepFlags, flag_credited
 from learner.training.metrics import RunLog
 
 
+def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> torch.optim.AdamW:
+    """AdamW, fused where torch has the kernel for the parameters' device: one pass over each
+    parameter instead of several, 3-5x faster steps on CPU, the same update."""
+    if fused:
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs)
+        except RuntimeError:  # torch < 2.4 fuses on CUDA only
+            pass
+    return torch.optim.AdamW(params, **kwargs)
+
+
 class GRPOTrainer:
     def __init__(self, config: Config, *, model=None, tokenizer=None, env: TaskEnv | None = None,
                  accelerator: Accelerator | None = None):
@@ -73,9 +84,9 @@ class GRPOTrainer:
         elif c.beta > 0:
             # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
             self.ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
-        optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=c.learning_rate,
-            betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
+        optimizer = adamw([p for p in model.parameters() if p.requires_grad],
+                          fused=not self.deepspeed, lr=c.learning_rate,
+                          betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
         scheduler = get_scheduler(
             c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
             num_training_steps=c.steps * c.num_iterations)
