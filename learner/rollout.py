@@ -58,8 +58,13 @@ def _sample(logits: Tensor, temperature: float, top_p: float, greedy: bool) -> T
         drop = sorted_probs.cumsum(-1) - sorted_probs > top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
-    # argmax(p / E) with E ~ Exp(1) samples from p, and is much faster than multinomial on CPU.
-    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+    # Inverse-CDF sampling: one uniform draw per row. Drawing one exponential per vocabulary
+    # entry (argmax(p / E)) cost ~10x more, about a third of a decoding step on CPU, and
+    # multinomial is slower still. The CDF is summed in float64 so that rounding moves no
+    # measurable mass between tokens; a token of probability 0 has an empty interval.
+    cdf = probs.double().cumsum_(-1)
+    u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
 
 
 @torch.no_grad()

@@ -144,16 +144,13 @@ def _gradient_check(out: str) -> None:
         if rank != 0:
             continue
         parts = [b for _, b in sorted(parts, key=lambda x: x[0])]
-        for i, b in enumerate(parts):
-            b.groups = b.groups + 1000 * i  # groups never span processes
         whole = {name: pad_cat([getattr(b, name) for b in parts], 0, left=name.startswith("prompt"))
                  for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
                               "loss_mask")}
         adv = torch.cat([b.advantages for b in parts])
-        groups = torch.cat([b.groups for b in parts])
-        reference = model()
+        reference = model()  # the plain definition: one forward over prompt + completion
         logits = completion_logits(reference, whole["prompt_ids"], whole["prompt_mask"],
-                                   whole["completion_ids"], whole["completion_mask"], groups)
+                                   whole["completion_ids"], whole["completion_mask"])
         logp = grpo.token_logprobs(logits, whole["completion_ids"])
         mask = whole["loss_mask"]
         # The normalisers count every row of the step on every process (Dr. GRPO's is P * G).

@@ -3,7 +3,7 @@
 import torch
 
 from learner.model import chat_prompt
-from learner.rollout import _trim, generate
+from learner.rollout import _sample, _trim, generate
 from tests import learner_helpers as h
 
 PROMPTS = ["What is 2 + 3?", "What is 7 + 1? Think step by step."]
@@ -61,3 +61,17 @@ def test_trim_masks_after_first_eos():
     assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
     assert ids[0].tolist() == [5, 2, 0, 0]
     assert truncated.tolist() == [False, True, False]
+
+
+def test_sampling_draws_each_token_with_its_probability():
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, -1.0, float("-inf"), 2.0]]).repeat(100_000, 1)
+    for temperature in (1.0, 0.5):
+        draws = _sample(logits, temperature, 1.0, greedy=False)
+        freq = torch.bincount(draws, minlength=5).double() / draws.numel()
+        want = torch.softmax(logits[0] / temperature, -1).double()
+        assert torch.allclose(freq, want, atol=0.005), (freq, want)
+        assert freq[3] == 0  # probability 0: never drawn
+    # top_p keeps the smallest prefix reaching the mass: here the top token alone (p = 0.64)
+    assert set(_sample(logits[:1000], 1.0, 0.5, greedy=False).tolist()) == {4}
+    assert set(_sample(logits[:1000], 1.0, 0.8, greedy=False).tolist()) == {4, 1}

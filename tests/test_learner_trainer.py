@@ -5,7 +5,6 @@ import math
 
 import torch
 
-from learner.training import grpo
 from learner.training.metrics import read_metrics
 from learner.training.trainer import GRPOTrainer
 from tests import learner_helpers as h
@@ -41,7 +40,7 @@ def test_training_logs_every_metric_and_changes_the_policy(tmp_path):
 
 def _sequence_logprobs(t, batch):
     with torch.no_grad():
-        logp = grpo.token_logprobs(t._logits(t.model, batch), batch.completion_ids)
+        logp, _ = t._logprobs(t.model, batch)
     return (logp * batch.loss_mask).sum(-1) / batch.loss_mask.sum(-1)
 
 
@@ -262,7 +261,8 @@ def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
             batch, _ = t.make_batch(t.collect())
             if not lora:  # the precondition: run plainly, the fp32 copy differs from the policy
                 with torch.no_grad():
-                    assert not torch.equal(t._logits(t.ref_model, batch), t._logits(t.model, batch))
+                    assert not torch.equal(t._logprobs(t.ref_model, batch)[0],
+                                           t._logprobs(t.model, batch)[0])
             stats = t.train_on(batch)
             assert stats["kl"] == 0.0, (lora, stats)
     finally:

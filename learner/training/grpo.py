@@ -75,15 +75,21 @@ def group_std(rewards: Tensor, groups: Tensor, n_groups: int) -> Tensor:
 
 def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
     """log pi(token) for (B, T, V) logits and (B, T) tokens, without materialising log_softmax."""
-    logits = logits.float() / temperature
+    logits = _scaled(logits, temperature)
     picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
 
 
 def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Entropy of the sampling distribution per position, (B, T)."""
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = torch.log_softmax(_scaled(logits, temperature), dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def _scaled(logits: Tensor, temperature: float) -> Tensor:
+    # Dividing by 1 would copy the (positions, vocabulary) logits for nothing.
+    logits = logits.float()
+    return logits if temperature == 1.0 else logits / temperature
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:

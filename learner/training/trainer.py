@@ -37,9 +37,20 @@ from learner.training import checkpoint, grpo, hack_monitor, sharding
 from learner.training.batching import Batch, gather_rows, merge_rollouts, select_rows
 from learner.training.data import PromptStream
 from learner.training.distributed import Processes, cpu_threads, share_quota
-from learner.training.forward import completion_logits
+from learner.training.forward import completion_logprobs
 from learner.training.hack_monitor import HackMonitor, StepFlags, flag_credited
 from learner.training.metrics import RunLog
+
+
+def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> torch.optim.AdamW:
+    """AdamW, fused where torch has the kernel for the parameters' device: one pass over each
+    parameter instead of several, 3-5x faster steps on CPU, the same update."""
+    if fused:
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs)
+        except RuntimeError:  # torch < 2.4 fuses on CUDA only
+            pass
+    return torch.optim.AdamW(params, **kwargs)
 
 
 class GRPOTrainer:
@@ -81,9 +92,9 @@ class GRPOTrainer:
         elif c.beta > 0:
             # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
             self.ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
-        optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=c.learning_rate,
-            betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
+        optimizer = adamw([p for p in model.parameters() if p.requires_grad],
+                          fused=not self.deepspeed, lr=c.learning_rate,
+                          betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
         scheduler = get_scheduler(
             c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
             num_training_steps=c.steps * c.num_iterations)
@@ -205,24 +216,23 @@ class GRPOTrainer:
             rows.keep[0] = True
         return gather_rows(roll, rows, adv, groups, placeholder=placeholder), adv
 
-    def _logits(self, model, mb: Batch) -> Tensor:
+    def _logprobs(self, model, mb: Batch, entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+        """(B, T) log-probs at every completion position (and the entropy there, detached)."""
         # Gradient checkpointing and a KV cache that carries gradients do not mix.
-        return completion_logits(model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids,
-                                 mb.completion_mask, mb.groups,
-                                 share_prompts=not self.config.gradient_checkpointing)
+        return completion_logprobs(model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids,
+                                   mb.completion_mask, mb.groups,
+                                   temperature=self.config.temperature, entropy=entropy,
+                                   share_prompts=not self.config.gradient_checkpointing)
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: Batch) -> Tensor:
         """The reference's log-probs, computed exactly as the policy's are (same autocast, so
         bf16 on a GPU), so that the KL at step 0 is 0 rather than the precision gap."""
-        c = self.config
         with self.accelerator.autocast():
             if self.ref_model is not None:
-                logits = self._logits(self.ref_model, mb)
-            else:  # LoRA: the reference is the base model with the adapters switched off
-                with self.policy.disable_adapter():
-                    logits = self._logits(self.model, mb)
-            return grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
+                return self._logprobs(self.ref_model, mb)[0]
+            with self.policy.disable_adapter():  # LoRA: the reference is the base model
+                return self._logprobs(self.model, mb)[0]
 
     def train_on(self, batch: Batch) -> dict[str, float]:
         c = self.config
@@ -251,8 +261,8 @@ class GRPOTrainer:
                 ctx = contextlib.nullcontext() if last or self.deepspeed else \
                     self.accelerator.no_sync(self.model)
                 with ctx, self.accelerator.autocast():
-                    logits = self._logits(self.model, mb)
-                    logp = grpo.token_logprobs(logits, mb.completion_ids, c.temperature)
+                    logp, entropy = self._logprobs(self.model, mb,
+                                                   entropy=it == c.num_iterations - 1)
                     # The first pass runs the generating policy itself: its log-probs are the
                     # "old" ones, so no extra forward pass is needed for them.
                     if it == 0:
@@ -275,9 +285,7 @@ class GRPOTrainer:
                         stats["loss"] += float(loss)
                         stats["kl"] += float(aux["kl"][m].sum()) / tokens
                         stats["clip_frac"] += float(aux["clipped"][m].float().sum()) / tokens
-                        stats["entropy"] += float(
-                            grpo.token_entropy(logits.detach(), c.temperature)[m].sum()) / tokens
-                del logits
+                        stats["entropy"] += float(entropy[m].sum()) / tokens
             stats["grad_norm"] = self._optimizer_step(stats)
         return stats
 
