@@ -9,9 +9,8 @@ import torch
 from learner.episodes import ChatBridge, TemplateError, run_episodes
 from learner.model import load_model, load_tokenizer
 from learner.rollout import _eos_ids
-from learner.training import grpo
 from learner.training.batching import select_rows
-from learner.training.forward import completion_logits
+from learner.training.forward import completion_logprobs
 from tests import learner_helpers as h
 from tests.episode_helpers import SHOUT_ENV_ID, ShoutEnv, register
 
@@ -73,10 +72,11 @@ def test_generation_logprobs_equal_the_loss_logprobs_on_multi_turn_rows(tmp_path
     assert all("tool" in [t["role"] for t in tr] for tr in roll.transcripts)
     groups = torch.arange(len(roll.texts)) // 3
     for share in (True, False):
+        # The loss passes' own log-probs (length buckets, shared prompts), not a re-derivation.
         with torch.no_grad():
-            logits = completion_logits(model, roll.prompt_ids, roll.prompt_mask,
-                                       roll.completion_ids, mask, groups, share_prompts=share)
-        logp = grpo.token_logprobs(logits, roll.completion_ids, temperature)
+            logp, _ = completion_logprobs(model, roll.prompt_ids, roll.prompt_mask,
+                                          roll.completion_ids, mask, groups,
+                                          temperature=temperature, share_prompts=share)
         for i, recorded in enumerate(eps.logprobs):
             own = action[i, :len(recorded)].bool()
             got = logp[i, :len(recorded)][own]
@@ -306,8 +306,8 @@ def test_real_math_python_episodes_with_a_model_that_learned_to_call_the_tool(tm
     assert eps.rollout.action_mask[0].tolist() == [1] * len(turn1) + [0] * len(obs) + [1] * len(
         turn2)
     with torch.no_grad():
-        logits = completion_logits(model, eps.rollout.prompt_ids, eps.rollout.prompt_mask,
-                                   eps.rollout.completion_ids, eps.rollout.completion_mask)
-    logp = grpo.token_logprobs(logits, eps.rollout.completion_ids)[0]
+        logp, _ = completion_logprobs(model, eps.rollout.prompt_ids, eps.rollout.prompt_mask,
+                                      eps.rollout.completion_ids, eps.rollout.completion_mask)
+    logp = logp[0]
     own = eps.rollout.action_mask[0].bool()
     assert torch.allclose(logp[own], torch.tensor(eps.logprobs[0])[own], atol=2e-4)
