@@ -9,6 +9,7 @@ use starts a fresh one.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from sandbox import Limits, Sandbox
@@ -55,3 +56,13 @@ def release_shared() -> None:
         if _users == 0 and not _pinned and _shared is not None:
             _shared.close()
             _shared = None
+
+
+def _forget_after_fork() -> None:
+    """A forked child (``AsyncVectorEnv``, multiprocessing) starts its own pool on first use:
+    the parent's engine connections cannot be shared (``Sandbox.run`` refuses them)."""
+    global _shared, _users, _pinned, _lock
+    _shared, _users, _pinned, _lock = None, 0, False, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

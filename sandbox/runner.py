@@ -104,6 +104,7 @@ class Sandbox:
         self._labels = {OWNER_LABEL: self.owner, INSTANCE_LABEL: self.instance}
         remove_stale(self.client)
         self._closed = False
+        self._pid = os.getpid()
         _sweep_unswept(self.client)
         self._pool = Pool(self._new_worker, self.pool_size, self.max_containers, self.limits,
                           idle_s, remove=lambda cid: remove_container(self.client, cid),
@@ -132,6 +133,12 @@ class Sandbox:
         start = time.monotonic()
         if self._closed:
             return RunResult.infra_error("the sandbox is closed")
+        if os.getpid() != self._pid:
+            # A forked child shares the parent's engine connections: its requests and replies
+            # would interleave with the parent's (garbled jobs). It must start its own Sandbox.
+            return RunResult.infra_error(
+                f"this Sandbox was created in process {self._pid}; a forked process "
+                "(multiprocessing, AsyncVectorEnv) must create its own")
         error = ""
         for _ in range(START_ATTEMPTS):
             try:

@@ -319,7 +319,11 @@ def test_shared_pool_is_released_by_close(monkeypatch):
 
 
 @docker
-def test_vector_envs_run_tool_episodes():
+def test_vector_envs_run_tool_episodes(monkeypatch):
+    # No pool alive when AsyncVectorEnv forks its workers (each then starts its own): one
+    # inherited from the parent is refused by ``Sandbox.run`` (see the test below).
+    for name, fresh in (("_shared", None), ("_users", 0), ("_pinned", False)):
+        monkeypatch.setattr(envs.sandboxes, name, fresh)
     fns = [lambda: gym.make("grpo/MathPython-v0", pack="arith", level=2,
                             tool_limits=QUICK)] * 2
     for vec in (gym.vector.SyncVectorEnv(fns),
@@ -333,3 +337,25 @@ def test_vector_envs_run_tool_episodes():
         assert list(rewards) == [pytest.approx(1.1), pytest.approx(0.1)] and all(terminated)
         assert list(infos["turns"]) == [2, 2]
         vec.close()
+
+
+@docker
+def test_a_sandbox_inherited_through_fork_is_refused_not_shared(sandbox):
+    """A forked child must not talk over the parent's engine connections (replies would
+    interleave): its runs are infrastructure errors, the parent's pool keeps working, and the
+    child's shared pool is its own."""
+    import multiprocessing
+
+    def child(queue):
+        result = sandbox.run("print(5)")
+        queue.put((result.status, result.error, envs.sandboxes._shared is None))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    status, error, fresh_shared = queue.get(timeout=120)
+    proc.join(timeout=60)
+    assert status == "sandbox_error" and "forked process" in error
+    assert fresh_shared
+    assert sandbox.run("print(2)").stdout == "2\n"
