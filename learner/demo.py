@@ -7,7 +7,7 @@ the prompt asks: the model often gets the sum right but almost never boxes it, s
 marks, now earns only the small format reward. Sampling at temperature 0.7 keeps the 135M
 model's samples coherent enough that every step has right and wrong answers to compare.
 
-It takes about 11 minutes on two CPU cores and ends by printing two completions the reward
+It takes about 7 minutes on two CPU cores and ends by printing two completions the reward
 credited and the reward-hack monitor's flagged share. Extra flags are passed to
 ``learner.run`` (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
 """
