@@ -28,7 +28,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv, is_infra_error
 from learner.model import cache_kwarg, chat_prompt
-from learner.rollout import Rollout, _eos_ids, _sample, encode_prompts
+from learner.rollout import Rollout, _eos_ids, _sample, decode_step, encode_prompts
 from learner.scoring import Scores
 from tasks import Task
 
@@ -205,17 +205,9 @@ def generate_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
             if all(done):
                 break
             active = torch.tensor([not done[r] for r in rows.tolist()], device=device)
-            if (~active).sum() >= max(1.0, compact_fraction * rows.numel()):
-                idx = active.nonzero().squeeze(-1)
-                cache.batch_select_indices(idx)
-                rows, nxt, mask, next_pos = rows[idx], nxt[idx], mask[idx], next_pos[idx]
-            else:
-                nxt = torch.where(active, nxt, torch.full_like(nxt, pad_id))
-            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
-            out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask,
-                        position_ids=next_pos.unsqueeze(-1), use_cache=True, **{arg: cache})
-            logits = out.logits[:, -1]
-            next_pos = next_pos + 1
+            logits, rows, mask, next_pos = decode_step(
+                model, cache, arg, nxt, active, rows, mask, next_pos, pad_id=pad_id,
+                compact_fraction=compact_fraction)
     finally:
         model.train(was_training)
     return tokens, logprobs, why, generated

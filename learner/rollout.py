@@ -112,21 +112,9 @@ def generate(
             done[rows[torch.isin(nxt, eos_ids)]] = True
             if t == max_new_tokens - 1 or bool(done.all()):
                 break
-            active = ~done[rows]
-            if (~active).sum() >= max(1.0, compact_fraction * rows.numel()):
-                # Dropping finished rows copies the cache once but shrinks every later step.
-                idx = active.nonzero().squeeze(-1)
-                cache.batch_select_indices(idx)
-                rows, nxt, mask, next_pos = rows[idx], nxt[idx], mask[idx], next_pos[idx]
-            else:
-                # Finished rows that stay in the batch keep decoding; _trim drops their tokens.
-                nxt = torch.where(active, nxt, torch.full_like(nxt, pad_id))
-            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
-            out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask,
-                        position_ids=next_pos.unsqueeze(-1), use_cache=True,
-                        **{cache_arg: cache})
-            logits = out.logits[:, -1]
-            next_pos = next_pos + 1
+            logits, rows, mask, next_pos = decode_step(
+                model, cache, cache_arg, nxt, ~done[rows], rows, mask, next_pos,
+                pad_id=pad_id, compact_fraction=compact_fraction)
     finally:
         model.train(was_training)
     completion_ids, completion_mask, truncated = _trim(tokens, eos_ids, pad_id)
@@ -143,6 +131,25 @@ def generate(
         texts=texts,
         generated_tokens=generated,
     )
+
+
+def decode_step(model: PreTrainedModel, cache: DynamicCache, cache_arg: str, nxt: Tensor,
+                active: Tensor, rows: Tensor, mask: Tensor, next_pos: Tensor, *, pad_id: int,
+                compact_fraction: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Feed the sampled tokens ``nxt`` of the cache's rows (``active``: still decoding) and
+    return the next logits with the surviving ``rows``, ``mask`` and ``next_pos``."""
+    if (~active).sum() >= max(1.0, compact_fraction * rows.numel()):
+        # Dropping finished rows copies the cache once but shrinks every later step.
+        idx = active.nonzero().squeeze(-1)
+        cache.batch_select_indices(idx)
+        rows, nxt, mask, next_pos = rows[idx], nxt[idx], mask[idx], next_pos[idx]
+    else:
+        # Finished rows that stay in the batch keep decoding; their tokens are dropped later.
+        nxt = torch.where(active, nxt, torch.full_like(nxt, pad_id))
+    mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
+    out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask,
+                position_ids=next_pos.unsqueeze(-1), use_cache=True, **{cache_arg: cache})
+    return out.logits[:, -1], rows, mask, next_pos + 1
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Tensor:

@@ -11,6 +11,7 @@ attach socket dies, and the engine removes it (``auto_remove``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from typing import Any
@@ -143,23 +144,8 @@ class RaySandbox(Sandbox):
         files: dict[str, str | bytes] | None = None,
         limits: Limits | None = None,
     ) -> RunResult:
-        if self._closed:
-            return RunResult.infra_error("the sandbox is closed")
-        error = "no sandbox actor is alive on the Ray cluster"
-        for _ in range(1 + RETRIES):
-            member, ref = self._submit(code, stdin, files, limits)
-            if member is None:
-                break
-            try:
-                return await ref
-            except RayTaskError as exc:
-                raise exc.cause from None
-            except LOST as exc:
-                error = f"lost the sandbox actor on node {member.node_id[:8]}: {_line(exc)}"
-                self._actors.lost(member)
-            finally:
-                self._actors.release(member)
-        return RunResult.infra_error(error)
+        # The same retries as ``run``; a thread waits on Ray, as the local ``Sandbox.arun`` does.
+        return await asyncio.to_thread(self.run, code, stdin=stdin, files=files, limits=limits)
 
     def warm(self, timeout: float | None = None) -> int:
         refs = [m.actor.warm.remote(timeout) for m in self._actors.members()]
