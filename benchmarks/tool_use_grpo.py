@@ -10,7 +10,9 @@ wall-clock time (the training loop only; evaluations are outside the budget) and
 Every step's turns, tool-use share, tool errors and reward are printed and logged to
 ``OUT/with_tool/metrics.jsonl`` (``python -m learner.plot OUT/with_tool`` draws them).
 ``--also-without-tool`` trains the same budget on MathExact without the tool, for the
-like-for-like comparison. Both envs credit only a number in ``\\boxed{}`` (``require_boxed``).
+like-for-like comparison. ``--require-boxed`` makes both envs credit only a number in
+``\\boxed{}``; by default any final-answer style the checker reads counts, with all its rules.
+``--tool-reward`` weights the env's ``tool_ok`` component (shaping; accuracy is ``correct`` only).
 ``OUT/summary.json`` holds the numbers.
 """
 
@@ -62,6 +64,8 @@ def train_for(trainer: Any, minutes: float, out: Path, label: str) -> list[dict[
         history.append(m)
         tool = (f" turns {m['turns/mean']:.2f} tool-use {m['tool/use_frac']:.0%} "
                 f"tool-errors {m['tool/error_frac']:.0%}" if "turns/mean" in m else "")
+        tool += f" boxed {m['reward/format']:.0%}" if "reward/format" in m else ""
+        tool += f" tool-ok {m['reward/tool_ok']:.0%}" if "reward/tool_ok" in m else ""
         print(f"[{label}] step {trainer.step} {m['elapsed_min']:.1f} min reward "
               f"{m['reward/mean']:.3f} accuracy {m['accuracy']:.0%} group-std "
               f"{m['group/std_mean']:.3f}{tool}", flush=True)
@@ -82,7 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts-per-step", type=int, default=4)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-5)
-    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="sampling temperature (default 1.0: at 0.7 the starting model boxed "
+                        "no answer in 64 episodes, so every group was flat)")
+    p.add_argument("--tool-reward", type=float, default=0.1,
+                   help="weight of the env's tool_ok component (a call that ran cleanly and "
+                        "printed something), shaping for a policy that rarely finds the tool; "
+                        "held-out accuracy counts only correct answers (default 0.1, 0: off)")
     p.add_argument("--beta", type=float, default=0.0,
                    help="KL weight (default 0: no reference pass, and a step whose groups "
                         "all scored alike trains nothing, which saves most of a CPU step's "
@@ -91,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="micro-batches per step: a multi-turn completion is long (tool outputs "
                         "included) and the loss pass holds T x vocab logits per row (default 4)")
     p.add_argument("--tool-role", default="auto", choices=("auto", "tool", "ipython", "user"))
+    p.add_argument("--require-boxed", action="store_true",
+                   help="credit only an answer in \\boxed{} (both envs). Off by default: the "
+                        "model states a tool's result in words but boxed none in any of its "
+                        "episodes, at the start or after 5 steps; every other checker rule "
+                        "applies either way")
     p.add_argument("--also-without-tool", action="store_true",
                    help="also train MathExact (no tool) for the same budget")
+    p.add_argument("--only-without-tool", action="store_true",
+                   help="train only without the tool (the baseline of an earlier run)")
     p.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     p.add_argument("--out", default="runs/tool_use_grpo")
     p.add_argument("--seed", type=int, default=0)
@@ -109,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pack = {"pack": "arith", "level": args.level, "require_boxed": True}
+    pack = {"pack": "arith", "level": args.level, "require_boxed": args.require_boxed}
 
     def trainer_for(env_id: str, kwargs: dict, sub: str) -> GRPOTrainer:
         cfg = Config(env=env_id, env_kwargs=kwargs, model=args.model, seed=args.seed,
@@ -125,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary: dict[str, Any] = {"settings": vars(args)}
     tool_kwargs = {**pack, "max_turns": args.max_turns}
+    if args.tool_reward:
+        tool_kwargs["reward_weights"] = {"tool_ok": args.tool_reward}
     tool = trainer_for("grpo/MathPython-v0", tool_kwargs, "with_tool")
     plain_env = gym.make("grpo/MathExact-v0", **pack).unwrapped
     tasks = heldout_tasks(tool.env, args.eval_size)
@@ -135,17 +154,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['tool_before']['accuracy']:.0%} (tool used in "
           f"{summary['tool_before']['tool_use']:.0%} of episodes) "
           f"[{(time.perf_counter() - t0) / 60:.1f} min]", flush=True)
-    history = train_for(tool, args.budget_min, out / "with_tool", "with tool")
-    summary["tool_after"] = heldout(tool, tool.env, tasks, args.max_new_tokens)
-    summary["tool_steps"] = len(history)
-    summary["tool_history"] = [{k: m.get(k) for k in (
-        "elapsed_min", "reward/mean", "accuracy", "turns/mean", "tool/use_frac",
-        "tool/error_frac", "group/std_mean", "group/frac_zero_std")} for m in history]
-    print(f"held-out after {len(history)} steps with the tool: "
-          f"{summary['tool_after']['accuracy']:.0%} (tool used in "
-          f"{summary['tool_after']['tool_use']:.0%})", flush=True)
+    if not args.only_without_tool:
+        history = train_for(tool, args.budget_min, out / "with_tool", "with tool")
+        summary["tool_after"] = heldout(tool, tool.env, tasks, args.max_new_tokens)
+        summary["tool_steps"] = len(history)
+        summary["tool_history"] = [{k: m.get(k) for k in (
+            "elapsed_min", "reward/mean", "accuracy", "turns/mean", "tool/use_frac",
+            "tool/error_frac", "group/std_mean", "group/frac_zero_std")} for m in history]
+        print(f"held-out after {len(history)} steps with the tool: "
+              f"{summary['tool_after']['accuracy']:.0%} (tool used in "
+              f"{summary['tool_after']['tool_use']:.0%})", flush=True)
     del tool
-    if args.also_without_tool:
+    if args.also_without_tool or args.only_without_tool:
         plain = trainer_for("grpo/MathExact-v0", pack, "without_tool")
         history = train_for(plain, args.budget_min, out / "without_tool", "no tool")
         summary["no_tool_after"] = heldout(plain, plain.env, tasks, args.max_new_tokens)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from envs.episode import Elapsed, Episode, EpisodeError, StepResult
+from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
@@ -98,24 +98,27 @@ class TaskEnv(gym.Env[str, str]):
             raise PackError(f"pack '{self.pack.name}' feeds {self.pack.env}, not {feeds}")
         self.pack.size(split)  # raises a clear error for an unknown split
         self.split = split
-        weights = dict(self.default_weights)
-        weights.update(self.pack.manifest.reward_weights)
-        weights.update(reward_weights or {})
-        unknown = set(weights) - set(self.default_weights)
-        if unknown:
-            raise ValueError(
-                f"unknown reward component(s) {sorted(unknown)}; "
-                f"{self.env_id or type(self).__name__} emits {sorted(self.default_weights)}"
-            )
-        self.reward_weights = weights
-        self.observation_space = AnyText()
-        self.action_space = AnyText()
         if not isinstance(python_tool, (bool, PythonTool)):
             raise TypeError(f"python_tool must be True, False or a PythonTool, "
                             f"got {python_tool!r}")
         self.tool: PythonTool | None = (
             python_tool if isinstance(python_tool, PythonTool)
             else PythonTool() if python_tool else None)
+        emitted = dict(self.default_weights)
+        if self.tool is not None:  # an env with a tool may weight TOOL_OK (0 by default)
+            emitted[TOOL_OK] = 0.0
+        weights = dict(emitted)
+        weights.update(self.pack.manifest.reward_weights)
+        weights.update(reward_weights or {})
+        unknown = set(weights) - set(emitted)
+        if unknown:
+            raise ValueError(
+                f"unknown reward component(s) {sorted(unknown)}; "
+                f"{self.env_id or type(self).__name__} emits {sorted(emitted)}"
+            )
+        self.reward_weights = weights
+        self.observation_space = AnyText()
+        self.action_space = AnyText()
         self.max_turns = _max_turns(max_turns, self.tool is not None)
         self._episode: Episode | None = None
 

@@ -23,6 +23,11 @@ from tasks import Task
 if TYPE_CHECKING:
     from envs.base import TaskEnv
 
+#: The reward component of an episode with a tool: 1.0 when one of its calls ran cleanly (status
+#: ok, something printed). Weight 0 (and not reported) unless ``reward_weights`` gives one: it
+#: is shaping for a policy that has yet to find the tool, never part of what ``passed`` means.
+TOOL_OK = "tool_ok"
+
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 
@@ -53,6 +58,7 @@ class Episode:
         self.tool_calls = 0
         self.tool_errors = 0
         self.tool_s = 0.0
+        self.clean_calls = 0  # calls that ran without error and printed something
         self.done = False
 
     def step(self, action: str) -> StepResult:
@@ -81,6 +87,7 @@ class Episode:
         if result.infra:
             return self._infra_failure(result.error)
         self.tool_errors += result.failed
+        self.clean_calls += result.status == "ok" and result.printed
         info = env.task_info(self.task)
         info.update(self._counters(), tool_status=result.status)
         return result.observation, 0.0, False, False, info
@@ -92,8 +99,13 @@ class Episode:
     def _graded(self, action: str, *, truncated: bool) -> StepResult:
         self.done = True
         reward, info = self.env.score(self.task, action)
+        weight = self.env.reward_weights.get(TOOL_OK, 0.0)
+        if weight:  # reported only when it counts, so default rewards are the checker's alone
+            tool_ok = 1.0 if self.clean_calls else 0.0
+            info["rewards"] = {**info["rewards"], TOOL_OK: tool_ok}
+            reward += weight * tool_ok
         info.update(self._counters(), truncated_turns=truncated)
-        return "", reward, not truncated, truncated, info
+        return "", float(reward), not truncated, truncated, info
 
     def _infra_failure(self, error: str) -> StepResult:
         """The sandbox failed under a tool call: the episode ends unscored (``is_infra_error``),
@@ -101,7 +113,8 @@ class Episode:
         self.done = True
         info = self.env.task_info(self.task)
         info.update(
-            rewards={k: 0.0 for k in self.env.reward_weights},
+            rewards={k: 0.0 for k, w in self.env.reward_weights.items()
+                     if w or k != TOOL_OK},
             passed=False,
             reason="sandbox_error",
             extracted=None,

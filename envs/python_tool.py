@@ -53,6 +53,7 @@ class ToolResult:
     seconds: float
     infra: bool = False  # the sandbox failed, not the code
     error: str = ""  # what went wrong when infra
+    printed: bool = False  # the program wrote something to stdout
 
     @property
     def failed(self) -> bool:
@@ -135,7 +136,7 @@ class PythonTool:
         if result.status == "sandbox_error":
             return ToolResult("", "sandbox_error", seconds, True, result.error)
         return ToolResult(self.format(result.stdout, result.stderr, result.status),
-                          result.status, seconds)
+                          result.status, seconds, printed=bool(result.stdout.strip()))
 
     def format(self, stdout: str, stderr: str, status: str) -> str:
         """The observation: stdout, stderr and a note on a stopped program, in an output fence."""

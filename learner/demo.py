@@ -4,10 +4,11 @@ on single-digit addition (``arith`` level 1), printing held-out greedy accuracy 
 Only a number in ``\\boxed{}`` counts (``require_boxed`` and the pack's ``answer = "number"``), as
 the prompt asks: the model often gets the sum right but almost never boxes it, so it starts at
 0% and GRPO has to learn both. Boxing the question (``\\boxed{2 + 6}``), which once earned full
-marks, now earns only the small format reward. Sampling at temperature 0.7 keeps the 135M
-model's samples coherent enough that every step has right and wrong answers to compare.
+marks, now earns only the small format reward. Sampling at temperature 1.0 matters: at 0.7 the
+starting model boxed 0.8% of its samples and most steps had no group with a reward spread, so
+nothing to learn from; at 1.0 it boxes 2% and about half the steps have one from the start.
 
-It takes about 7 minutes on two CPU cores and ends by printing two completions the reward
+It takes about 10 minutes on two CPU cores and ends by printing two completions the reward
 credited and the reward-hack monitor's flagged share. Extra flags are passed to
 ``learner.run`` (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
 """
@@ -30,7 +31,7 @@ DEMO_FLAGS = [
     "--group-size", "8",
     "--max-new-tokens", "48",
     "--learning-rate", "2e-5",
-    "--temperature", "0.7",
+    "--temperature", "1.0",
     "--beta", "0.04",
     "--eval-every", "0",
     "--no-eval-perturbations",  # the demo shows accuracy; learner.eval has the full gates

@@ -177,6 +177,10 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._pid:
+            # A forked copy: the containers are the parent's, still in use, and its engine
+            # connections are the parent's too. Closing it only stops this copy.
+            return
         with contextlib.suppress(Exception):
             self._pool.close()
         try:  # anything the pool lost track of, e.g. a start cut short
@@ -228,6 +232,17 @@ def _close_all() -> None:
     for sb in list(_live):
         with contextlib.suppress(Exception):  # best effort at exit
             sb.close()
+
+
+def _forget_after_fork() -> None:
+    """A forked child owns none of the parent's sandboxes: its exit must not close them, nor
+    sweep what the parent left for itself to sweep."""
+    global _live, _cleanup_lock
+    _live, _cleanup_lock = weakref.WeakSet(), threading.Lock()
+    _unswept.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _on_signal(signum: int, frame: object) -> None:

@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     trainer = GRPOTrainer(cfg)
     print(f"device: {torch.cuda.get_device_name()}; mixed precision: "
           f"{trainer.accelerator.mixed_precision}")
+    # The learner skips the reference pass until the first update (the policy is the reference
+    # then); run it anyway, which is what this check is for: reference and policy computed alike.
+    trainer.policy_is_reference = False
     torch.cuda.reset_peak_memory_stats()
     first_kl = None
     for _ in range(args.steps):

@@ -49,7 +49,8 @@ def test_an_update_favours_completions_with_positive_advantage(tmp_path):
                 beta=0.0, eval=False)
     batch, _ = t.make_batch(t.collect())
     before = _sequence_logprobs(t, batch)
-    t.train_on(batch)
+    stats = t.train_on(batch)
+    assert stats["kl"] is None  # beta == 0: no reference, so no KL is reported as measured
     delta = _sequence_logprobs(t, batch) - before
     up, down = delta[batch.advantages > 0], delta[batch.advantages < 0]
     assert up.mean() > 0 > down.mean(), (up, down)
@@ -67,11 +68,38 @@ def test_flat_step_without_kl_is_skipped_and_logged_as_skipped(tmp_path):
 
 
 def test_flat_groups_keep_their_kl_term(tmp_path):
-    # With beta > 0 the loss of a flat group is beta * KL: the groups are trained, not dropped.
+    # With beta > 0 the loss of a flat group is beta * KL: once the policy has moved away from
+    # the reference, the groups are trained, not dropped.
     t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False, beta=0.1)
+    t.policy_is_reference = False  # as after the first update
     batch, adv = t.make_batch(t.collect())
     assert batch is not None and len(batch) == 8 and not adv.any()
     assert batch.n_sequences == 8 and batch.n_tokens == float(batch.loss_mask.sum())
+
+
+def test_a_flat_step_before_any_update_changes_nothing_even_with_kl(tmp_path):
+    # The policy is still the reference: its KL and the KL's gradient are exactly 0, so a step
+    # of flat groups has nothing to learn. Computing it anyway turned float noise in the
+    # reference pass into a full-size AdamW step.
+    t = trainer(tmp_path, env=h.ConstantEnv(), steps=2, eval=False, beta=0.1)
+    before = [p.detach().clone() for p in t.policy.parameters()]
+    t.train()
+    rows = read_metrics(tmp_path / "run")
+    assert [r["skipped"] for r in rows] == [True, True]
+    assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
+    assert t.policy_is_reference
+
+
+def test_the_reference_pass_runs_once_the_policy_has_moved(tmp_path, monkeypatch):
+    t = trainer(tmp_path, steps=2, eval=False, beta=0.1, learning_rate=1e-3)
+    calls = []
+    real = t._ref_logprobs
+    monkeypatch.setattr(t, "_ref_logprobs", lambda mb: calls.append(1) or real(mb))
+    first = t.train_step()
+    assert calls == [] and first["kl"] == 0.0  # step 0: the reference is the policy itself
+    assert not t.policy_is_reference
+    second = t.train_step()
+    assert calls and second["kl"] > 0
 
 
 def test_dynamic_sampling_draws_more_prompts_when_groups_are_flat(tmp_path):
@@ -258,6 +286,7 @@ def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
             accelerator = Accelerator(cpu=True, mixed_precision="bf16")
             t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
                             accelerator=accelerator)
+            t.policy_is_reference = False  # as after the first update: the reference pass runs
             batch, _ = t.make_batch(t.collect())
             if not lora:  # the precondition: run plainly, the fp32 copy differs from the policy
                 with torch.no_grad():

@@ -167,6 +167,32 @@ def test_tool_call_then_boxed_answer(sandbox):
         env.step("\\boxed{111}")
 
 
+def test_tool_ok_weight_needs_a_tool():
+    with pytest.raises(ValueError, match="tool_ok"):
+        gym.make("grpo/MathExact-v0", pack="arith", reward_weights={"tool_ok": 0.1})
+    assert math_python().reward_weights["tool_ok"] == 0.0
+
+
+@docker
+def test_tool_ok_rewards_a_clean_call_only_when_weighted(sandbox):
+    shaped = math_python(sandbox, reward_weights={"tool_ok": 0.1})
+    episode = shaped.episode(TASK)
+    episode.step(CALL)
+    _, reward, _, _, info = episode.step("\\boxed{110}")  # wrong, after a clean call
+    assert info["rewards"] == {"correct": 0.0, "format": 1.0, "tool_ok": 1.0}
+    assert reward == pytest.approx(0.2) and info["passed"] is False
+    for turns in ([call("print(x)")], [call("x = 1")], []):  # an error, no output, no call
+        episode = shaped.episode(TASK)
+        for turn in turns:
+            episode.step(turn)
+        _, reward, _, _, info = episode.step("\\boxed{111}")
+        assert info["rewards"]["tool_ok"] == 0.0 and reward == pytest.approx(1.1), turns
+    plain = math_python(sandbox).episode(TASK)  # unweighted: not reported, not paid
+    plain.step(CALL)
+    _, reward, _, _, info = plain.step("\\boxed{111}")
+    assert "tool_ok" not in info["rewards"] and reward == pytest.approx(1.1)
+
+
 @docker
 def test_errors_are_observations_and_no_state_is_kept(sandbox):
     env = math_python(sandbox)
@@ -359,3 +385,34 @@ def test_a_sandbox_inherited_through_fork_is_refused_not_shared(sandbox):
     assert status == "sandbox_error" and "forked process" in error
     assert fresh_shared
     assert sandbox.run("print(2)").stdout == "2\n"
+
+
+@docker
+def test_a_forked_child_never_closes_the_parents_containers(sandbox):
+    """A child that closes its inherited copy, or exits through atexit with it in the live set,
+    leaves the parent's warm containers alone."""
+    import multiprocessing
+
+    import sandbox.runner as runner
+
+    assert sandbox.run("print(1)").stdout == "1\n"
+    deadline = time.monotonic() + 60
+    while any(p["starting"] for p in sandbox.pool_state()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the pool refills after a run: compare once it is settled
+    before = set(sandbox.containers())
+    assert before
+
+    def child(queue):
+        inherited_live = sandbox in runner._live
+        sandbox.close()
+        runner._close_all()  # what atexit runs
+        queue.put(inherited_live)
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    assert queue.get(timeout=120) is False  # the child's live set starts empty
+    proc.join(timeout=60)
+    assert set(sandbox.containers()) == before
+    assert sandbox.run("print(3)").stdout == "3\n"

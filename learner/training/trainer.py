@@ -104,6 +104,12 @@ class GRPOTrainer:
             self.ref_model = sharding.prepare_reference(self.accelerator, self.ref_model)
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.step = 0
+        # Until the first optimizer step the policy is the reference itself. Its KL is then 0
+        # with a zero gradient, exactly, so the reference pass is not run (its log-probs are
+        # the policy's own) and a step whose groups are all flat has nothing to learn. Running
+        # the reference anyway gives a KL gradient of float noise (~1e-7), which AdamW's first
+        # step, normalising by its own magnitude, turns into a full-size random update.
+        self.policy_is_reference = True
 
     # -- helpers ----------------------------------------------------------------------------
     @property
@@ -207,7 +213,10 @@ class GRPOTrainer:
             informative = (col["group_std"] > 0).nonzero().squeeze(-1)
             quota = share_quota(self.procs.gather_ints(len(informative)), c.prompts_per_step)
             in_step = torch.isin(groups, informative[: quota[self.procs.rank]]) & valid
-        rows = select_rows(roll, in_step, adv, beta=c.beta, mask_truncated=c.mask_truncated)
+        # While the policy is the reference, zero-advantage rows add exactly nothing (see
+        # ``policy_is_reference``): they are left out as with beta == 0.
+        beta = 0.0 if self.policy_is_reference else c.beta
+        rows = select_rows(roll, in_step, adv, beta=beta, mask_truncated=c.mask_truncated)
         if sum(self.procs.gather_ints(int(rows.keep.sum()))) == 0:
             return None, adv  # no process has a row to compute: the step is skipped
         placeholder = not rows.keep.any()
@@ -248,9 +257,11 @@ class GRPOTrainer:
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.
         self.model.train()
-        use_ref = c.beta > 0
+        # While the policy is the reference, the reference's log-probs are the first pass's own.
+        own_ref = c.beta > 0 and self.policy_is_reference
         old: list[Tensor] = []
-        ref: list[Tensor | None] = [self._ref_logprobs(mb) if use_ref else None for mb in micro]
+        ref: list[Tensor | None] = [self._ref_logprobs(mb) if c.beta > 0 and not own_ref
+                                    else None for mb in micro]
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "entropy": 0.0, "grad_norm": 0.0,
                  "nonfinite_skipped": 0.0}
         tokens = max(int(batch.loss_mask.sum()), 1)
@@ -267,6 +278,8 @@ class GRPOTrainer:
                     # "old" ones, so no extra forward pass is needed for them.
                     if it == 0:
                         old.append(logp.detach())
+                        if own_ref:
+                            ref[i] = old[i]
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.epsilon, eps_high=c.eps_high, loss_type=c.loss_type,
@@ -287,6 +300,8 @@ class GRPOTrainer:
                         stats["clip_frac"] += float(aux["clipped"][m].float().sum()) / tokens
                         stats["entropy"] += float(entropy[m].sum()) / tokens
             stats["grad_norm"] = self._optimizer_step(stats)
+        if c.beta == 0:
+            stats["kl"] = None  # no reference: nothing was measured (null, not a KL of 0)
         return stats
 
     def _optimizer_step(self, stats: dict[str, float]) -> float:
@@ -296,6 +311,7 @@ class GRPOTrainer:
             # The engine clips (config "gradient_clipping"), steps and zeroes the gradients.
             if stats["nonfinite_skipped"] == 0.0:
                 self.model.step()
+                self.policy_is_reference = False
                 norm = self.model.get_global_grad_norm()
                 grad_norm = float("nan") if norm is None else float(norm)
             else:
@@ -311,6 +327,7 @@ class GRPOTrainer:
                     p.grad.norm() for p in self.model.parameters() if p.grad is not None])))
             if math.isfinite(grad_norm):
                 self.optimizer.step()
+                self.policy_is_reference = False
             else:
                 stats["nonfinite_skipped"] = 1.0
         self.scheduler.step()
@@ -459,6 +476,7 @@ class GRPOTrainer:
             return False
         state = checkpoint.load(self.accelerator, path)
         self.step, self.stream.position = state["step"], state["position"]
+        self.policy_is_reference = self.step == 0
         return True
 
     def train(self) -> dict[str, Any]:
@@ -494,7 +512,8 @@ class GRPOTrainer:
                 self.save()
             flagged, kl = metrics.get("flags/credited_frac"), metrics.get("kl")
             bar.set_postfix(step=self.step, reward=f"{metrics['reward/mean']:.3f}",
-                            kl="skipped" if kl is None else f"{kl:.4f}",
+                            kl="skipped" if metrics.get("skipped") else "-" if kl is None
+                            else f"{kl:.4f}",
                             flagged="-" if flagged is None else f"{flagged:.0%}", refresh=False)
             bar.update(1)
         bar.close()
