@@ -116,6 +116,8 @@ class TaskEnv(gym.Env[str, str]):
                 f"unknown reward component(s) {sorted(unknown)}; "
                 f"{self.env_id or type(self).__name__} emits {sorted(emitted)}"
             )
+        if not weights.get(TOOL_OK):  # unweighted: not emitted at all (see envs.episode)
+            weights.pop(TOOL_OK, None)
         self.reward_weights = weights
         self.observation_space = AnyText()
         self.action_space = AnyText()

@@ -113,8 +113,7 @@ class Episode:
         self.done = True
         info = self.env.task_info(self.task)
         info.update(
-            rewards={k: 0.0 for k, w in self.env.reward_weights.items()
-                     if w or k != TOOL_OK},
+            rewards={k: 0.0 for k in self.env.reward_weights},
             passed=False,
             reason="sandbox_error",
             extracted=None,

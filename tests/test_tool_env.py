@@ -170,7 +170,8 @@ def test_tool_call_then_boxed_answer(sandbox):
 def test_tool_ok_weight_needs_a_tool():
     with pytest.raises(ValueError, match="tool_ok"):
         gym.make("grpo/MathExact-v0", pack="arith", reward_weights={"tool_ok": 0.1})
-    assert math_python().reward_weights["tool_ok"] == 0.0
+    assert "tool_ok" not in math_python().reward_weights  # unweighted: not emitted
+    assert math_python(reward_weights={"tool_ok": 0.1}).reward_weights["tool_ok"] == 0.1
 
 
 @docker
