@@ -259,9 +259,9 @@ class GRPOTrainer:
         self.model.train()
         # While the policy is the reference, the reference's log-probs are the first pass's own.
         own_ref = c.beta > 0 and self.policy_is_reference
+        run_ref = c.beta > 0 and not self.policy_is_reference
         old: list[Tensor] = []
-        ref: list[Tensor | None] = [self._ref_logprobs(mb) if c.beta > 0 and not own_ref
-                                    else None for mb in micro]
+        ref: list[Tensor | None] = [self._ref_logprobs(mb) if run_ref else None for mb in micro]
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "entropy": 0.0, "grad_norm": 0.0,
                  "nonfinite_skipped": 0.0}
         tokens = max(int(batch.loss_mask.sum()), 1)
