@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -316,7 +317,7 @@ class GRPOTrainer:
                 grad_norm = float("nan") if norm is None else float(norm)
             else:
                 self.model.zero_grad()
-            self.scheduler.step()
+            self._scheduler_step()
             return grad_norm
         if stats["nonfinite_skipped"] == 0.0:
             if c.max_grad_norm > 0:
@@ -330,9 +331,16 @@ class GRPOTrainer:
                 self.policy_is_reference = False
             else:
                 stats["nonfinite_skipped"] = 1.0
-        self.scheduler.step()
+        self._scheduler_step()
         self.optimizer.zero_grad(set_to_none=True)
         return grad_norm
+
+    def _scheduler_step(self) -> None:
+        with warnings.catch_warnings():
+            # The schedule counts steps, skipped ones included; torch's warning that the
+            # scheduler stepped before the optimizer ever did reads like a bug to a user.
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler")
+            self.scheduler.step()
 
     def train_step(self) -> dict[str, Any]:
         c = self.config
@@ -348,7 +356,7 @@ class GRPOTrainer:
             # Nothing was measured, so the step logs ``skipped`` and no loss figures (null in
             # metrics.jsonl, a gap in the plots) rather than numbers that read as measurements.
             for _ in range(c.num_iterations):
-                self.scheduler.step()
+                self._scheduler_step()
             stats = {"skipped": True, "loss": None, "kl": None, "clip_frac": None,
                      "entropy": None, "grad_norm": None, "nonfinite_skipped": 0.0}
             trained_tokens = 0
