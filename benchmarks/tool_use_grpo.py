@@ -42,7 +42,11 @@ def heldout(trainer: Any, env: Any, tasks: list, max_new_tokens: int) -> dict[st
                       workers=c.score_workers, max_episode_tokens=c.max_episode_tokens,
                       desc="held-out greedy")
     scored = [r for r in rows if not r["infra_error"]]
-    out = {"n": len(scored), "accuracy": sum(r["passed"] for r in scored) / max(len(scored), 1)}
+    out = {"n": len(scored), "accuracy": sum(r["passed"] for r in scored) / max(len(scored), 1),
+           "not_scored": len(rows) - len(scored)}
+    if out["not_scored"]:
+        print(f"warning: {out['not_scored']} of {len(rows)} held-out episodes were not scored "
+              "(the sandbox failed); the accuracy is over the rest", flush=True)
     if scored and "turns" in scored[0]:
         out["tool_use"] = sum((r["tool_calls"] or 0) > 0 for r in scored) / len(scored)
         out["turns"] = sum(r["turns"] or 0 for r in scored) / len(scored)
@@ -120,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
 
     import envs  # noqa: F401
+    from envs.sandboxes import shared_sandbox
+    from sandbox import SandboxUnavailable
+
+    try:  # every tool call runs there: without it each tool episode would go unscored
+        shared_sandbox()
+    except SandboxUnavailable as exc:
+        sys.exit(f"error: {exc}")
     from learner.config import Config
     from learner.evaluation.heldout import heldout_tasks
     from learner.training.trainer import GRPOTrainer

@@ -22,6 +22,7 @@ import dataclasses
 import re
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 
 from envs.sandboxes import acquire_shared, release_shared
@@ -86,6 +87,7 @@ class PythonTool:
         self._given = sandbox
         self._acquired: Sandbox | None = None
         self._lock = threading.Lock()
+        self._warned = False
 
     def __getstate__(self) -> dict:
         # A copy (AsyncVectorEnv, deepcopy) starts without the parent's sandbox or lock.
@@ -131,12 +133,20 @@ class PythonTool:
             sandbox = self._sandbox()
             result = sandbox.run(code, limits=self._limits(sandbox))
         except SandboxUnavailable as exc:
-            return ToolResult("", "sandbox_error", time.perf_counter() - start, True, str(exc))
+            return self._infra(str(exc), time.perf_counter() - start)
         seconds = time.perf_counter() - start
         if result.status == "sandbox_error":
-            return ToolResult("", "sandbox_error", seconds, True, result.error)
+            return self._infra(result.error, seconds)
         return ToolResult(self.format(result.stdout, result.stderr, result.status),
                           result.status, seconds, printed=bool(result.stdout.strip()))
+
+    def _infra(self, error: str, seconds: float) -> ToolResult:
+        if not self._warned:  # once per tool: with no engine, every call of a run fails
+            self._warned = True
+            warnings.warn(f"python tool: the sandbox could not run a call ({error}); such a "
+                          "call ends its episode unscored (info['infra_error'] is True).",
+                          RuntimeWarning, stacklevel=3)
+        return ToolResult("", "sandbox_error", seconds, True, error)
 
     def format(self, stdout: str, stderr: str, status: str) -> str:
         """The observation: stdout, stderr and a note on a stopped program, in an output fence."""

@@ -51,3 +51,14 @@ def score_all(
         infra_error=[is_infra_error(info) for info in infos],
         infos=infos,
     )
+
+
+def infra_reason(scores: Scores) -> str | None:
+    """What the sandbox said about the first sample it failed to grade (None if none failed)."""
+    for failed, info in zip(scores.infra_error, scores.infos, strict=False):
+        if failed:
+            verdict = info.get("verdict")
+            details = getattr(verdict, "details", None) or {}
+            return str(details.get("error") or info.get("reason") or "the sandbox failed")
+    return None
+

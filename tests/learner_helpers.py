@@ -46,7 +46,8 @@ class ShortEnv(TaskEnv):
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         if self.fail_marker is not None and self.fail_marker in completion:
-            return {"short": 0.0, "digit": 0.0}, Verdict.fail("sandbox_error", sandbox_error=True)
+            return {"short": 0.0, "digit": 0.0}, Verdict.fail(
+                "sandbox_error", sandbox_error=True, error="cannot reach a Docker engine")
         short = max(0.0, 1.0 - len(completion) / 200)
         digit = float(any(ch.isdigit() for ch in completion))
         verdict = Verdict.ok() if str(task["answer"]) in completion else Verdict.fail("not_equal")

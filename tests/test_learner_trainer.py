@@ -130,13 +130,19 @@ def test_sandbox_errors_are_dropped_not_scored_zero(tmp_path):
     assert torch.allclose(adv[[0, 2, 3]], expected, atol=1e-5)
 
 
-def test_env_sandbox_error_verdicts_are_detected(tmp_path):
+def test_env_sandbox_error_verdicts_are_detected(tmp_path, capsys):
     env = h.ShortEnv(fail_marker="")  # every completion "hits" a sandbox failure
-    t = trainer(tmp_path, env=env, steps=1, eval=False)
+    t = trainer(tmp_path, env=env, steps=2, eval=False)
     t.train()
     row = read_metrics(tmp_path / "run")[-1]
     assert row["samples/sandbox_errors"] == 2 * 4
     assert row["group/trained"] == 0
+    # The run says so once, with the sandbox's own reason, rather than only in a metric.
+    notices = [line for line in capsys.readouterr().out.splitlines() if "not scored" in line]
+    assert notices == ["warning: step 1: 8 of 8 samples were not scored because the sandbox "
+                       "failed (cannot reach a Docker engine). They are dropped, not scored 0, "
+                       "and counted in samples/sandbox_errors; while this lasts, the run learns "
+                       "only from the rest."]
 
 
 def test_nonfinite_loss_skips_the_update(tmp_path):

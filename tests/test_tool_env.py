@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
@@ -133,7 +134,8 @@ def test_unreachable_engine_ends_the_episode_as_an_infra_failure(monkeypatch):
     monkeypatch.setattr(envs.sandboxes, "_shared", None)  # no pool started yet in this process
     env = math_python(max_turns=3)
     episode = env.episode(TASK)
-    obs, reward, terminated, truncated, info = episode.step(CALL)
+    with pytest.warns(RuntimeWarning, match="python tool: the sandbox could not run a call"):
+        obs, reward, terminated, truncated, info = episode.step(CALL)
     assert (obs, reward, terminated, truncated) == ("", 0.0, True, False)
     assert is_infra_error(info) and info["reason"] == "sandbox_error"
     assert "Docker engine" in info["verdict"].details["error"]
@@ -141,6 +143,9 @@ def test_unreachable_engine_ends_the_episode_as_an_infra_failure(monkeypatch):
     assert set(info["rewards"]) == {"correct", "format"}
     with pytest.raises(envs.EpisodeError):
         episode.step("\\boxed{111}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per tool: not again on the next call
+        assert is_infra_error(env.episode(TASK).step(CALL)[-1])
     env.close()
 
 

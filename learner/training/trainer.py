@@ -33,7 +33,7 @@ from learner.episodes import ChatBridge, episode_metrics, is_multi_turn, run_epi
 from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.rollout import Rollout, generate
-from learner.scoring import RemoteScorer, Scores, score_all
+from learner.scoring import RemoteScorer, Scores, infra_reason, score_all
 from learner.training import checkpoint, grpo, hack_monitor, sharding
 from learner.training.batching import Batch, gather_rows, merge_rollouts, select_rows
 from learner.training.data import PromptStream
@@ -502,11 +502,16 @@ class GRPOTrainer:
         bar = tqdm(total=c.steps, initial=self.step, disable=not (main and c.progress),
                    desc="grpo", dynamic_ncols=True)
         monitor = HackMonitor()
+        infra_warned = False
         while self.step < c.steps:
             metrics = self.train_step()
             warning = monitor.observe(self.step, self._last[0]["flags"])
             if warning and main:
                 tqdm.write(f"warning: {warning}")
+            if metrics["samples/sandbox_errors"] and not infra_warned and main:
+                # Once: a sandbox that is down fails every sample that needs it, every step.
+                infra_warned = True
+                tqdm.write(f"warning: {self._infra_notice(metrics)}")
             if c.eval and c.eval_every and self.step % c.eval_every == 0 and self.step < c.steps:
                 metrics.update(self.evaluate())
             if c.eval and self.step == c.steps:
@@ -530,6 +535,15 @@ class GRPOTrainer:
         result["final_metrics"] = metrics
         result["flags"] = monitor.total
         return result
+
+    def _infra_notice(self, metrics: dict[str, Any]) -> str:
+        col = self._last[0]
+        n = len(col["infra"]) * self.world[1]
+        errors = metrics["samples/sandbox_errors"] * self.world[1]
+        reason = infra_reason(col["scores"]) or "on another process"
+        return (f"step {self.step}: {errors:.0f} of {n} samples were not scored because the "
+                f"sandbox failed ({reason}). They are dropped, not scored 0, and counted in "
+                "samples/sandbox_errors; while this lasts, the run learns only from the rest.")
 
     def save_model(self, path) -> None:
         """Save the trained policy (merged with LoRA adapters) and tokenizer for later use."""
