@@ -29,6 +29,7 @@ PANELS = {
     "heldout_accuracy": None,  # every eval/accuracy, eval/pass@k
     "perturbations": None,  # every eval/perturb/<variant>
     "reward_hack_flags": None,  # flags/credited_frac and every flags/<reason>
+    "shaping_only": ["samples/shaping_only_frac", "accuracy"],  # paid without the skill
 }
 
 

@@ -14,7 +14,9 @@ from learner.plot import plot
 from learner.training.hack_monitor import (
     HackMonitor,
     StepFlags,
+    StepShaping,
     flag_credited,
+    shaping_only,
     step_metrics,
     summary,
 )
@@ -98,3 +100,57 @@ def test_trainer_logs_plots_and_warns(tmp_path, capsys):
     assert summary(result["flags"]) == "100% of 16 credited samples flagged (suspicious 100%)"
     written = {p.name for p in plot(tmp_path / "run")}
     assert "reward_hack_flags.png" in written
+
+
+def test_shaping_only_counts_samples_paid_by_format_alone():
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1, require_boxed=True).unwrapped
+    task = env.pack.task_at("test", 5)  # What is 4 + 4?
+    completions = ["\\boxed{8}", "\\boxed{0}", "8", "\\boxed{0}", "no idea"]
+    infos = [env.score(task, c)[1] for c in completions]
+    counted = [True, True, True, False, True]  # the fourth failed in the sandbox, say
+    out = shaping_only(env, [i["rewards"] for i in infos], [i["passed"] for i in infos], counted)
+    # Only the boxed constant is paid without the skill; the right answer passed, the unboxed
+    # one is paid nothing, and a sample that was not graded does not count.
+    assert (out.graded, out.passed, out.shaping_only) == (4, 1, 1)
+    assert out.terms == Counter(format=1)
+    # Without a format weight there is no shaping term to farm.
+    plain = gym.make("grpo/MathExact-v0", pack="arith", level=1,
+                     reward_weights={"format": 0.0}).unwrapped
+    assert shaping_only(plain, [i["rewards"] for i in infos], [False] * 5, [True] * 5) \
+        .shaping_only == 0
+
+
+def _shaping(monitor: HackMonitor, steps: list[tuple[int, int]], graded: int = 32) -> list:
+    return [monitor.observe_shaping(i + 1, StepShaping(graded, passed, only, Counter(format=only)))
+            for i, (only, passed) in enumerate(steps)]
+
+
+def test_monitor_warns_once_when_shaping_pays_and_the_skill_is_absent():
+    # As in a run that learnt to box 0: the format term pays nearly every sample, none passes.
+    warnings = _shaping(HackMonitor(), [(4, 0), (12, 0), (24, 0)] + [(31, 0)] * 10)
+    fired = [i + 1 for i, w in enumerate(warnings) if w]
+    assert len(fired) == 1 and 5 <= fired[0] <= 8, fired
+    assert "paid only by shaping terms (format)" in warnings[fired[0] - 1]
+    # As in the demo: the format term pays most samples while accuracy climbs: no warning.
+    assert not any(_shaping(HackMonitor(), [(28, 3), (24, 8), (26, 6), (25, 7)] * 5))
+    assert not any(_shaping(HackMonitor(), [(30, 0)] * 20, graded=1))  # too few to say
+
+
+class FormatOnlyEnv(h.ShortEnv):
+    """Pays a format term to every completion and never passes one."""
+
+    env_id: ClassVar[str] = ""
+    default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
+
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        return {"correct": 0.0, "format": 1.0}, Verdict.fail("not_equal")
+
+
+def test_trainer_logs_and_warns_about_shaping_only_reward(tmp_path, capsys):
+    cfg = h.config(tmp_path, steps=5, eval=False, beta=0.0)
+    GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=FormatOnlyEnv()).train()
+    rows = [r for r in read_metrics(tmp_path / "run") if r["step"] > 0]
+    assert [r["samples/shaping_only_frac"] for r in rows] == [1.0] * 5
+    out = capsys.readouterr().out
+    assert out.count("were paid only by shaping terms (format) and 0% passed") == 1
+    assert "shaping_only.png" in {p.name for p in plot(tmp_path / "run")}

@@ -6,13 +6,20 @@ each of them and logs the flagged share (``flags/credited_frac``) and one share 
 (``flags/<reason>``). When the share over the last few steps is high and has climbed since the
 window before, ``warning`` says so once, naming the reasons, so a person reads the samples.
 The keys are absent on a step that credited nothing (a share of nothing is not 0%).
+
+The other way to be paid without the skill is a shaping term: ``format`` (or ``tool_ok``) pays
+whatever the answer, so a policy that cannot solve the tasks can still box a constant and
+collect it. Every step logs ``samples/shaping_only_frac``, the share of graded samples paid by a
+shaping term alone (the env's reward components outside ``check_components``) that did not pass.
+When nearly all samples of the last few steps are such and nearly none passed, ``warning`` says
+so once: the reward is now the shaping term's, and groups that all earn it teach nothing.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +31,10 @@ WINDOW = 5
 WARN_SHARE = 0.3
 WARN_RISE = 0.15
 MIN_CREDITED = 8  # fewer credited samples in a window say nothing either way
+#: Pooled over WINDOW steps: at least this share of graded samples paid by shaping alone, and
+#: at most SKILL_ABSENT of them passed, is a policy farming the shaping terms.
+SHAPING_ONLY = 0.8
+SKILL_ABSENT = 0.05
 
 
 @dataclass
@@ -49,6 +60,33 @@ def flag_credited(env: TaskEnv, tasks: Sequence[Any], completions: Sequence[str]
     return StepFlags(len(credited), flagged, reasons)
 
 
+@dataclass
+class StepShaping:
+    graded: int  # samples with a verdict (sandbox failures left out)
+    passed: int
+    shaping_only: int  # paid by a shaping term and by nothing else, and not passed
+    terms: Counter[str]  # the shaping terms that paid them
+
+
+def shaping_only(env: TaskEnv, components: Sequence[Mapping[str, float]],
+                 passed: Sequence[bool], graded: Sequence[bool]) -> StepShaping:
+    """Count the graded samples paid only by the env's shaping terms (weighted components
+    outside ``check_components``) without passing."""
+    skill = set(env.check_components)
+    shaping = [k for k, w in env.reward_weights.items() if w and k not in skill]
+    out = StepShaping(0, 0, 0, Counter())
+    for comp, ok, counted in zip(components, passed, graded, strict=True):
+        if not counted:
+            continue
+        out.graded += 1
+        out.passed += bool(ok)
+        paid = [k for k in shaping if comp.get(k, 0.0) > 0]
+        if paid and not ok and not any(comp.get(k, 0.0) > 0 for k in skill):
+            out.shaping_only += 1
+            out.terms.update(paid)
+    return out
+
+
 def step_metrics(flags: StepFlags) -> dict[str, float]:
     """``flags/credited`` (a count) and, when anything was credited, the flagged shares."""
     out: dict[str, float] = {"flags/credited": float(flags.credited)}
@@ -68,6 +106,30 @@ class HackMonitor:
     _steps: deque[tuple[int, StepFlags]] = field(default_factory=lambda: deque(maxlen=2 * WINDOW))
     _warned_at: float | None = None
     total: StepFlags = field(default_factory=lambda: StepFlags(0, 0, Counter()))
+    _shaping: deque[tuple[int, StepShaping]] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    _shaping_warned: bool = False
+
+    def observe_shaping(self, step: int, shaping: StepShaping) -> str | None:
+        """Record one step's shaping counts; returns a warning (once per run) when the last
+        ``window`` steps were paid by shaping terms alone, with the skill nearly absent."""
+        self._shaping.append((step, shaping))
+        steps = list(self._shaping)[-self.window:]
+        graded = sum(s.graded for _, s in steps)
+        if self._shaping_warned or len(steps) < self.window or graded < self.min_credited:
+            return None
+        only = sum(s.shaping_only for _, s in steps) / graded
+        passed = sum(s.passed for _, s in steps) / graded
+        if only < SHAPING_ONLY or passed > SKILL_ABSENT:
+            return None
+        self._shaping_warned = True
+        terms: Counter[str] = Counter()
+        for _, s in steps:
+            terms.update(s.terms)
+        return (f"reward-hack monitor: {only:.0%} of the {graded} samples graded in steps "
+                f"{steps[0][0]}-{steps[-1][0]} were paid only by shaping terms "
+                f"({', '.join(sorted(terms))}) and {passed:.0%} passed: the reward now comes from "
+                "what can be earned without the skill, and groups that all earn it teach "
+                "nothing. Read them in samples.jsonl before trusting the reward.")
 
     def observe(self, step: int, flags: StepFlags) -> str | None:
         """Record one step's flags; returns a warning when the flagged share has climbed."""

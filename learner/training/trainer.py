@@ -39,7 +39,7 @@ from learner.training.batching import Batch, gather_rows, merge_rollouts, select
 from learner.training.data import PromptStream
 from learner.training.distributed import Processes, cpu_threads, share_quota
 from learner.training.forward import completion_logprobs
-from learner.training.hack_monitor import HackMonitor, StepFlags, flag_credited
+from learner.training.hack_monitor import HackMonitor, StepFlags, StepShaping, flag_credited
 from learner.training.metrics import RunLog
 
 
@@ -363,6 +363,7 @@ class GRPOTrainer:
         train_s = time.perf_counter() - t0
         self.step += 1
         col["flags"] = self._flag_credited(col)
+        col["shaping"] = self._shaping_only(col)
         metrics = self._step_metrics(col, stats, batch)
         total_s = time.perf_counter() - start
         roll = col["rollout"]
@@ -392,6 +393,18 @@ class GRPOTrainer:
         for part in parts:
             reasons.update(part.reasons)
         return StepFlags(sum(p.credited for p in parts), sum(p.flagged for p in parts), reasons)
+
+    def _shaping_only(self, col: dict[str, Any]) -> StepShaping:
+        """Samples paid by the env's shaping terms alone (``hack_monitor``), over processes."""
+        scores = col["scores"]
+        local = hack_monitor.shaping_only(self.env, scores.components, scores.passed,
+                                          (~col["infra"]).tolist())
+        parts = self.procs.gather_objects(local)
+        terms: Counter[str] = Counter()
+        for part in parts:
+            terms.update(part.terms)
+        return StepShaping(sum(p.graded for p in parts), sum(p.passed for p in parts),
+                           sum(p.shaping_only for p in parts), terms)
 
     def _step_metrics(self, col: dict[str, Any], stats: dict[str, float],
                       batch: Batch | None) -> dict[str, Any]:
@@ -424,6 +437,9 @@ class GRPOTrainer:
         out = {k: self.procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
                for k, v in out.items()}
         out.update(hack_monitor.step_metrics(col["flags"]))  # already global: not averaged
+        shaping = col["shaping"]
+        if shaping.graded:
+            out["samples/shaping_only_frac"] = shaping.shaping_only / shaping.graded
         return out
 
     def sample_groups(self, n: int) -> list[dict[str, Any]]:
@@ -505,9 +521,11 @@ class GRPOTrainer:
         infra_warned = False
         while self.step < c.steps:
             metrics = self.train_step()
-            warning = monitor.observe(self.step, self._last[0]["flags"])
-            if warning and main:
-                tqdm.write(f"warning: {warning}")
+            col = self._last[0]
+            for warning in (monitor.observe(self.step, col["flags"]),
+                            monitor.observe_shaping(self.step, col["shaping"])):
+                if warning and main:
+                    tqdm.write(f"warning: {warning}")
             if metrics["samples/sandbox_errors"] and not infra_warned and main:
                 # Once: a sandbox that is down fails every sample that needs it, every step.
                 infra_warned = True
