@@ -9,6 +9,9 @@ math worker pool or allocator. Both use the same model (the embedded SmolLM2-135
 type, KL coefficient, reward scaling (``group``) and temperature, gradient checkpointing off
 (TRL turns it on by default; ``--trl-gradient-checkpointing`` keeps it), and the same reward
 function concurrency (``--reward-workers``, 1 = serial, as TRL calls a reward function).
+Our Linear layers run on oneDNN, our CPU default (``learner/onednn_linear.py``); TRL's on
+torch's BLAS. ``--cpu-matmul torch`` puts ours on torch's BLAS too, to separate the kernel's
+share of the ratio from the rest.
 Zero-variance groups are treated alike: both keep them in the loss (their KL term counts when
 beta > 0). Prints both sides' step times and reward curves, and the ratio of median step times.
 """
@@ -43,7 +46,7 @@ def run_ours(args, env, tokenizer) -> dict:
                  max_new_tokens=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
                  loss_type=args.loss_type, eval=False, progress=False, samples_every=0,
                  seed=args.seed, num_threads=args.threads, score_workers=args.reward_workers,
-                 scale_rewards="group", temperature=1.0)
+                 scale_rewards="group", temperature=1.0, cpu_matmul=args.cpu_matmul)
     trainer = GRPOTrainer(cfg, model=load_model(args.model), tokenizer=tokenizer, env=env)
     rows = [trainer.train_step() for _ in range(args.steps)]
     return {
@@ -126,6 +129,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="pairs of runs, alternating which side goes first (default 1)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
                    help="leave TRL's default gradient checkpointing on (ours runs without)")
+    p.add_argument("--cpu-matmul", default="onednn", choices=("onednn", "torch"),
+                   help="our Linear layers' CPU kernel (default onednn, our default; torch "
+                        "uses the same BLAS as TRL)")
     p.add_argument("--side", choices=("ours", "trl"), help=argparse.SUPPRESS)
     p.add_argument("--json", help="write the figures to this file")
     return p.parse_args(argv)
@@ -166,7 +172,8 @@ def main() -> None:
     t_trl, t_ours = statistics.median(times["trl"]), statistics.median(times["ours"])
     print(f"setup: P={args.prompts} G={args.group} T={args.max_new_tokens} lr={args.lr} "
           f"beta={args.beta} loss={args.loss_type} scale=group steps={args.steps} "
-          f"threads={args.threads} reward workers={args.reward_workers} order={order}")
+          f"threads={args.threads} reward workers={args.reward_workers} "
+          f"our cpu-matmul={args.cpu_matmul} order={order}")
     for side, label in (("trl", "TRL "), ("ours", "ours")):
         for run in runs[side]:
             print(f"{label} step time per step: {fmt(run['step_s'])}  reward: "

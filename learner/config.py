@@ -100,6 +100,10 @@ class Config:
         None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
         "(nodes with the 'docker' resource grade; see the README)")
     num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
+    cpu_matmul: str = _opt("onednn", "CPU: the Linear layers' fp32 products through oneDNN "
+                           "(faster than torch's BLAS at a small model's shapes; see "
+                           "learner/onednn_linear.py) or through torch's own",
+                           choices=("onednn", "torch"))
     progress: bool = _opt(True, "show a progress bar")
 
     @property
@@ -128,7 +132,7 @@ class Config:
         if self.beta < 0 or self.epsilon < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
-                     "tool_role"):
+                     "tool_role", "cpu_matmul"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in choices:
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")

@@ -26,6 +26,7 @@ import torch
 from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
+from learner import onednn_linear
 from learner.config import Config, ConfigError, parse_json_object, ray_address_problems
 from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
@@ -162,8 +163,11 @@ def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
 
 
 def _evaluate(model: PreTrainedModel, tokenizer, env: TaskEnv, tasks, settings: GateSettings,
-              label: str, scorer=None) -> dict[str, Any]:
+              label: str, scorer=None, cpu_matmul: str = "onednn") -> dict[str, Any]:
     print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
+    if (cpu_matmul == "onednn" and next(model.parameters()).device.type == "cpu"
+            and onednn_linear.available()):
+        onednn_linear.route_linears(model)
     start = time.perf_counter()
     report = run_gates(model, tokenizer, env, tasks, settings,
                        log=lambda line: print(line, file=sys.stderr), scorer=scorer)
@@ -221,7 +225,8 @@ def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: s
         policy, policy_name = load_run_policy(args.run)
     else:
         policy, policy_name = load_model(start_model), start_name
-    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer)
+    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer,
+                       args.cpu_matmul)
     _write_samples(out / "samples.jsonl", report.pop("samples"))
     report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
     if args.run:
@@ -229,7 +234,7 @@ def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: s
         report["metadata"]["start_model"] = start_name
         del policy  # two 135M+ models fit, but there is no need to hold both
         baseline = _evaluate(load_model(start_model), tokenizer, env, tasks, settings,
-                             f"the starting model {start_name}", scorer)
+                             f"the starting model {start_name}", scorer, args.cpu_matmul)
         _write_samples(out / "samples_start.jsonl", baseline.pop("samples"))
         report["baseline"] = {"model": start_name, **baseline}
         report["deltas"] = deltas(report, baseline)
@@ -298,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "ray://HOST:10001 (nodes with the 'docker' resource grade)")
     p.add_argument("--num-threads", type=_non_negative, default=0,
                    help="torch CPU threads (0 = torch's default)")
+    p.add_argument("--cpu-matmul", choices=("onednn", "torch"), default="onednn",
+                   help="CPU: the Linear layers' fp32 products through oneDNN (default) or "
+                        "torch's BLAS, as learner.run's flag")
     return p
 
 

@@ -4,6 +4,7 @@ gradient they average is the gradient of the whole batch."""
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 
@@ -18,15 +19,26 @@ from tests import learner_helpers as h
 ZERO3 = ("--use_deepspeed", "--zero_stage", "3")
 
 
+def free_port() -> int:
+    """A port nothing listens on: the default one may still be held by an earlier run."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def launch(args: list, *flags: str) -> None:
     """``accelerate launch`` two CPU processes of ``python -m tests.learner_helpers ARGS``."""
     cmd = [sys.executable, "-m", "accelerate.commands.launch", *(flags or ("--multi_gpu",)),
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--main_process_port", str(free_port()),
            "--dynamo_backend", "no", "-m", "tests.learner_helpers", *map(str, args)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The launcher's own summary ends stderr; the ranks' errors come before it.
+    errors = [line for line in proc.stderr.splitlines()
+              if any(w in line for w in ("Error", "error:", "terminate", "what()", "Abort"))]
+    assert proc.returncode == 0, "\n".join(errors[-40:]) + "\n" + proc.stderr[-2000:]
 
 
 def check_replicas(out) -> None:

@@ -316,3 +316,16 @@ def test_gspo_uses_one_ratio_per_sequence(tmp_path):
     t.train()
     rows = read_metrics(tmp_path / "run")
     assert all(math.isfinite(r["loss"]) for r in rows)
+
+
+def test_cpu_threads_follow_what_is_busy_now_not_the_lagging_load_average(monkeypatch):
+    import os
+
+    from learner.training import distributed
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    # A job that ended seconds ago still weighs on the 1-minute load average.
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    for percent, processes, threads in ((0.0, 1, 4), (0.0, 2, 2), (50.0, 1, 2), (100.0, 1, 1)):
+        monkeypatch.setattr(distributed.psutil, "cpu_percent", lambda interval, p=percent: p)
+        assert distributed.cpu_threads(processes) == threads

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import psutil
 import torch
 from accelerate import Accelerator
 
@@ -77,12 +78,19 @@ def share_quota(available: list[int], total: int) -> list[int]:
     return quota
 
 
+#: How long ``cpu_threads`` watches the CPUs to see how busy they are.
+BUSY_SAMPLE_S = 0.3
+
+
 def cpu_threads(processes: int = 1) -> int:
     """Threads per process for CPU work: the cores not already busy, shared among processes.
 
     Oversubscribed OpenMP threads spin against each other; on a shared machine one thread that
-    runs beats two that wait, by an order of magnitude.
+    runs beats two that wait, by an order of magnitude. Busy means busy now (CPU use over
+    ``BUSY_SAMPLE_S``): the load average lags by a minute, so a run started right after another
+    job ended took one thread of two for its whole length.
     """
     cores = os.cpu_count() or 1
-    idle = cores - int(os.getloadavg()[0] + 0.5)
+    busy = psutil.cpu_percent(interval=BUSY_SAMPLE_S) / 100 * cores
+    idle = cores - int(busy + 0.5)
     return max(1, min(cores, idle) // max(processes, 1))

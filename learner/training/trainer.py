@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from envs.base import TaskEnv
+from learner import onednn_linear
 from learner.config import Config
 from learner.episodes import ChatBridge, episode_metrics, is_multi_turn, run_episodes
 from learner.evaluation.heldout import evaluate, heldout_tasks
@@ -103,6 +104,12 @@ class GRPOTrainer:
             model, optimizer, scheduler)
         if self.ref_model is not None:
             self.ref_model = sharding.prepare_reference(self.accelerator, self.ref_model)
+        if (c.cpu_matmul == "onednn" and self.accelerator.device.type == "cpu"
+                and not self.deepspeed and onednn_linear.available()):
+            # DeepSpeed is left alone: ZeRO-3 wraps the Linear layers' products itself.
+            for m in (self.model, self.ref_model):
+                if m is not None:
+                    onednn_linear.route_linears(m)
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.step = 0
         # Until the first optimizer step the policy is the reference itself. Its KL is then 0

@@ -1,0 +1,87 @@
+"""A model's Linear layers on CPU through oneDNN, the fp32 GEMM library that ships inside torch.
+
+torch multiplies fp32 matrices on CPU with its BLAS (MKL in the PyPI wheels). At a small model's
+shapes, and on CPUs where MKL does not take its fastest path (AMD's, as on the machine this was
+measured on), oneDNN is faster: ``benchmarks/onednn_linear.py`` times a step's generation
+(a few dozen rows against each weight per decoding step, and the 49k-row LM head) and its
+loss passes both ways. Both compute in full fp32 (torch's default fp32 precision for oneDNN
+is "ieee": no implicit bf16 or tf32); only the summation order differs, as between any two
+GEMM libraries.
+
+``route_linears(model)`` turns each ``nn.Linear`` of the model into ``OneDNNLinear`` (same
+parameters, same state dict, still an ``nn.Linear`` for PEFT and anything else that checks).
+Its forward and input gradient go through oneDNN; the weight gradient stays with torch's
+BLAS, which measured as fast or faster for that product. Anything but a plain fp32 CPU call
+(autocast, another device or dtype) takes ``nn.Linear``'s own path.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _OneDNNLinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        x, weight = ctx.saved_tensors
+        flat = grad.reshape(-1, grad.shape[-1])
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = _linear(flat, weight.t(), None).view(*grad.shape[:-1], weight.shape[1])
+        if ctx.needs_input_grad[1]:
+            dw = flat.t() @ x.reshape(-1, x.shape[-1])
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = flat.sum(0)
+        return dx, dw, db
+
+
+class OneDNNLinear(nn.Linear):
+    """``nn.Linear`` whose fp32 CPU products run in oneDNN (see the module docstring)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if (x.device.type != "cpu" or x.dtype != torch.float32
+                or self.weight.dtype != torch.float32 or _autocast_on()):
+            return super().forward(x)
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad
+                                        or (self.bias is not None and self.bias.requires_grad)):
+            return _OneDNNLinearFn.apply(x, self.weight, self.bias)
+        return _linear(x, self.weight, self.bias)
+
+
+def _autocast_on() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
+
+
+def available() -> bool:
+    """Whether this torch build can run oneDNN's linear on this CPU (checked on a tiny product)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        x, w = torch.ones(2, 3), torch.ones(4, 3)
+        return bool(torch.equal(_linear(x, w, None), x @ w.t()))
+    except (RuntimeError, AttributeError):  # an op this torch build does not have
+        return False
+
+
+def route_linears(model: nn.Module) -> int:
+    """Turn every plain ``nn.Linear`` of ``model`` into ``OneDNNLinear``; returns how many."""
+    n = 0
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            module.__class__ = OneDNNLinear
+            n += 1
+    return n
