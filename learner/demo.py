@@ -8,7 +8,7 @@ marks, now earns only the small format reward. Sampling at temperature 1.0 matte
 starting model boxed 0.8% of its samples and most steps had no group with a reward spread, so
 nothing to learn from; at 1.0 it boxes 2% and about half the steps have one from the start.
 
-It takes about 10 minutes on two CPU cores and ends by printing two completions the reward
+It takes about 5 minutes on two CPU cores and ends by printing two completions the reward
 credited and the reward-hack monitor's flagged share. Extra flags are passed to
 ``learner.run`` (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
 """
