@@ -33,6 +33,7 @@ import gymnasium as gym
 import torch
 
 import envs  # noqa: F401  (registers the envs)
+from learner.choices import CPU_MATMULS
 from learner.config import Config
 from learner.model import load_model, load_tokenizer
 from learner.training.distributed import cpu_threads
@@ -129,7 +130,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="pairs of runs, alternating which side goes first (default 1)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
                    help="leave TRL's default gradient checkpointing on (ours runs without)")
-    p.add_argument("--cpu-matmul", default="onednn", choices=("onednn", "torch"),
+    p.add_argument("--cpu-matmul", default="onednn", choices=CPU_MATMULS,
                    help="our Linear layers' CPU kernel (default onednn, our default; torch "
                         "uses the same BLAS as TRL)")
     p.add_argument("--side", choices=("ours", "trl"), help=argparse.SUPPRESS)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learner.choices import IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
+from learner.choices import CPU_MATMULS, IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
 
 
 class ConfigError(ValueError):
@@ -103,7 +103,7 @@ class Config:
     cpu_matmul: str = _opt("onednn", "CPU: the Linear layers' fp32 products through oneDNN "
                            "(faster than torch's BLAS at a small model's shapes; see "
                            "learner/onednn_linear.py) or through torch's own",
-                           choices=("onednn", "torch"))
+                           choices=CPU_MATMULS)
     progress: bool = _opt(True, "show a progress bar")
 
     @property

@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 
 from envs.base import TaskEnv
 from learner import onednn_linear
+from learner.choices import CPU_MATMULS
 from learner.config import Config, ConfigError, parse_json_object, ray_address_problems
 from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
@@ -165,9 +166,7 @@ def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
 def _evaluate(model: PreTrainedModel, tokenizer, env: TaskEnv, tasks, settings: GateSettings,
               label: str, scorer=None, cpu_matmul: str = "onednn") -> dict[str, Any]:
     print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
-    if (cpu_matmul == "onednn" and next(model.parameters()).device.type == "cpu"
-            and onednn_linear.available()):
-        onednn_linear.route_linears(model)
+    onednn_linear.route_on_cpu(model, cpu_matmul)
     start = time.perf_counter()
     report = run_gates(model, tokenizer, env, tasks, settings,
                        log=lambda line: print(line, file=sys.stderr), scorer=scorer)
@@ -303,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "ray://HOST:10001 (nodes with the 'docker' resource grade)")
     p.add_argument("--num-threads", type=_non_negative, default=0,
                    help="torch CPU threads (0 = torch's default)")
-    p.add_argument("--cpu-matmul", choices=("onednn", "torch"), default="onednn",
+    p.add_argument("--cpu-matmul", choices=CPU_MATMULS, default="onednn",
                    help="CPU: the Linear layers' fp32 products through oneDNN (default) or "
                         "torch's BLAS, as learner.run's flag")
     return p

@@ -77,6 +77,16 @@ def available() -> bool:
         return False
 
 
+def route_on_cpu(model: nn.Module, cpu_matmul: str) -> int:
+    """``route_linears`` when ``cpu_matmul`` asks for oneDNN, the model is on CPU and this torch
+    build has oneDNN's linear; returns how many layers were routed (0 otherwise)."""
+    params = next(model.parameters(), None)
+    if cpu_matmul != "onednn" or params is None or params.device.type != "cpu" \
+            or not available():
+        return 0
+    return route_linears(model)
+
+
 def route_linears(model: nn.Module) -> int:
     """Turn every plain ``nn.Linear`` of ``model`` into ``OneDNNLinear``; returns how many."""
     n = 0

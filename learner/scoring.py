@@ -61,4 +61,3 @@ def infra_reason(scores: Scores) -> str | None:
             details = getattr(verdict, "details", None) or {}
             return str(details.get("error") or info.get("reason") or "the sandbox failed")
     return None
-

@@ -104,12 +104,10 @@ class GRPOTrainer:
             model, optimizer, scheduler)
         if self.ref_model is not None:
             self.ref_model = sharding.prepare_reference(self.accelerator, self.ref_model)
-        if (c.cpu_matmul == "onednn" and self.accelerator.device.type == "cpu"
-                and not self.deepspeed and onednn_linear.available()):
-            # DeepSpeed is left alone: ZeRO-3 wraps the Linear layers' products itself.
+        if not self.deepspeed:  # ZeRO-3 wraps the Linear layers' products itself
             for m in (self.model, self.ref_model):
                 if m is not None:
-                    onednn_linear.route_linears(m)
+                    onednn_linear.route_on_cpu(m, c.cpu_matmul)
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.step = 0
         # Until the first optimizer step the policy is the reference itself. Its KL is then 0
