@@ -24,10 +24,12 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv, is_infra_error
+from learner.kv_cache import decode_cache
 from learner.model import cache_kwarg, chat_prompt
+from learner.onednn_linear import packed_weights
 from learner.rollout import Rollout, _eos_ids, _sample, decode_step, encode_prompts
 from learner.scoring import Scores
 from tasks import Task
@@ -176,7 +178,7 @@ def generate_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     model.eval()
     try:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache, arg = DynamicCache(), cache_kwarg(model)
+        cache, arg = decode_cache(), cache_kwarg(model)
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                     logits_to_keep=1, **{arg: cache})
         logits = out.logits[:, -1]
@@ -235,7 +237,9 @@ def run_episodes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env
     rows = [_Row(task, i, env.episode(task), [{"role": "user", "content": prompts[i]}])
             for i, task in enumerate(tasks) for _ in range(group_size)]
     generated, gen_s, step_s = 0, 0.0, 0.0
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(rows)))) as pool:
+    # The weights are packed once for all the turns (onednn_linear.packed_weights).
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(rows)))) as pool, \
+            packed_weights(model):
         def step_all(batch: list[_Row], actions: list[str]) -> None:
             nonlocal step_s
             t0 = time.perf_counter()

@@ -13,12 +13,24 @@ parameters, same state dict, still an ``nn.Linear`` for PEFT and anything else t
 Its forward and input gradient go through oneDNN; the weight gradient stays with torch's
 BLAS, which measured as fast or faster for that product. Anything but a plain fp32 CPU call
 (autocast, another device or dtype) takes ``nn.Linear``'s own path.
+
+``packed_weights(model)`` is for decoding: inside it, products without gradients use a copy of
+each weight reordered once into oneDNN's blocked layout, instead of oneDNN reordering the plain
+weight on every call. A decoding step multiplies a few dozen rows by every weight, where that
+per-call reorder is a large share of the work (``benchmarks/onednn_linear.py``). The packed
+product gives the same values as the plain one (bitwise, measured from 8 rows up).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor, nn
+
+# The row count oneDNN is told to expect when a weight is packed (decoding: a few dozen rows).
+PACK_ROWS = 32
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -49,6 +61,10 @@ class _OneDNNLinearFn(torch.autograd.Function):
 class OneDNNLinear(nn.Linear):
     """``nn.Linear`` whose fp32 CPU products run in oneDNN (see the module docstring)."""
 
+    # Inside ``packed_weights``: (packed weight, the weight's storage and version it was made
+    # from). A weight changed in place since (an optimizer step) is no longer matched.
+    _packed: tuple[Tensor, int, int] | None = None
+
     def forward(self, x: Tensor) -> Tensor:
         if (x.device.type != "cpu" or x.dtype != torch.float32
                 or self.weight.dtype != torch.float32 or _autocast_on()):
@@ -56,7 +72,35 @@ class OneDNNLinear(nn.Linear):
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad
                                         or (self.bias is not None and self.bias.requires_grad)):
             return _OneDNNLinearFn.apply(x, self.weight, self.bias)
-        return _linear(x, self.weight, self.bias)
+        return _linear(x, self._inference_weight(), self.bias)
+
+    def _inference_weight(self) -> Tensor:
+        packed = self._packed
+        if packed is not None and packed[1:] == _identity(self.weight):
+            return packed[0]
+        return self.weight
+
+
+def _identity(weight: Tensor) -> tuple[int, int]:
+    return weight.data_ptr(), weight._version
+
+
+@contextlib.contextmanager
+def packed_weights(model: nn.Module) -> Iterator[int]:
+    """Within the block, ``model``'s oneDNN layers multiply without gradients by packed copies
+    of their weights (see the module docstring); yields how many layers were packed. The copies
+    hold as much memory as the weights and are dropped on exit."""
+    layers = [m for m in model.modules() if isinstance(m, OneDNNLinear)
+              and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
+    try:
+        with torch.no_grad():
+            for m in layers:
+                m._packed = (torch.ops.mkldnn._reorder_linear_weight(m.weight, PACK_ROWS),
+                             *_identity(m.weight))
+        yield len(layers)
+    finally:
+        for m in layers:
+            m._packed = None
 
 
 def _autocast_on() -> bool:

@@ -5,7 +5,9 @@ repeated prompts it saves work in two places that dominate on CPU:
 
 - each distinct prompt is prefilled once and its KV cache repeated G times;
 - finished sequences leave the batch (their cache rows are dropped), so late decoding steps
-  only pay for the completions still running instead of the whole padded batch.
+  only pay for the completions still running instead of the whole padded batch;
+- on CPU the weights are packed once for oneDNN (``onednn_linear.packed_weights``) rather than
+  reordered by every product of every decoding step.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from learner.kv_cache import decode_cache
 from learner.model import cache_kwarg
+from learner.onednn_linear import packed_weights
 
 
 @dataclass
@@ -89,32 +93,33 @@ def generate(
     was_training = model.training
     model.eval()  # also lets the KV cache work with gradient checkpointing enabled
     try:
-        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()  # filled in place by every forward call
-        cache_arg = cache_kwarg(model)
-        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                    use_cache=True, logits_to_keep=1, **{cache_arg: cache})
-        logits = out.logits[:, -1]
-        if group_size > 1:
-            cache.batch_repeat_interleave(group_size)
-            logits = logits.repeat_interleave(group_size, 0)
-        mask = prompt_mask.repeat_interleave(group_size, 0)
-        next_pos = positions[:, -1].repeat_interleave(group_size, 0) + 1
-        batch = mask.shape[0]
-        tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        rows = torch.arange(batch, device=device)  # which output row each cache row feeds
-        generated = 0
-        for t in range(max_new_tokens):
-            nxt = _sample(logits, temperature, top_p, greedy)
-            tokens[rows, t] = nxt
-            generated += rows.numel()
-            done[rows[torch.isin(nxt, eos_ids)]] = True
-            if t == max_new_tokens - 1 or bool(done.all()):
-                break
-            logits, rows, mask, next_pos = decode_step(
-                model, cache, cache_arg, nxt, ~done[rows], rows, mask, next_pos,
-                pad_id=pad_id, compact_fraction=compact_fraction)
+        with packed_weights(model):
+            positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+            cache = decode_cache()  # filled in place by every forward call
+            cache_arg = cache_kwarg(model)
+            out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                        use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+            logits = out.logits[:, -1]
+            if group_size > 1:
+                cache.batch_repeat_interleave(group_size)
+                logits = logits.repeat_interleave(group_size, 0)
+            mask = prompt_mask.repeat_interleave(group_size, 0)
+            next_pos = positions[:, -1].repeat_interleave(group_size, 0) + 1
+            batch = mask.shape[0]
+            tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+            done = torch.zeros(batch, dtype=torch.bool, device=device)
+            rows = torch.arange(batch, device=device)  # which output row each cache row feeds
+            generated = 0
+            for t in range(max_new_tokens):
+                nxt = _sample(logits, temperature, top_p, greedy)
+                tokens[rows, t] = nxt
+                generated += rows.numel()
+                done[rows[torch.isin(nxt, eos_ids)]] = True
+                if t == max_new_tokens - 1 or bool(done.all()):
+                    break
+                logits, rows, mask, next_pos = decode_step(
+                    model, cache, cache_arg, nxt, ~done[rows], rows, mask, next_pos,
+                    pad_id=pad_id, compact_fraction=compact_fraction)
     finally:
         model.train(was_training)
     completion_ids, completion_mask, truncated = _trim(tokens, eos_ids, pad_id)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from learner.onednn_linear import OneDNNLinear, available, route_linears
+from learner.onednn_linear import OneDNNLinear, available, packed_weights, route_linears
 from learner.training.trainer import GRPOTrainer
 from tests import learner_helpers as h
 
@@ -75,3 +75,27 @@ def test_the_trainer_routes_a_loaded_model_on_cpu_unless_told_not_to(tmp_path):
         t.policy_is_reference = False  # run the reference pass too
         stats = t.train_on(t.make_batch(t.collect())[0])
         assert stats["kl"] == pytest.approx(0.0, abs=1e-6)  # same weights, same kernels
+
+
+def test_packed_weights_give_the_same_products_and_notice_a_changed_weight():
+    plain, routed = _pair(bias=True)
+    x = torch.randn(16, 48)
+    with torch.no_grad():
+        with packed_weights(routed) as n:
+            assert n == 1 and routed._packed is not None
+            assert torch.allclose(routed(x), plain(x), atol=1e-5, rtol=1e-5)
+            # A weight changed in place (an optimizer step) is used, not the stale packed copy.
+            plain.weight.mul_(2)
+            routed.weight.mul_(2)
+            assert torch.allclose(routed(x), plain(x), atol=1e-5, rtol=1e-5)
+        assert routed._packed is None  # dropped on exit
+    with packed_weights(routed):  # with gradients the parameter itself is used
+        xi = x.clone().requires_grad_(True)
+        routed(xi).sum().backward()
+    assert routed.weight.grad is not None and xi.grad is not None
+
+
+def test_packed_weights_leave_a_model_without_onednn_layers_alone():
+    model = h.model()
+    with packed_weights(model) as n:
+        assert n == 0

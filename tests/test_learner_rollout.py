@@ -1,8 +1,10 @@
 """Batched generation with the tiny model: masks, greedy agreement with transformers, compaction."""
 
 import torch
+from transformers import DynamicCache
 
-from learner.model import chat_prompt
+from learner.kv_cache import HEADROOM, ReservedLayer, decode_cache
+from learner.model import cache_kwarg, chat_prompt
 from learner.rollout import _sample, _trim, generate
 from tests import learner_helpers as h
 
@@ -75,3 +77,59 @@ def test_sampling_draws_each_token_with_its_probability():
     # top_p keeps the smallest prefix reaching the mass: here the top token alone (p = 0.64)
     assert set(_sample(logits[:1000], 1.0, 0.5, greedy=False).tolist()) == {4}
     assert set(_sample(logits[:1000], 1.0, 0.8, greedy=False).tolist()) == {4, 1}
+
+
+def test_the_decoding_cache_matches_dynamic_cache_through_growth_repeats_and_drops():
+    """The in-place cache (kv_cache.decode_cache) must give DynamicCache's logits at every step,
+    past its first buffer's room, after a group repeat and after rows leave."""
+    model = h.model()
+    ids = torch.randint(5, 500, (2, 7), generator=torch.Generator().manual_seed(0))
+    plain, reserved = DynamicCache(), decode_cache()
+    with torch.no_grad():
+        outs = [model(input_ids=ids, use_cache=True, **{cache_kwarg(model): c}).logits[:, -1]
+                for c in (plain, reserved)]
+        if ReservedLayer is not None:
+            assert all(type(layer) is ReservedLayer for layer in reserved.layers)
+        for c in (plain, reserved):
+            c.batch_repeat_interleave(3)
+        nxt = outs[0].repeat_interleave(3, 0).argmax(-1, keepdim=True)
+        for step in range(HEADROOM + 20):  # the buffers grow at least once
+            if step == 10:
+                keep = torch.tensor([0, 2, 3, 5])
+                for c in (plain, reserved):
+                    c.batch_select_indices(keep)
+                nxt = nxt[keep]
+            outs = [model(input_ids=nxt, use_cache=True, **{cache_kwarg(model): c}).logits[:, -1]
+                    for c in (plain, reserved)]
+            assert torch.allclose(outs[0], outs[1], atol=1e-6, rtol=1e-6), step
+            nxt = outs[0].argmax(-1, keepdim=True)
+    assert reserved.get_seq_length() == plain.get_seq_length() == 7 + HEADROOM + 20
+    keys = [layer.keys for layer in reserved.layers]
+    assert keys[0].shape == plain.layers[0].keys.shape
+    assert torch.equal(keys[0], plain.layers[0].keys)
+
+
+def test_a_loaded_model_on_onednn_decodes_long_completions_as_transformers_does(tmp_path):
+    """generate() with a from_pretrained model routed to oneDNN (packed weights, in-place
+    cache) past the cache's first room gives transformers' own greedy completions."""
+    from learner.model import load_model
+    from learner.onednn_linear import available, route_linears
+
+    tok = h.tokenizer()
+    model = load_model(str(h.save_tiny(tmp_path / "tiny")))
+    if available():
+        assert route_linears(model) > 0
+    eos = torch.tensor([tok.eos_token_id])
+    # Keep EOS out of reach so that every row runs the whole budget.
+    hook = model.lm_head.register_forward_hook(
+        lambda mod, inp, out: out.index_fill(-1, eos, -1e4))
+    try:
+        n = HEADROOM + 16
+        ours = generate(model, tok, _templated(), group_size=1, max_new_tokens=n, greedy=True)
+        enc = tok(_templated(), return_tensors="pt", padding=True, add_special_tokens=False)
+        ref = model.generate(**enc, max_new_tokens=n, do_sample=False,
+                             pad_token_id=tok.pad_token_id)
+    finally:
+        hook.remove()
+    assert ours.lengths.tolist() == [n, n]
+    assert torch.equal(ours.completion_ids, ref[:, enc["input_ids"].shape[1]:])

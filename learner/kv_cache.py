@@ -1,0 +1,93 @@
+"""A KV cache for decoding that writes each new token in place instead of copying the cache.
+
+transformers' ``DynamicCache`` grows every layer's keys and values with ``torch.cat``, so each
+decoding step copies the whole cache of every layer once more. On CPU, where a step is bound
+by memory traffic, that copy measured 7-10% of a decoding step of the embedded model (32 rows,
+about 80 cached positions). ``decode_cache()`` returns a ``DynamicCache`` whose layers keep
+their keys and values in buffers with room to spare: a step writes its one position and hands
+attention a view of the filled part. The values seen by attention are the same tensors' values
+as with ``torch.cat``; only where they live differs.
+
+For generation only (no gradients): an in-place write into a buffer that autograd saved would
+break the backward pass, so the loss passes keep ``DynamicCache``. Older transformers without
+cache layers get a plain ``DynamicCache``.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+from transformers import DynamicCache
+
+try:
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # transformers < 4.56: no per-layer cache classes
+    DynamicLayer = None
+
+# Positions of room added whenever a buffer is full: a step's new tokens rarely need more.
+HEADROOM = 64
+
+
+def decode_cache() -> DynamicCache:
+    """An empty cache for a decoding loop (see the module docstring)."""
+    cache = DynamicCache()
+    if DynamicLayer is not None and getattr(cache, "layer_class_to_replicate", None) \
+            is DynamicLayer:
+        cache.layer_class_to_replicate = ReservedLayer
+    return cache
+
+
+if DynamicLayer is not None:
+    class ReservedLayer(DynamicLayer):
+        """``DynamicLayer`` with keys and values in buffers that have room for more positions;
+        ``keys`` and ``values`` are views of the filled part."""
+
+        def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs
+                   ) -> tuple[Tensor, Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                self._kbuf, self._vbuf, self._length = key_states[..., :0, :], \
+                    value_states[..., :0, :], 0
+            n, new = self._length, key_states.shape[-2]
+            if n + new > self._kbuf.shape[-2]:
+                self._kbuf, self._vbuf = _grown(self._kbuf, n, new), _grown(self._vbuf, n, new)
+            self._kbuf[..., n:n + new, :] = key_states
+            self._vbuf[..., n:n + new, :] = value_states
+            self._length = n + new
+            self._views()
+            return self.keys, self.values
+
+        def _views(self) -> None:
+            self.keys = self._kbuf[..., :self._length, :]
+            self.values = self._vbuf[..., :self._length, :]
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            if self.is_initialized:
+                self._kbuf = self._kbuf.repeat_interleave(repeats, dim=0)
+                self._vbuf = self._vbuf.repeat_interleave(repeats, dim=0)
+                self._views()
+
+        def batch_select_indices(self, indices: Tensor) -> None:
+            if self.is_initialized:
+                self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+                self._views()
+
+        def crop(self, max_length: int) -> None:
+            # As DynamicLayer: a negative count drops that many of the last positions.
+            if self.is_initialized and max_length < 0:
+                self._length = max(self._length + max_length, 0)
+                self._views()
+            elif max_length > 0:
+                super().crop(max_length)  # raises, as DynamicLayer does
+
+        def reset(self) -> None:
+            self._kbuf = self._vbuf = None
+            self._length = 0
+            super().reset()
+
+    def _grown(buf: Tensor, filled: int, new: int) -> Tensor:
+        """A buffer with room for ``new`` more positions plus ``HEADROOM``, filled part kept."""
+        out = buf.new_empty(*buf.shape[:-2], filled + new + HEADROOM, buf.shape[-1])
+        out[..., :filled, :] = buf[..., :filled, :]
+        return out
+else:
+    ReservedLayer = None
