@@ -84,3 +84,35 @@ def test_length_buckets_hold_every_row_once_cut_by_length():
 def test_completion_lengths_reach_the_last_attended_position():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
     assert completion_lengths(mask).tolist() == [3, 1, 0, 4]
+
+
+
+def test_the_gradient_is_the_same_on_every_run_with_several_threads(rows):
+    """One seed, one run: the rows of a group share their prompt's pass, and gathering it for
+    them must add their gradients back in a fixed order. (Indexing with repeated rows did it
+    with parallel atomic adds on CPU: here every one of 4 runs gave a different gradient, and
+    two runs of one seed drifted apart after the first step.)"""
+    model, tok = rows[0], h.tokenizer()
+    prompts = [chat_prompt(tok, f"What is {i} + 3?") for i in range(4)]
+    torch.manual_seed(0)
+    roll = generate(model, tok, prompts, group_size=8, max_new_tokens=12)
+    n, width = roll.completion_ids.shape
+    lengths = torch.randint(1, width + 1, (n,), generator=torch.Generator().manual_seed(1))
+    mask = (torch.arange(width) < lengths.unsqueeze(-1)).long()
+    ids = roll.completion_ids.masked_fill(mask == 0, tok.pad_token_id)
+    # Groups interleaved in one pass, so that each thread holds rows of every group.
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(2))
+    args = (roll.prompt_ids[order], roll.prompt_mask[order], ids[order], mask[order])
+    groups = torch.arange(4).repeat_interleave(8)[order]
+    weights = torch.linspace(0.5, 1.5, ids.numel()).view_as(ids)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = []
+        for _ in range(4):
+            logp, _ = completion_logprobs(model, *args, groups, bucket_overhead=10**6)
+            (logp * weights).sum().backward()
+            runs.append(_grads(model))
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(runs[0], g) for g in runs[1:])

@@ -161,12 +161,15 @@ class _Prompts:
         """Logits for ``rows`` as (logits (n, w, V), first column) pieces: the prompt's last
         position predicts column 0, completion position t - 1 predicts column t."""
         g = self.inverse[rows]
-        pieces = [(self.first_logits[g].unsqueeze(1), 0)]
+        # index_select, not x[g]: the backward of x[g] adds the rows' gradients into their
+        # group's with parallel atomic adds on CPU, in an order that changes from run to run,
+        # so one seed gave different runs; index_select's backward (index_add_) adds in order.
+        pieces = [(self.first_logits.index_select(0, g).unsqueeze(1), 0)]
         if completion_ids.shape[1] == 1:
             return pieces
         cache = DynamicCache()
         for layer, (keys, values, *_) in enumerate(self.cache):  # a differentiable gather
-            cache.update(keys[g], values[g], layer)
+            cache.update(keys.index_select(0, g), values.index_select(0, g), layer)
         mask = torch.cat([self.mask[g], completion_mask[:, :-1]], dim=1)
         positions = self.start[g] + torch.arange(completion_ids.shape[1] - 1,
                                                  device=rows.device)
