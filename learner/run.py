@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if result.get("flags") is not None:
             print(f"reward-hack monitor over training: {summary(result['flags'])}")
         print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
+    trainer.close()
     return 0
 
 

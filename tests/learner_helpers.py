@@ -196,9 +196,20 @@ def _cli(argv: list[str]) -> int:
     return run.main(argv)
 
 
+def _end_processes() -> None:
+    """Tear the process group down together (as ``GRPOTrainer.close`` does for a run): a rank
+    that exits while the other still holds it can abort in the C++ teardown."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    state.wait_for_everyone()
+    state.destroy_process_group()
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1] == "cli":
         sys.exit(_cli(sys.argv[2:]))
     {"replicas": _replica_check, "grads": _gradient_check}[sys.argv[1]](sys.argv[2])
+    _end_processes()

@@ -568,6 +568,14 @@ class GRPOTrainer:
                 f"sandbox failed ({reason}). They are dropped, not scored 0, and counted in "
                 "samples/sandbox_errors; while this lasts, the run learns only from the rest.")
 
+    def close(self) -> None:
+        """End the run's process group, every process together. A process that simply exits
+        while the others still hold the group can abort in the group's C++ teardown (SIGABRT,
+        "terminate called without an active exception"), failing a run that has finished."""
+        if self.accelerator.num_processes > 1:
+            self.accelerator.wait_for_everyone()
+        self.accelerator.end_training()
+
     def save_model(self, path) -> None:
         """Save the trained policy (merged with LoRA adapters) and tokenizer for later use."""
         self.accelerator.wait_for_everyone()
