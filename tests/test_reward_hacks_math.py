@@ -210,3 +210,25 @@ def test_gold_problems_name_what_is_wrong():
     assert gold_problem(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", answer="expression") is None
     # A wrong but well-formed gold cannot be detected: validation checks form, not truth.
     assert gold_problem("999999", answer="number") is None
+
+
+def test_echoing_the_question_earns_nothing_when_its_last_number_is_the_answer():
+    """Without a box, the answer falls back to the completion's last number. A completion that
+    only echoes "0 + 5" ends on 5, the gold of "What is 0 + 5?": the echo found in a trained
+    model's samples was credited until the number had to close something other than a
+    restatement of the question."""
+    env = _env("arith", level=1)  # boxing not required: the fallback is in play
+    task = next(t for t in (env.pack.task_at("train", i) for i in range(400))
+                if t["expression"].startswith("0 + ") and t["answer"] != "0")
+    a, b, s = _operands(task)
+    echoes = [f"I don't know, {a} + {b}",
+              f"Recall your five feet. It is equivalent to adding {a}+{b}",
+              f"The question asks for ({a} + {b})"]
+    for completion in echoes:
+        _, info = env.score(task, completion)
+        assert not info["passed"] and info["reason"] == "restates_question", (completion, info)
+    honest = [f"so, {a} + {b} = {s}\n\nhello there", f"The sum is {s}.", s,
+              f"Adding {a} and {b} gives {s}"]
+    for completion in honest:
+        _, info = env.score(task, completion)
+        assert info["passed"], (completion, info)

@@ -34,7 +34,12 @@ from collections import OrderedDict
 from fractions import Fraction
 from typing import Any
 
-from envs.verify.math_answer import ANSWER_TYPES, is_number_literal, restated_expression
+from envs.verify.math_answer import (
+    ANSWER_TYPES,
+    is_number_literal,
+    restated_before,
+    restated_expression,
+)
 from envs.verify.math_extract import MAX_ANSWER_CHARS, Extraction, extract
 from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large
 from envs.verify.verdict import Verdict
@@ -224,6 +229,10 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
         gold_text = ", ".join(gold_ex.answer)
         for item in final:
             restated = restated_expression(item, question, gold_text)
+            if restated is not None:
+                return Verdict.fail("restates_question", shown, restated=restated, **details)
+        if pred_ex.source == "number":  # the last number may close an echo of the question
+            restated = restated_before(completion, final[-1], question, gold_text)
             if restated is not None:
                 return Verdict.fail("restates_question", shown, restated=restated, **details)
     if answer == "number" and not all(is_number_literal(a) for a in final):

@@ -13,7 +13,9 @@ has the value 8. Two rules close that, both string-level (no sympy, linear time)
   operand order, identity terms (``+0``, ``\\cdot 1``) and an ``= value`` tail, restates the
   question instead of answering it, unless the gold itself has that form ("Expand
   (x+1)^2" has a gold that contains the question's tokens, so such answers are judged on
-  value alone).
+  value alone). A completion whose answer was read as its last number is held to the same
+  rule through the computation that number ends: in "I don't know, 0 + 5" the 5 closes a
+  restatement of "What is 0 + 5?", not an answer to it.
 """
 
 from __future__ import annotations
@@ -135,3 +137,25 @@ def restated_expression(answer: str, question: str, gold: str) -> str | None:
             if _restates(tokens, expr):
                 return text
     return None
+
+
+# The arithmetic written just before a number: digits, operators, brackets and spaces, no "="
+# (after an "=" the number is a result, not an operand). Searched in a bounded window.
+_OPERAND_RUN = re.compile(r"(?:[0-9.,\s()+\-−*/×÷·^]|\\times|\\cdot)*$")
+_OPERATOR = re.compile(r"[+\-−*/×÷·^]|\\times|\\cdot")
+RUN_WINDOW = 200
+
+
+def restated_before(text: str, number: str, question: str, gold: str) -> str | None:
+    """The question's computation that the last ``number`` in ``text`` closes (``0 + 5`` in
+    "I don't know, 0 + 5" for "What is 0 + 5?"), or ``None``."""
+    end = text.rfind(number)
+    if end < 0:
+        return None
+    end += len(number)
+    window = text[max(0, end - RUN_WINDOW):end]
+    run = _OPERAND_RUN.search(window)
+    expr = run.group(0).strip(" \t\n,.") if run else ""
+    if not _OPERATOR.search(expr):
+        return None
+    return restated_expression(expr, question, gold)
