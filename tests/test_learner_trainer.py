@@ -329,3 +329,11 @@ def test_cpu_threads_follow_what_is_busy_now_not_the_lagging_load_average(monkey
     for percent, processes, threads in ((0.0, 1, 4), (0.0, 2, 2), (50.0, 1, 2), (100.0, 1, 1)):
         monkeypatch.setattr(distributed.psutil, "cpu_percent", lambda interval, p=percent: p)
         assert distributed.cpu_threads(processes) == threads
+
+
+def test_a_run_shorter_than_samples_every_still_writes_its_last_steps_groups(tmp_path):
+    t = trainer(tmp_path, steps=2, eval=False, samples_every=10, samples_groups=1)
+    t.train()
+    samples = [json.loads(line) for line in
+               (tmp_path / "run/samples.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in samples] == [2]

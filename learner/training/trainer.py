@@ -542,7 +542,9 @@ class GRPOTrainer:
                 metrics.update(result["after"])
             if log:
                 log.log(self.step, metrics)
-                if c.samples_every and self.step % c.samples_every == 0:
+                # The last step's groups too: a run shorter than K steps still leaves some.
+                if c.samples_every and (self.step % c.samples_every == 0
+                                        or self.step == c.steps):
                     log.samples(self.step, self.sample_groups(c.samples_groups))
             if (c.save_every and self.step % c.save_every == 0) or self.step == c.steps:
                 self.save()
