@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -26,10 +27,13 @@ def make_env(config: Config):
     import envs  # noqa: F401  (registers the grpo/* envs)
 
     if config.env not in gym.registry:
-        ids = [i for i in gym.registry if i.startswith("grpo/")] or list(gym.registry)
-        close = difflib.get_close_matches(config.env, ids, n=3, cutoff=0.5)
-        hint = f" Did you mean: {', '.join(close)}?" if close else f" Known: {', '.join(ids)}"
-        raise SetupError(f"unknown env id '{config.env}'.{hint}")
+        ids = sorted(i for i in gym.registry if i.startswith("grpo/")) or sorted(gym.registry)
+        # Compared without the shared "grpo/" and "-v0": on whole ids every env looked close.
+        core = {re.sub(r"^[^/]*/|-v\d+$", "", i): i for i in ids}
+        close = difflib.get_close_matches(re.sub(r"^[^/]*/|-v\d+$", "", config.env),
+                                          list(core), n=1, cutoff=0.6)
+        hint = f" Did you mean: {core[close[0]]}?" if close else ""
+        raise SetupError(f"unknown env id '{config.env}'.{hint} Known: {', '.join(ids)}")
     kwargs = config.env_options()
     try:
         env = gym.make(config.env, **kwargs).unwrapped

@@ -48,7 +48,13 @@ def test_unknown_toml_key_suggests_the_right_one(tmp_path):
 def test_unknown_env_suggests_close_ids(tmp_path, capsys):
     rc = run.main(["--env", "grpo/MathExcat-v0", "--output-dir", str(tmp_path)])
     assert rc == 1
-    assert "Did you mean: grpo/MathExact-v0" in capsys.readouterr().err
+    assert "Did you mean: grpo/MathExact-v0?" in capsys.readouterr().err
+    # Nothing close: no guess, and every known id is listed (a guess once left one out).
+    assert run.main(["--env", "grpo/Nope-v0", "--output-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Did you mean" not in err
+    for env_id in ("grpo/MathExact-v0", "grpo/CodeTests-v0", "grpo/JsonSchema-v0"):
+        assert env_id in err
 
 
 def test_bad_env_kwargs_fail_early(tmp_path, capsys):
