@@ -93,7 +93,8 @@ class Config:
     keep_checkpoints: int = _opt(1, "checkpoints kept on disk (each holds the model and the "
                                  "optimizer state, about 3x the model's size)")
     resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")
-    samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps and at the last")
+    samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps "
+                              "and at the last")
     samples_groups: int = _opt(2, "groups written each time")
     score_workers: int = _opt(16, "threads grading completions concurrently")
     ray_address: str | None = _opt(

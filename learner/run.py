@@ -20,6 +20,11 @@ class SetupError(RuntimeError):
     pass
 
 
+def _env_name(env_id: str) -> str:
+    """``grpo/MathExact-v0`` -> ``MathExact``."""
+    return re.sub(r"^[^/]*/|-v\d+$", "", env_id)
+
+
 def make_env(config: Config):
     """The env's unwrapped TaskEnv; unknown ids and bad kwargs fail with a clear message."""
     import gymnasium as gym
@@ -29,9 +34,8 @@ def make_env(config: Config):
     if config.env not in gym.registry:
         ids = sorted(i for i in gym.registry if i.startswith("grpo/")) or sorted(gym.registry)
         # Compared without the shared "grpo/" and "-v0": on whole ids every env looked close.
-        core = {re.sub(r"^[^/]*/|-v\d+$", "", i): i for i in ids}
-        close = difflib.get_close_matches(re.sub(r"^[^/]*/|-v\d+$", "", config.env),
-                                          list(core), n=1, cutoff=0.6)
+        core = {_env_name(i): i for i in ids}
+        close = difflib.get_close_matches(_env_name(config.env), list(core), n=1, cutoff=0.6)
         hint = f" Did you mean: {core[close[0]]}?" if close else ""
         raise SetupError(f"unknown env id '{config.env}'.{hint} Known: {', '.join(ids)}")
     kwargs = config.env_options()

@@ -574,8 +574,7 @@ class GRPOTrainer:
         """End the run's process group, every process together. A process that simply exits
         while the others still hold the group can abort in the group's C++ teardown (SIGABRT,
         "terminate called without an active exception"), failing a run that has finished."""
-        if self.accelerator.num_processes > 1:
-            self.accelerator.wait_for_everyone()
+        self.accelerator.wait_for_everyone()  # no-op for a single process
         self.accelerator.end_training()
 
     def save_model(self, path) -> None:
