@@ -5,7 +5,10 @@ a 4-byte big-endian length plus JSON. Every job runs in a fresh process (its own
 rlimits) inside ``/scratch``, forked from a pristine zygote interpreter that never runs job code
 (see ``ZYGOTE``); afterwards every process left in the container is killed and the
 scratch space wiped, and the reply says whether anything could have outlived the job ("dirty"),
-in which case the host discards the container.
+in which case the host discards the container. What outlives a job's processes is either removed
+(files in ``/scratch`` and ``/dev/shm``, POSIX message queues) or detected (SysV IPC, sockets held
+in flight or left in TCP TIME_WAIT, a re-limited zygote or agent: see ``Baseline``), and a
+stopped zygote is resumed. Jobs run under a seccomp filter the zygote installs (``DENIED``).
 
 Being PID 1 matters: the kernel does not deliver signals to a namespace's init unless it has a
 handler, so a job that kills every process it can (``kill(-1, SIGKILL)``) cannot take the agent
@@ -18,6 +21,7 @@ import contextlib
 import errno
 import json
 import os
+import resource
 import selectors
 import signal
 import stat
@@ -27,6 +31,7 @@ import time
 
 SCRATCH = "/scratch"
 SHM = "/dev/shm"
+MQUEUE = "/dev/mqueue"  # the POSIX message queues of the container's IPC namespace
 MAIN = "main.py"
 CHUNK = 65536
 TERM_GRACE_S = 0.1
@@ -200,6 +205,23 @@ def _wipe(root):
     return ok
 
 
+def _clear_mqueues():
+    """Unlink every POSIX message queue (they outlive their creator); False when one stayed."""
+    try:
+        names = os.listdir(MQUEUE)
+    except FileNotFoundError:
+        return True  # not mounted: jobs cannot create queues (see ``main``)
+    except OSError:
+        return False
+    ok = True
+    for name in names:
+        try:
+            os.unlink(os.path.join(MQUEUE, name))
+        except OSError:
+            ok = False
+    return ok
+
+
 def _sysv_ipc_used():
     for name in ("shm", "msg", "sem"):
         try:
@@ -209,6 +231,94 @@ def _sysv_ipc_used():
         except OSError:
             pass
     return False
+
+
+def _socket_counts():
+    """(sockets allocated, TCP sockets in TIME_WAIT) in the container's network namespace, read
+    from its counters: walking the socket tables (/proc/net/tcp) costs milliseconds."""
+    try:
+        with open("/proc/net/sockstat") as fh:
+            words = fh.read().split()
+        return int(words[words.index("used") + 1]), int(words[words.index("tw") + 1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_RLIMITS = sorted(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
+
+
+def _process_state(pid):
+    """What a job could change in a process of the same uid, and jobs inherit from the zygote:
+    its rlimits (prlimit), niceness, scheduling policy and CPU affinity."""
+    try:
+        return ([resource.prlimit(pid, r) for r in _RLIMITS], os.getpriority(os.PRIO_PROCESS, pid),
+                os.sched_getscheduler(pid), os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
+class Baseline:
+    """The container's state between jobs, taken at start; ``changed`` (after a job's processes
+    are gone) tells whether a job left something the next one could see or suffer."""
+
+    def __init__(self, zygote_pid):
+        self.zygote_pid = zygote_pid
+        self.sockets = _socket_counts()
+        self.states = {pid: _process_state(pid) for pid in (os.getpid(), zygote_pid)}
+
+    def changed(self):
+        # With no process left, a socket survives only in flight (a unix socket passed in a
+        # socket's queue, keeping alive whatever files it carries) or closing (TCP); a closed
+        # TCP socket then keeps its port in TIME_WAIT, where a later job binding it fails.
+        sockets = _socket_counts()
+        return (sockets is None or sockets != self.sockets
+                or any(_process_state(pid) != state for pid, state in self.states.items()))
+
+
+# What jobs may not call, on top of the engine's seccomp profile (the zygote installs it, so the
+# agent keeps its own rights). io_setup draws on a quota that is one for the whole host
+# (fs.aio-max-nr); the others would change another process of the same uid, such as the agent
+# (making the job's own run read as an infrastructure failure) or the zygote (and so every later
+# job): its rlimits, priorities, scheduling. Rules: call name -> the arguments (index) of which
+# any non-zero one makes it fail with EPERM (a pid, or "who", of 0 is the caller itself), or
+# None: always.
+DENIED = {"io_setup": None, "ioprio_set": None, "prlimit64": (0,), "setpriority": (0, 1),
+          "sched_setparam": (0,), "sched_setscheduler": (0,), "sched_setaffinity": (0,),
+          "sched_setattr": (0,)}
+_NAMES = ("io_setup", "ioprio_set", "prlimit64", "setpriority", "sched_setparam",
+          "sched_setscheduler", "sched_setaffinity", "sched_setattr")
+_X32 = 0x40000000
+# Per audit arch, the numbers of ``_NAMES`` in each ABI a job can reach: on x86-64 that includes
+# x32 (same arch, numbers with bit 30 set) and i386 (int 0x80 from 64-bit code).
+SYSCALL_NUMBERS = {
+    0xC000003E: [(206, 251, 302, 141, 142, 144, 203, 314),
+                 tuple(_X32 | n for n in (543, 251, 302, 141, 142, 144, 203, 314))],
+    0x40000003: [(245, 289, 340, 97, 154, 156, 241, 351)],
+    0xC00000B7: [(0, 30, 261, 140, 118, 119, 122, 274)],
+}
+
+
+def seccomp_program(denied=None, numbers=None):
+    """A classic-BPF seccomp program (bytes) that fails ``denied`` calls with EPERM and allows
+    everything else; unknown architectures are not filtered."""
+    denied = DENIED if denied is None else denied
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
+    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW
+    prog = []
+    for arch, abis in (SYSCALL_NUMBERS if numbers is None else numbers).items():
+        body = []
+        for abi in abis:
+            for name, nr in zip(_NAMES, abi, strict=True):
+                for arg in (denied[name] or (None,)) if name in denied else ():
+                    if arg is None:
+                        body += [(ld, 0, 0, 0), (jeq, 0, 1, nr), (ret, 0, 0, deny)]
+                    else:  # the low 32 bits of the argument (pids and "who" are ints)
+                        body += [(ld, 0, 0, 0), (jeq, 0, 3, nr), (ld, 0, 0, 16 + 8 * arg),
+                                 (jeq, 1, 0, 0), (ret, 0, 0, deny)]
+        # seccomp_data: nr at offset 0, arch at 4, args from 16 (8 bytes each, little-endian).
+        prog += [(ld, 0, 0, 4), (jeq, 0, len(body) + 1, arch), *body, (ret, 0, 0, allow)]
+    prog.append((ret, 0, 0, allow))
+    return b"".join(struct.pack("=HBBI", *insn) for insn in prog)
 
 
 # The zygote: a pristine interpreter, started once per container, that never runs job code
@@ -224,6 +334,21 @@ try:
 except Exception:
     _prctl = None
 ctl = socket.socket(fileno=3)
+
+def _seccomp(code):
+    # The jobs' syscall filter (the agent's DENIED), inherited by every job forked from here.
+    try:
+        class Fprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        buf = ctypes.create_string_buffer(code, len(code))
+        prog = Fprog(len(code) // 8, ctypes.addressof(buf))
+        prctl, arg = ctypes.CDLL(None).prctl, ctypes.c_ulong
+        prctl(38, arg(1), arg(0), arg(0), arg(0))  # PR_SET_NO_NEW_PRIVS (the engine's is on too)
+        return prctl(22, arg(2), ctypes.byref(prog), arg(0), arg(0)) == 0  # SECCOMP_MODE_FILTER
+    except Exception:
+        return False
+
+ctl.send(b"ready %d" % _seccomp(bytes.fromhex(sys.argv[1])))
 
 def _job(cpu, disk, fds):
     os.setsid()
@@ -326,12 +451,19 @@ class Zygote:
                     os.dup2(null, fd)
                 os.dup2(theirs.fileno(), 3)
                 os.closerange(4, 65536)
-                os.execve(sys.executable, [sys.executable, "-B", "-E", "-s", "-c", ZYGOTE],
-                          JOB_ENV)
+                os.execve(sys.executable, [sys.executable, "-B", "-E", "-s", "-c", ZYGOTE,
+                                           seccomp_program().hex()], JOB_ENV)
             finally:
                 os._exit(127)
         theirs.close()
         self.sock.settimeout(10)
+        try:
+            hello = self.sock.recv(64)
+        except OSError:
+            hello = b""
+        # Without the filter, jobs could reach the agent and the zygote: refuse to start.
+        self.filtered = hello == b"ready 1"
+        self.ready = self.filtered and self.alive()
 
     def alive(self):
         try:
@@ -385,7 +517,7 @@ def _set_nonblocking(fd):
     os.set_blocking(fd, False)
 
 
-def run_job(req, zygote):
+def run_job(req, zygote, baseline):
     start = time.monotonic()
     wall = float(req["wall_s"])
     cap = int(req["output_bytes"])
@@ -529,6 +661,10 @@ def run_job(req, zygote):
             # Never seen exiting (it cannot outlive SIGKILL): report it as killed.
             wait_status, rusage = done if done is not None else (signal.SIGKILL, None)
     leftover = _kill_all(zygote.pid)
+    # A job may have stopped the zygote (same uid): resume it, which also drops a stop signal
+    # still pending, or the next job would never start.
+    with contextlib.suppress(OSError):
+        os.kill(zygote.pid, signal.SIGCONT)
     for fd in list(sel.get_map()):
         try:
             sel.unregister(fd)
@@ -559,9 +695,9 @@ def run_job(req, zygote):
             status = "ok"
         else:
             status = "runtime_error"
-    clean = _wipe(SCRATCH) & _wipe(SHM)
+    clean = _wipe(SCRATCH) & _wipe(SHM) & _clear_mqueues()
     dirty = (leftover or not clean or not zygote.alive() or _sysv_ipc_used() or oom
-             or status in ("timeout", "memory_limit", "output_limit"))
+             or status in ("timeout", "memory_limit", "output_limit") or baseline.changed())
     return {
         "status": status,
         "exit_code": code,
@@ -579,9 +715,13 @@ def main():
     # one for SIGINT), so no job can interrupt the agent.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     dumpable_off = _nondumpable()
+    if not os.path.isdir(MQUEUE):
+        # Queues we cannot list (nor remove) must not exist: their quota is then 0 bytes.
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
     zygote = Zygote()
-    _send({"ready": zygote.alive(), "pid": os.getpid(), "nondumpable": dumpable_off,
-           "oom_counter": _oom_kills() >= 0})
+    baseline = Baseline(zygote.pid)
+    _send({"ready": zygote.ready, "pid": os.getpid(), "nondumpable": dumpable_off,
+           "syscall_filter": zygote.filtered, "oom_counter": _oom_kills() >= 0})
     while True:
         try:
             head = _read_exact(0, 4)
@@ -596,7 +736,7 @@ def main():
             return
         req = json.loads(body)
         try:
-            reply = run_job(req, zygote)
+            reply = run_job(req, zygote, baseline)
         except HostGone:
             return
         except Exception as exc:  # report, then let the host discard this container

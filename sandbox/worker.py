@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import json
 import os
+import secrets
 import socket
 import struct
 import time
@@ -29,8 +30,14 @@ LABEL = "grpo-sandbox"
 OWNER_LABEL = "grpo-sandbox.owner"  # the host process (for removing stale containers)
 INSTANCE_LABEL = "grpo-sandbox.instance"  # the Sandbox object (several may share a process)
 LIMITS_LABEL = "grpo-sandbox.limits"  # the container limits (its pool)
+UID_LABEL = "grpo-sandbox.uid"  # the container's own uid (no two live containers share one)
 AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text(encoding="utf-8")
-SANDBOX_UID = "65534:65534"  # nobody:nogroup; exists in any Debian image
+# Every container runs as a uid of its own: the kernel keeps some quotas per uid across all
+# containers (POSIX message queue bytes, inotify instances, pending signals and POSIX timers,
+# processes), so under one shared uid a job could exhaust them for every other container. The
+# range is one systemd leaves unused (above its container ranges, below 2**31): no host user.
+UID_BASE = 0x70000000
+UID_SPAN = 1 << 27
 START_TIMEOUT_S = 60.0
 # Seconds the host waits past a job's wall limit before it declares the container hung.
 REPLY_GRACE_S = 10.0
@@ -57,13 +64,17 @@ def container_config(
     client: docker.DockerClient, image: str, limits: Limits, labels: dict[str, str]
 ) -> dict[str, Any]:
     """``create_container`` keyword arguments: every isolation control, on."""
+    uid = pick_uid(client)
     host_config = client.api.create_host_config(
         network_mode="none",
         read_only=True,
         tmpfs={
             # Owned by the sandbox user (the engine copies the image's mode onto the mount).
-            "/scratch": f"size={limits.disk_mb}m,nr_inodes={SCRATCH_INODES},uid=65534,gid=65534,"
+            "/scratch": f"size={limits.disk_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},gid={uid},"
                         "noexec,nosuid,nodev",
+            # Hides the engine's devpts: the count of ptys is one table for the whole host
+            # (kernel.pty.max), which a job holding thousands of them would exhaust for others.
+            "/dev/pts": "ro,size=4k,nr_inodes=2,mode=555,noexec,nosuid,nodev",
         },
         shm_size=f"{min(limits.disk_mb, 16)}m",
         mem_limit=f"{limits.memory_mb}m",
@@ -79,7 +90,7 @@ def container_config(
     return dict(
         image=image,
         command=["python3", "-I", "-S", "-c", AGENT_SOURCE],
-        user=SANDBOX_UID,
+        user=f"{uid}:{uid}",
         working_dir="/scratch",
         hostname="sandbox",
         environment={"LANG": "C.UTF-8"},
@@ -88,9 +99,19 @@ def container_config(
         # detach=False makes the engine set StdinOnce: when the host's attach socket closes (the
         # host process died), the agent reads EOF and exits, and auto_remove deletes it.
         detach=False,
-        labels={LABEL: "1", LIMITS_LABEL: limits_label(limits), **labels},
+        labels={LABEL: "1", LIMITS_LABEL: limits_label(limits), UID_LABEL: str(uid), **labels},
         host_config=host_config,
     )
+
+
+def pick_uid(client: docker.DockerClient) -> int:
+    """A random uid in our range that no sandbox container on the engine uses."""
+    used = {(c.get("Labels") or {}).get(UID_LABEL)
+            for c in client.api.containers(all=True, filters={"label": LABEL})}
+    while True:
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        if str(uid) not in used:
+            return uid
 
 
 class Worker:
