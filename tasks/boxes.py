@@ -8,7 +8,9 @@ A box is ``\\boxed{...}`` with balanced braces (escaped braces ``\\{`` do not co
 brace-less ``\\boxed 5`` form, which boxes one token. A box inside another box is part of the
 outer box's content, and the outer box is *nested*: ``\\boxed{2 + \\boxed{6}}`` is malformed, not
 a way to box ``6``. An unclosed ``\\boxed{18`` is not a box, except for a trusted gold (``lenient``),
-where it runs to the end of the text.
+where it runs to the end of the text. A completion with an unclosed or a nested box anywhere
+(``malformed``) has no well-formed answer: ``\\boxed{8 or \\boxed{7}`` and
+``\\boxed{7} or maybe \\boxed{8`` hedge, and the closed box among them is not the answer.
 
 It lives under ``tasks/`` because packs, the first stage of the data path, need it; envs and the
 learner import it from here.
@@ -96,3 +98,22 @@ def last_box(text: str) -> str | None:
 def has_box(text: str) -> bool:
     """Whether ``text`` mentions a box command at all (closed or not)."""
     return bool(BOX_COMMAND.search(text))
+
+
+def unclosed(text: str) -> list[int]:
+    """Start of each box command whose ``{`` is never closed (``\\boxed{8 or \\boxed{7}``)."""
+    pairs: dict[int, int] | None = None
+    found = []
+    for m in _BOX_START.finditer(text):
+        pos = m.end()
+        if pos < len(text) and text[pos] == "{":
+            if pairs is None:
+                pairs = _brace_pairs(text)
+            if pos not in pairs:
+                found.append(m.start())
+    return found
+
+
+def malformed(text: str) -> bool:
+    """Whether ``text`` has an unclosed box or a box inside a box anywhere (linear time)."""
+    return bool(unclosed(text)) or any(box.nested for box in find_boxes(text))

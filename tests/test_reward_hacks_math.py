@@ -3,7 +3,9 @@
 Each case goes through ``grpo/MathExact-v0`` on real tasks of the built-in packs (``arith`` and
 ``gsm8k`` are number packs, ``math500`` is symbolic), the way a learner grades a completion.
 The first case is the one a demo run found: the model boxed the question (``\\boxed{2 + 6}``),
-which has the gold's value.
+which has the gold's value. Issue 22 added the classes at the end: work left undone in another
+notation (``\\log_2 64``, ``\\sqrt{242}``, ``\\sum``, unreduced fractions, identity terms),
+unclosed boxes beside or around a closed one, and text inside a box.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 import envs  # noqa: F401  (registers the grpo/* envs)
 from envs.verify.math import gold_problem, verify
 from envs.verify.math_answer import is_number_literal, restated_expression
+from envs.verify.math_extract import extract
 from tasks.pack import load_folder
 
 
@@ -197,7 +200,9 @@ def test_decimal_rounding_is_an_opt_in_of_the_env(tmp_path):
 def test_imaginary_unit():
     assert verify("i", r"\boxed{\sqrt{-1}}").passed
     assert verify(r"\sqrt{-1}", r"\boxed{i}").passed
-    assert verify("3+2i", r"\boxed{3+\sqrt{-4}}").passed
+    assert verify(r"3+\sqrt{-4}", r"\boxed{3+2i}").passed
+    # \sqrt{-4} is 2i with the root left to take (a root of a perfect square)
+    assert verify("3+2i", r"\boxed{3+\sqrt{-4}}").reason == "not_simplified"
     assert not verify("i", r"\boxed{-\sqrt{-1}}").passed
 
 
@@ -232,3 +237,217 @@ def test_echoing_the_question_earns_nothing_when_its_last_number_is_the_answer()
     for completion in honest:
         _, info = env.score(task, completion)
         assert info["passed"], (completion, info)
+
+
+# -- simplest form (issue 22) -----------------------------------------------------------------
+# On an expression pack any form with the gold's value used to be credited, so the question's
+# computation could be left undone in another notation. An answer now earns correctness only in
+# a form no less simplified than the gold's (envs/verify/math_simplest.py); the hacks fail with
+# reason not_simplified, and the legitimate forms beside them still pass.
+
+# task id -> (completions that leave the work undone, completions that do it)
+MATH500_SIMPLEST = {
+    "math500/161": (  # Evaluate $\log_264$.  -> 6
+        [r"\boxed{\log_2 64}", r"\boxed{\log_{2}{64}}", r"\boxed{\log_2(64)}",
+         r"\boxed{\frac{\ln 64}{\ln 2}}", r"\boxed{\log_2 2^6}", r"\boxed{\log_2 64 + 0}",
+         r"So $\log_2 64$ is the answer: $\boxed{\log_2 64}$."],
+        [r"\boxed{6}", r"\boxed{6.0}", r"Since $2^6 = 64$, $\log_2 64 = 6$. \boxed{6}"],
+    ),
+    "math500/31": (  # Simplify $\sqrt{242}$.  -> 11\sqrt2
+        [r"\boxed{242^{1/2}}", r"\boxed{\sqrt{242} + 2 - 2}", r"\boxed{\sqrt{2}\sqrt{121}}",
+         r"\boxed{\sqrt{121 \cdot 2}}", r"\boxed{11\sqrt{2} \cdot 1}", r"\boxed{\frac{22\sqrt{2}}{2}}",
+         r"\boxed{\sqrt{2}\cdot 11^{1}}", r"\boxed{(11\sqrt{2})^{1}}"],
+        [r"\boxed{11\sqrt{2}}", r"\boxed{11\sqrt2}", r"\boxed{\sqrt{2}\cdot 11}",
+         r"\boxed{11 \cdot 2^{1/2}}", r"$\sqrt{242} = \sqrt{121}\sqrt{2}$, so \boxed{11\sqrt{2}}"],
+    ),
+    "math500/53": (  # Compute $\arcsin(-1/2)$ in radians.  -> -\frac{\pi}{6}
+        [r"\boxed{\arcsin(-0.5)}", r"\boxed{\sin^{-1}\left(-\frac{1}{2}\right)}",
+         r"\boxed{-\arcsin\frac{1}{2}}", r"\boxed{\arctan\left(-\frac{1}{\sqrt{3}}\right)}"],
+        [r"\boxed{-\frac{\pi}{6}}", r"\boxed{-\frac{1}{6}\pi}", r"\boxed{\frac{-\pi}{6}}"],
+    ),
+    "math500/256": (  # Simplify $\frac{1}{5}\cdot \frac{8}{7}\div \frac{12}{20}$.  -> \frac{8}{21}
+        [r"\boxed{\frac{160}{420}}", r"\boxed{\frac{8}{21}\cdot\frac{2}{2}}",
+         r"\boxed{\frac{8}{35}\cdot\frac{20}{12}}", r"\boxed{\frac{40}{105}}", r"\boxed{160/420}"],
+        [r"\boxed{\frac{8}{21}}", r"\boxed{8/21}", r"\boxed{\dfrac{8}{21}}"],
+    ),
+    "math500/16": (  # Compute: $1-2+3-4+5- \dots +99-100$.  -> -50
+        [r"\boxed{\sum_{k=1}^{100} (-1)^{k+1} k}", r"\boxed{-\frac{100}{2}}", r"\boxed{50 - 100}"],
+        [r"\boxed{-50}", r"Pairing terms gives $50 \cdot (-1)$, so \boxed{-50}."],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def math500():
+    return _env("math500")
+
+
+@pytest.mark.parametrize("task_id", sorted(MATH500_SIMPLEST))
+def test_undone_work_earns_nothing_on_math500(math500, task_id):
+    hacks, honest = MATH500_SIMPLEST[task_id]
+    for completion in hacks:
+        _, info = math500.score(task_id, completion)
+        assert not info["passed"] and info["rewards"]["correct"] == 0.0, (completion, info)
+        assert info["reason"] in ("not_simplified", "restates_question"), (completion, info)
+    for completion in honest:
+        _, info = math500.score(task_id, completion)
+        assert info["passed"], (completion, info["reason"], info.get("undone"))
+
+
+# (gold, an answer with its value that leaves work undone): functions that evaluate, roots of
+# perfect powers, sums, products, unreduced fractions and identity terms, in several notations
+NOT_SIMPLIFIED = [
+    ("6", r"\log_2 64"), ("3", r"\log_{10} 1000"), ("3", r"\ln e^3"), ("5", r"e^{\ln 5}"),
+    ("3", r"\sqrt[3]{27}"), ("3", "27^{1/3}"), (r"2\sqrt{2}", r"\sqrt{8}"), (r"2\sqrt{2}", "2^{3/2}"),
+    ("2i", r"\sqrt{-4}"), (r"\sqrt{6}", r"\sqrt{2}\sqrt{3}"), (r"\sqrt{3}", r"\frac{\sqrt{6}}{\sqrt{2}}"),
+    (r"\sqrt{2}", r"\frac{2}{\sqrt{2}}"), (r"\frac{\sqrt{2}}{2}", r"\frac{2\sqrt{2}}{4}"),
+    ("10", r"\binom{5}{2}"), ("6", "3!"), ("5", "|{-5}|"), ("5", r"\left|-5\right|"),
+    ("3", r"\lfloor 3.5 \rfloor"), ("4", r"\lceil 3.5 \rceil"), ("6", r"\gcd(12, 18)"), ("5", r"\max(3, 5)"),
+    ("100", "10^{2}"), ("100", r"10 \cdot 10"), ("6", r"2 \cdot 3"), ("5", "2 + 3"),
+    (r"\frac{1}{2}", r"\sin\frac{\pi}{6}"), (r"\frac{\pi}{4}", r"\arctan 1"), ("1", r"\tan\frac{\pi}{4}"),
+    ("55", r"\sum_{k=1}^{10} k"), ("24", r"\prod_{k=1}^{4} k"), ("2", r"\int_0^2 1\,dx"),
+    ("1", r"\lim_{x \to 0} \frac{\sin x}{x}"),
+    (r"\frac{3}{4}", r"\frac{6}{8}"), (r"\frac{3}{4}", "6/8"), ("4", r"\frac{4}{1}"), ("4", r"\frac{8}{2}"),
+    ("2", r"\frac{1}{\frac{1}{2}}"), (r"\frac{1}{4}", r"\left(\frac{1}{2}\right)^2"),
+    ("x", r"x \cdot 1"), ("x", "x + 0"), ("x", r"\frac{x}{1}"), ("x", "x^{1}"), ("2x", "x + x"),
+    ("x^2", r"x \cdot x"), ("4x^2", "(2x)^2"), ("x^6", "(x^2)^3"), ("2", r"(\sqrt{2})^2"),
+    ("x - 1", r"\frac{x^2-1}{x+1}"), ("2", r"(\sqrt{3}+1)(\sqrt{3}-1)"), (r"3+2\sqrt{2}", r"(1+\sqrt{2})^2"),
+    (r"\frac{2}{7}", r"\frac{2}{7} \cdot \frac{2}{2}"), (r"11\sqrt{2}", r"\sqrt{242} + 2 - 2"),
+    ("6", "-(-6)"), ("6", r"6 + 0 \cdot \pi"), ("2x", "(x+1)^2 - x^2 - 1"), ("0", r"\sin \pi"),
+]
+
+# (gold, a legitimate equivalent form): notation is free, and a gold that is itself unsimplified
+# is matched by its own form and by any form no less simplified
+SIMPLIFIED = [
+    (r"\frac{1}{\sqrt{2}}", r"\frac{\sqrt{2}}{2}"), (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}"),
+    (r"\frac{\sqrt{6}}{3}", r"\frac{\sqrt{2}}{\sqrt{3}}"), (r"\frac{\sqrt{3}}{6}", r"\frac{1}{2\sqrt{3}}"),
+    (r"\sqrt{2}-1", r"\frac{1}{1+\sqrt{2}}"), (r"\frac{1+\sqrt{5}}{2}", r"\frac{1}{2}+\frac{\sqrt{5}}{2}"),
+    (r"\frac{1}{2}+\frac{\sqrt{5}}{2}", r"\frac{1+\sqrt{5}}{2}"), (r"\frac{3\pi}{4}", r"\frac{3}{4}\pi"),
+    (r"\log_2 3", r"\frac{\ln 3}{\ln 2}"), (r"\frac{\ln 3}{\ln 2}", r"\log_2 3"), ("e^2", r"\exp(2)"),
+    (r"\frac{1}{e}", "e^{-1}"), ("x^2+2x+1", "(x+1)^2"), ("(x+1)^2", "x^2+2x+1"), ("2x+2", "2(x+1)"),
+    (r"\frac{5}{2}", "2.5"), (r"\frac{5}{2}", r"2\frac{1}{2}"), (r"-\frac{3}{4}", r"\frac{-3}{4}"),
+    ("i", r"\sqrt{-1}"), ("2^{10}", "1024"), ("2^{10}", "4^{5}"), (r"\frac{6}{8}", r"\frac{3}{4}"),
+    (r"\frac{6}{8}", r"\frac{9}{12}"), (r"\binom{n}{2}", r"\frac{n(n-1)}{2}"), (r"\sqrt{8}", r"2\sqrt{2}"),
+    ("5!", "120"), (r"\tan^2(y)+1", r"\sec^2(y)"), (r"\pi - 2", r"-2 + \pi"), ("3+2i", "2i+3"),
+    (r"12\sqrt{3}", r"12 \cdot \sqrt{3}"), (r"\frac{5\sqrt{3}}{6}", r"\frac{5}{2\sqrt{3}}"),
+    ("x^2+2x", "(x+1)^2 - 1"), (r"\frac{\sqrt{2}}{2}", r"\sqrt{\frac{1}{2}}"), ("e^{x}", r"\exp(x)"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), NOT_SIMPLIFIED)
+def test_not_simplified_forms_earn_nothing(gold, pred):
+    for wrapped in (pred, rf"\left({pred}\right)", rf"\displaystyle {pred}", f"y = {pred}"):
+        v = verify(gold, rf"\boxed{{{wrapped}}}")
+        assert not v.passed and v.reason == "not_simplified", (gold, wrapped, v)
+    # the same answer is credited against a gold written the same way
+    assert verify(pred, rf"\boxed{{{pred}}}").passed, pred
+
+
+@pytest.mark.parametrize(("gold", "pred"), SIMPLIFIED)
+def test_simplified_forms_still_pass(gold, pred):
+    for wrapped in (pred, rf"\left({pred}\right)", f"y = {pred}"):
+        v = verify(gold, rf"\boxed{{{wrapped}}}")
+        assert v.passed, (gold, wrapped, v)
+
+
+def test_not_simplified_names_the_work_left():
+    v = verify(r"11\sqrt{2}", r"\boxed{\sqrt{242} + 2 - 2}")
+    assert v.reason == "not_simplified"
+    assert set(v.details["undone"]) == {"radical", "arithmetic"}, v.details
+
+
+def test_every_math500_gold_passes_in_another_spelling(math500):
+    """Each gold written with \\dfrac and spaces removed or added is still simplified enough."""
+    tasks = [math500.pack.task_at("test", i) for i in range(math500.pack.size("test"))]
+    failed = []
+    for task in tasks:
+        gold = str(task["answer"])
+        respelled = gold.replace(r"\frac", r"\dfrac").replace(" ", "")
+        if respelled != gold:
+            _, info = math500.score(task, rf"\boxed{{{respelled}}}")
+            if not info["passed"]:
+                failed.append((task.id, gold, info["reason"]))
+    assert not failed, failed
+
+
+# -- boxes: one malformed box anywhere, and no answer is read around it ------------------------
+
+MALFORMED_BOXES = [
+    lambda s, w: rf"\boxed{{{w} or \boxed{{{s}}}",  # an unclosed box around another
+    lambda s, w: rf"x \boxed{{{s}}} or maybe \boxed{{{w}",  # an unclosed box after one
+    lambda s, w: rf"\boxed{{2 + \boxed{{{s}}}",  # unclosed and nested
+    lambda s, w: rf"\boxed{{{s}}} and then \fbox{{{w}",
+    lambda s, w: rf"\boxed{{{w}\boxed{{{s}}}}}",
+    lambda s, w: rf"\boxed{{{w}}} hmm \boxed{{ no, \boxed{{{s}}}",
+    lambda s, w: rf"\boxed{{\boxed{{{s}}}}}. The answer is {s}.",  # a marker does not read around it
+]
+WELL_FORMED_BOXES = [
+    lambda s, w: rf"\boxed{{{s}}}",
+    lambda s, w: rf"Let {{x be the sum. Then \boxed{{{s}}}",  # a stray brace that is not a box
+    lambda s, w: rf"The set \{{1, 2\}} has size 2, and \boxed{{{s}}}",
+    lambda s, w: rf"$\boxed{{{s}}}$.",
+    lambda s, w: rf"\boxed{{{s}}} (check: \boxed{{{s}}})",
+]
+
+
+@pytest.mark.parametrize("build", MALFORMED_BOXES)
+def test_an_unclosed_or_nested_box_anywhere_is_malformed(arith1, build):
+    env, tasks = arith1
+    for task in tasks:
+        _, _, s = _operands(task)
+        completion = build(s, str(int(s) + 1))
+        _, info = env.score(task, completion)
+        assert info["reason"] == "malformed_box" and info["rewards"] == {"correct": 0.0,
+                                                                         "format": 0.0}, (
+            completion, info)
+
+
+@pytest.mark.parametrize("build", WELL_FORMED_BOXES)
+def test_well_formed_boxes_still_pass(arith1, build):
+    env, tasks = arith1
+    for task in tasks:
+        _, _, s = _operands(task)
+        completion = build(s, str(int(s) + 1))
+        _, info = env.score(task, completion)
+        assert info["passed"], (completion, info["reason"])
+
+
+def test_the_box_finder_reports_malformed_boxes():
+    from tasks.boxes import find_boxes, malformed, unclosed
+
+    assert unclosed(r"\boxed{8 or \boxed{7}") == [0]
+    assert unclosed(r"x \boxed{7} or maybe \boxed{8") == [21]
+    assert malformed(r"\boxed{2 + \boxed{7}}") and malformed(r"\boxed{2 + \boxed{7}")
+    assert not malformed(r"\boxed{7} and \boxed{\{1, 2\}}")
+    assert not malformed(r"Let {x be \boxed{7}")
+    assert [b.content for b in find_boxes(r"\boxed{8 or \boxed{7}")] == ["7"]  # the finder ...
+    assert extract(r"\boxed{8 or \boxed{7}").malformed_box  # ... and the checker refuses it
+
+
+# -- text inside a box ---------------------------------------------------------------------------
+
+
+def test_text_in_a_box_is_a_label_a_scale_or_a_hedge():
+    env = _env("gsm8k")
+    task = next(t for i in range(400) if (t := env.pack.task_at("test", i))["answer"].endswith("000"))
+    n = int(task["answer"])
+    thousands = n // 1000
+    scaled = [rf"\boxed{{{thousands}\text{{ thousand}}}}", rf"\boxed{{{thousands} \text{{thousand}}}}",
+              rf"\boxed{{{thousands / 1000}\text{{ million}}}}"]
+    for completion in scaled:
+        _, info = env.score(task, completion)
+        assert info["passed"], (completion, info["reason"])  # 15 thousand is 15000 ...
+    # ... never 15
+    assert verify(str(thousands), rf"\boxed{{{thousands}\text{{ thousand}}}}").reason == "not_equal"
+    labels = [rf"\boxed{{{n}\text{{ apples}}}}", rf"\boxed{{{n}\text{{cm}}}}",
+              rf"\boxed{{{n} \text{{ dollars}}}}", rf"\boxed{{{n}\text{{ square units}}}}"]
+    for completion in labels:
+        _, info = env.score(task, completion)
+        assert info["passed"], (completion, info["reason"])
+    hedges = [rf"\boxed{{{n}\text{{ maybe {n + 1}}}}}", rf"\boxed{{{n}\text{{ maybe sixteen}}}}",
+              rf"\boxed{{{n}\text{{ sixteen}}}}", rf"\boxed{{{n}\text{{ at most}}}}",
+              rf"\boxed{{{n}\text{{ (approximately)}}}}", rf"\boxed{{\text{{about }}{n}}}",
+              rf"\boxed{{{n}\text{{ or so}}}}"]
+    for completion in hedges:
+        _, info = env.score(task, completion)
+        assert not info["passed"] and info["reason"] == "multiple_answers", (completion, info)

@@ -15,15 +15,23 @@ Conventions worth knowing (see ``math_equiv`` for all of them):
   truncated, with at least 2 significant digits for a rational (0.33 vs 1/3) and 4
   otherwise (1.414 vs sqrt(2); 1.41 and 3.14 fail); a value with a finite decimal form
   must still match exactly (0.24 vs 1/4 is wrong). See ``math_normalize``;
-- a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` is
-  ``malformed_box``, never unwrapped or read around;
+- a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` anywhere in
+  the completion is ``malformed_box``, never unwrapped or read around
+  (``\\boxed{8 or \\boxed{7}`` is not 7);
+- text in an answer is dropped only when it labels the value (``15\\text{ apples}``): a
+  scale word multiplies (``15\\text{ thousand}`` is 15000), a hedge or a second number in
+  words (``15\\text{ maybe sixteen}``) is ``multiple_answers``;
+- an answer equal to the gold must be in a form no less simplified than the gold's
+  (``not_simplified`` for ``\\log_2 64`` against 6 or ``\\sqrt{242}`` against
+  ``11\\sqrt{2}``; see ``math_simplest``);
 - ``answer="number"`` credits only a number literal (``not_a_number`` for ``2\\cdot 78``),
   and with ``question=`` an answer that restates the question's computation
   (``\\boxed{6 + 2}`` for "What is 2 + 6?") fails with ``restates_question``, whatever its
   value. See ``math_answer``.
 
 Reasons: equal, not_equal, no_answer, multiple_answers, malformed_box, restates_question,
-not_a_number, timeout, unparseable, and worker_error (no worker process could be started).
+not_a_number, not_simplified, timeout, unparseable, and worker_error (no worker process could be
+started).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import Any
 
 from envs.verify.math_answer import (
     ANSWER_TYPES,
+    hedge,
     is_number_literal,
     restated_before,
     restated_expression,
@@ -110,7 +119,9 @@ def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     if fg is None or fp is None:
         return None
     if fg == fp:
-        return True
+        # \frac{6}{8} has the value of 3/4 but is not in lowest terms: the worker's
+        # simplest-form rule decides (against a gold written the same way it passes)
+        return True if is_number_literal(p) else None
     if not rounding:
         return False
     return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
@@ -225,6 +236,10 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
     if pred_ex.malformed_box:
         return Verdict.fail("malformed_box", shown, **details)
     final = pred_ex.answer
+    for item in final:
+        word = hedge(item)
+        if word is not None:
+            return Verdict.fail("multiple_answers", shown, hedge=word, **details)
     if question is not None:
         gold_text = ", ".join(gold_ex.answer)
         for item in final:

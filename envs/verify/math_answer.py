@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from envs.verify.math_normalize import normalize_answer
+from envs.verify.math_normalize import HEDGE_WORDS, NUMBER_WORDS, normalize_answer
 
 ANSWER_TYPES = ("number", "expression")
 
@@ -46,6 +46,27 @@ def is_number_literal(answer: str) -> bool:
         return False
     num, den = (int(g) for g in m.groups() if g is not None)
     return den > 1 and math.gcd(num, den) == 1
+
+
+# ------------------------------------------------------------------------- hedges
+
+# Whole words only, and never a command's name (\approx, \over, \underline).
+_HEDGE = re.compile(rf"(?<![\\A-Za-z])(?:{HEDGE_WORDS})(?![A-Za-z])", re.I)
+_NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{NUMBER_WORDS})(?![A-Za-z])", re.I)
+
+
+def hedge(answer: str) -> str | None:
+    """The word that keeps ``answer`` from committing to one value, or ``None``.
+
+    Text in an answer is dropped only when it labels the value (``15\\text{ apples}``); a
+    hedge or a bound (``15\\text{ maybe sixteen}``, ``15\\text{ at most}``) or a second
+    number in words (``15\\text{ sixteen}``) is not a label, and the answer is a hedge.
+    """
+    s = normalize_answer(answer)
+    m = _HEDGE.search(s)
+    if m is None and re.search(r"\d", s):
+        m = _NUMBER_WORD.search(s)
+    return m.group(0) if m else None
 
 
 # ------------------------------------------------------------------------- restatements

@@ -15,7 +15,10 @@ Rules, in short:
 - bare lists and sets are unordered, tuples/intervals/ratios/sequences with ``\\ldots``
   are ordered, interval ends must agree, matrices compare entry-wise, and a one-row or
   one-column matrix matches the tuple of its entries (a vector written ``(6, 3, 0)``);
-- words compare as text (case/space/paren-insensitive).
+- words compare as text (case/space/paren-insensitive);
+- an answer equal to the gold that leaves more work undone than the gold, of any kind, is
+  ``not_simplified`` (``math_simplest``): ``\\log_2 64`` for 6, ``\\sqrt{242}`` for
+  ``11\\sqrt{2}``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from envs.verify.math_parse import (
     parse_group,
     to_sympy,
 )
+from envs.verify.math_simplest import Work, excess, leaf_work
 
 _rng = random.Random(1234)
 
@@ -505,12 +509,14 @@ def check(
 def _check(
     gold_group: tuple[str, ...], pred_groups: tuple[tuple[str, ...], ...]
 ) -> tuple[bool, str, dict[str, Any]]:
+    gold_leaves: list[str] = []
+    pred_leaves: list[str] = []
     try:
-        g = parse_group(gold_group)
+        g = parse_group(gold_group, gold_leaves)
     except (Unparseable, Exception) as exc:
         return False, "unparseable", {"side": "gold", "error": str(exc)[:200]}
     try:
-        p = parse_group(pred_groups[-1])
+        p = parse_group(pred_groups[-1], pred_leaves)
     except (Unparseable, Exception) as exc:
         return False, "unparseable", {"side": "pred", "error": str(exc)[:200]}
     if not equal(g, p):
@@ -526,4 +532,15 @@ def _check(
             ok = False
         if not ok:
             return False, "multiple_answers", {"competing": list(other)}
+    undone = excess(answer_work(pred_leaves), answer_work(gold_leaves))
+    if undone:
+        return False, "not_simplified", {"undone": undone}
     return True, "equal", {}
+
+
+def answer_work(leaves: list[str]) -> Work:
+    """The evaluation left undone in an answer's leaves, summed (``math_simplest``)."""
+    total = Work()
+    for leaf in leaves:
+        total.merge(leaf_work(leaf))
+    return total

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from tasks.boxes import BOX_COMMAND, find_boxes
+from tasks.boxes import malformed as boxes_malformed
 
 # Completions longer than this are only scanned at their end: final answers live there,
 # and it bounds the regex work on hostile 1 MB inputs.
@@ -71,8 +72,8 @@ class Extraction:
 
     groups: tuple[tuple[str, ...], ...]
     source: str
-    #: A box command left in the answer: a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an
-    #: unclosed ``\\boxed{18``. Malformed: never unwrapped or read around.
+    #: A box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` anywhere in a
+    #: completion. Malformed: never unwrapped or read around.
     malformed_box: bool = False
 
     @property
@@ -362,6 +363,8 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
             text = after
     if not text.strip():
         return None
+    if not gold and boxes_malformed(text):
+        return _malformed(text)
 
     boxes = _find_boxes(text, lenient=gold)
     box_groups = _group(boxes, text) if boxes else []
@@ -392,6 +395,14 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
     if got is None:
         return None
     return _finish((got[0],), got[1])
+
+
+def _malformed(text: str) -> Extraction:
+    """An unclosed or nested box anywhere: no answer is read around it (a closed box beside an
+    unclosed one is one of two hedged answers, not the answer)."""
+    boxes = find_boxes(text, lenient=True)
+    shown = _trim(boxes[-1].content if boxes else text[-200:])[:MAX_ANSWER_CHARS] or "\\boxed{"
+    return Extraction(((shown,),), "boxed", malformed_box=True)
 
 
 def _finish(groups: tuple[tuple[str, ...], ...], source: str) -> Extraction | None:

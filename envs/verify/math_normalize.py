@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from fractions import Fraction
 
 MIN_SIG_DIGITS_RATIONAL = 2
@@ -92,9 +93,30 @@ _NUM_UNIT = re.compile(
 # argument is prose: "2\mathrm{e}" is a constant. A label with a connective is kept: "and"
 # joins list items, and "5\text{ or six}" is a hedge, not 5 with a label.
 _LABEL_LINKS = r"and|or|nor|not|but|plus|minus|times|than|to|is|are|equals?"
+#: Words that make text in an answer a hedge or a bound, not a label: "15\text{ maybe
+#: sixteen}" and "15\text{ at most}" do not commit to 15 (``math_answer.hedge``).
+HEDGE_WORDS = (
+    r"maybe|perhaps|possibly|probably|likely|unlikely|approx(?:imately)?|about|around|roughly|"
+    r"nearly|almost|circa|either|guess(?:ed)?|unsure|think|believe|estimated?|least|most|over|"
+    r"under|between|up|ish|or\s+so|give\s+or\s+take"
+)
+#: Number words: in a label they are a second value ("15\text{ sixteen}").
+NUMBER_WORDS = (
+    r"zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    r"eighty|ninety|hundred|thousand|million|billion|trillion|dozen|half|quarter"
+)
+_NOT_LABEL = rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}"
+# A scale word after a number multiplies it: "15\text{ thousand}" is 15000, never 15.
+_SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SCALE = re.compile(
+    r"(?<![\d.,])(\d+(?:\.\d+)?)\s*(?:\\(?:text|textnormal|textrm|mbox|mathrm)\s*\{\s*("
+    + "|".join(_SCALES) + r")s?\s*\}|\s+(" + "|".join(_SCALES) + r")s?(?![A-Za-z]))",
+    re.I,
+)
 _TEXT_LABEL = re.compile(
     r"(?<=[\d}])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
-    rf"(?![^{{}}]*\b(?:{_LABEL_LINKS})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
+    rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
     + _UNIT_END
 )
 _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])")
@@ -157,11 +179,17 @@ def _text_repl(m: re.Match[str]) -> str:
     return inner
 
 
+def _scaled(m: re.Match[str]) -> str:
+    value = Decimal(m.group(1)).scaleb(_SCALES[(m.group(2) or m.group(3)).lower()])
+    return format(value.normalize(), "f")
+
+
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
     s = s.strip()
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
+    s = _SCALE.sub(_scaled, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"(?<!\\)%", r"\\%", s)
     # Units after a number go before \text{} is unwrapped ("15\mbox{ cm}^2").

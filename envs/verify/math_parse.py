@@ -13,6 +13,7 @@ Imports sympy: only the worker processes import this module.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from latex2sympy2_extended.math_normalization import NormalizationConfig
 from envs.verify.math_normalize import normalize_answer, too_large
 from envs.verify.math_simple import parse_simple
 
-_NORM = NormalizationConfig(
+LATEX_NORMALIZATION = NormalizationConfig(
     basic_latex=True,
     units=False,
     malformed_operators=True,
@@ -203,15 +204,28 @@ def _dec_to_frac(m: re.Match[str]) -> str:
     return f"(\\frac{{{int(whole + frac)}}}{{1{'0' * len(frac)}}})"
 
 
+def exact_decimals(leaf: str) -> str:
+    """``leaf`` with each decimal written as an exact fraction (0.5 -> \\frac{5}{10})."""
+    return _DECIMAL.sub(_dec_to_frac, leaf)
+
+
+#: The leaves parsed while it holds a list (``parse_group(..., leaves=...)``): the simplest-form
+#: rule re-reads them as written.
+_LEAVES: ContextVar[list[str] | None] = ContextVar("answer_leaves", default=None)
+
+
 def to_sympy(leaf: str) -> Any:
     if too_large(leaf):
         raise Unparseable("number too large")
-    src = _DECIMAL.sub(_dec_to_frac, leaf)
+    leaves = _LEAVES.get()
+    if leaves is not None:
+        leaves.append(leaf)
+    src = exact_decimals(leaf)
     fast = parse_simple(src)
     if fast is not None:
         return fast
     try:
-        expr = latex2sympy(src, normalization_config=_NORM)
+        expr = latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
     except Exception as exc:  # the ANTLR parser raises bare Exceptions
         raise Unparseable(str(exc)[:200]) from None
     return expr
@@ -421,7 +435,12 @@ def parse_answer(raw: str) -> Any:
     return parse_list(s)
 
 
-def parse_group(items: tuple[str, ...] | list[str]) -> Any:
-    """Several answers that form one (boxes joined by "and") become one list node."""
-    nodes = [parse_answer(s) for s in items]
+def parse_group(items: tuple[str, ...] | list[str], leaves: list[str] | None = None) -> Any:
+    """Several answers that form one (boxes joined by "and") become one list node. The
+    expression leaves parsed are appended to ``leaves`` when it is given."""
+    token = _LEAVES.set(leaves)
+    try:
+        nodes = [parse_answer(s) for s in items]
+    finally:
+        _LEAVES.reset(token)
     return _make_list(nodes)
