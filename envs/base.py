@@ -11,18 +11,29 @@ the base class handles task selection, reward weighting, timing and the episode 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult
+from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult, text_problem
 from envs.flags import Flag, answer_flags
+from envs.keywords import (
+    FINITE_NUMBER,
+    Accepts,
+    check_keywords,
+    integer_at_least,
+    keyword_names,
+    mapping_of,
+    optional,
+    unknown_keyword,
+)
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
 from envs.spaces import AnyText
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
+from tasks.pack import UnknownOptionError
 
 #: The ``step``/``score`` info key an env sets to True when its grading infrastructure failed.
 INFRA_ERROR_KEY = "infra_error"
@@ -46,7 +57,8 @@ class TaskEnv(gym.Env[str, str]):
     pack's and the env's defaults), ``python_tool`` (True, or a configured ``PythonTool``: turns
     ending with a ```python block run it in the sandbox), ``max_turns`` (turns per episode, 1
     without a tool, ``DEFAULT_TOOL_TURNS`` with one) and any options of a procedural pack
-    (``level=1``).
+    (``level=1``). Each is checked here (``envs.keywords``): a value the env cannot use, or a
+    keyword neither the env nor its pack takes, is a one-line ``KeywordError``.
 
     Hooks let tools work without knowing the domain: the pack validator uses
     ``required_fields``, ``gold_problem`` and ``gold_completion``; the learner and the evaluation
@@ -84,6 +96,18 @@ class TaskEnv(gym.Env[str, str]):
         **pack_options: Any,
     ):
         super().__init__()
+        check_keywords(
+            self.env_id or type(self).__name__,
+            pack=(pack, Accepts("a pack name or a loaded Pack",
+                                lambda v: v is None or isinstance(v, str | Pack))),
+            split=(split, Accepts("a split name such as 'train' or 'test'",
+                                  lambda v: isinstance(v, str))),
+            reward_weights=(reward_weights, optional(mapping_of("component names",
+                                                                FINITE_NUMBER))),
+            python_tool=(python_tool, Accepts("True, False or a PythonTool",
+                                              lambda v: isinstance(v, bool | PythonTool))),
+            max_turns=(max_turns, optional(integer_at_least(1))),
+        )
         if isinstance(pack, Pack):
             if pack_options:
                 raise PackError(
@@ -92,15 +116,12 @@ class TaskEnv(gym.Env[str, str]):
                 )
             self.pack: Pack = pack
         else:
-            self.pack = load_pack(pack or self.default_pack, **pack_options)
+            self.pack = self._load_pack(pack or self.default_pack, pack_options)
         feeds = self.pack_env or self.env_id
         if feeds and self.pack.env != feeds:
             raise PackError(f"pack '{self.pack.name}' feeds {self.pack.env}, not {feeds}")
         self.pack.size(split)  # raises a clear error for an unknown split
         self.split = split
-        if not isinstance(python_tool, (bool, PythonTool)):
-            raise TypeError(f"python_tool must be True, False or a PythonTool, "
-                            f"got {python_tool!r}")
         self.tool: PythonTool | None = (
             python_tool if isinstance(python_tool, PythonTool)
             else PythonTool() if python_tool else None)
@@ -123,6 +144,15 @@ class TaskEnv(gym.Env[str, str]):
         self.action_space = AnyText()
         self.max_turns = _max_turns(max_turns, self.tool is not None)
         self._episode: Episode | None = None
+
+    def _load_pack(self, name: str, options: dict[str, Any]) -> Pack:
+        try:
+            return load_pack(name, **options)
+        except UnknownOptionError as exc:
+            # Options go to the pack, so a misspelled env keyword lands there: name both sides.
+            raise unknown_keyword(self.env_id or type(self).__name__, exc.unknown,
+                                  keyword_names(type(self), TaskEnv), exc.pack,
+                                  exc.accepted) from None
 
     # -- subclass hook ----------------------------------------------------------------------
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
@@ -173,6 +203,12 @@ class TaskEnv(gym.Env[str, str]):
         """The task's gold rendered as a completion that must pass ``score``; ``None`` means
         this env has no gold to check (``python -m envs validate`` then skips the check)."""
         return None
+
+    def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """Task id -> the trivial answers (a constant, the input echoed) that earn it full
+        marks, for the tasks that have any. ``python -m envs validate`` refuses such tasks: a
+        reward payable without the skill teaches nothing. The default checks none."""
+        return {}
 
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(
@@ -233,7 +269,12 @@ class TaskEnv(gym.Env[str, str]):
         if not isinstance(completion, str):
             raise TypeError(f"a completion must be a str, got {type(completion).__name__}")
         start = time.perf_counter()
-        rewards, verdict = self.grade(task, completion)
+        problem = text_problem(completion)
+        if problem is not None:  # no grader, sandbox or tool is handed text it cannot encode
+            rewards = dict.fromkeys(self.default_weights, 0.0)
+            verdict = Verdict.fail("invalid_text", None, error=problem)
+        else:
+            rewards, verdict = self.grade(task, completion)
         elapsed = time.perf_counter() - start
         reward = sum(self.reward_weights.get(k, 0.0) * v for k, v in rewards.items())
         info = self.task_info(task)
@@ -263,8 +304,6 @@ DEFAULT_TOOL_TURNS = 4
 def _max_turns(max_turns: int | None, has_tool: bool) -> int:
     if max_turns is None:
         return DEFAULT_TOOL_TURNS if has_tool else 1
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
     if max_turns > 1 and not has_tool:
         raise ValueError(f"max_turns={max_turns} needs a tool (python_tool=True): without one "
                          "every turn is a final answer")

@@ -48,6 +48,20 @@ class EpisodeError(RuntimeError):
     """``step`` was called without a running episode."""
 
 
+def text_problem(text: str) -> str | None:
+    """Why ``text`` is not text that can be graded (``None`` when it is): a lone surrogate such as
+    ``"\\ud800"`` is a Python ``str`` but no Unicode text, and UTF-8 (a sandbox program, a
+    worker process) cannot encode it. The env grades such a turn ``invalid_text``."""
+    if text.isascii():  # the common case, at C speed
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"character {exc.start} is a lone surrogate ({text[exc.start]!r}), which is "
+                "not Unicode text")
+    return None
+
+
 class Episode:
     """The state of one task's turns. ``step(action)`` has gymnasium's step semantics."""
 
@@ -74,6 +88,8 @@ class Episode:
             reward, info = env.score(self.task, action)
             return "", reward, True, False, info
         self.turns += 1
+        if text_problem(action) is not None:  # graded invalid_text: such code never runs
+            return self._graded(action, truncated=False)
         end = env.tool_call_end(action)
         if end is None:
             return self._graded(action, truncated=False)

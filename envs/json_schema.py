@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.flags import Flag, text_flags
+from envs.keywords import check_keywords, integer_at_least
 from envs.perturb import IRRELEVANT, Perturbation, with_fields, with_instruction
 from envs.verify import json as json_gate
 from envs.verify.json_content import ABSENT, AnyOf
@@ -69,6 +70,9 @@ class JsonSchemaEnv(TaskEnv):
 
     def __init__(self, *args: Any, max_chars: int = json_gate.MAX_CHARS,
                  max_depth: int = json_gate.MAX_DEPTH, **kwargs: Any):
+        # max_chars=-1 or max_depth=0 would reject every answer: refused here instead.
+        check_keywords(self.env_id, max_chars=(max_chars, integer_at_least(1)),
+                       max_depth=(max_depth, integer_at_least(1)))
         super().__init__(*args, **kwargs)
         self.max_chars = max_chars
         self.max_depth = max_depth

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
+from envs.keywords import FLAG, POSITIVE_SECONDS, check_keywords
 from envs.perturb import (
     IRRELEVANT,
     NO_INSTRUCTION,
@@ -64,6 +65,9 @@ class MathExactEnv(TaskEnv):
 
     def __init__(self, *args: Any, timeout: float = 5.0, require_boxed: bool = False,
                  decimal_rounding: bool = False, **kwargs: Any):
+        check_keywords(self.env_id, timeout=(timeout, POSITIVE_SECONDS),
+                       require_boxed=(require_boxed, FLAG),
+                       decimal_rounding=(decimal_rounding, FLAG))
         super().__init__(*args, **kwargs)
         self.timeout = timeout
         self.require_boxed = require_boxed

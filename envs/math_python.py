@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from envs.base import DEFAULT_TOOL_TURNS
+from envs.keywords import KeywordError, check_keywords, instance_of, integer_at_least
 from envs.math_exact import MathExactEnv
-from envs.python_tool import OUTPUT_CHARS, PythonTool
+from envs.python_tool import MIN_OUTPUT_CHARS, OUTPUT_CHARS, PythonTool
 from sandbox import Limits, Sandbox
 
 
@@ -33,6 +34,15 @@ class MathPythonEnv(MathExactEnv):
     def __init__(self, *args: Any, max_turns: int = DEFAULT_TOOL_TURNS, require_boxed: bool = True,
                  tool_output_chars: int = OUTPUT_CHARS, tool_limits: Limits | None = None,
                  sandbox: Sandbox | None = None, **kwargs: Any):
+        if "python_tool" in kwargs:  # the tool is this env's own, built from the keywords below
+            raise KeywordError(f"{self.env_id}: python_tool is always on here, a PythonTool built "
+                               "from tool_output_chars, tool_limits and sandbox; for a tool of "
+                               "your own, use grpo/MathExact-v0 with python_tool=")
+        # Checked under this env's names before PythonTool checks them under its own.
+        check_keywords(self.env_id,
+                       tool_output_chars=(tool_output_chars, integer_at_least(MIN_OUTPUT_CHARS)),
+                       tool_limits=(tool_limits, instance_of(Limits)),
+                       sandbox=(sandbox, instance_of(Sandbox)))
         tool = PythonTool(sandbox=sandbox, limits=tool_limits, output_chars=tool_output_chars)
         super().__init__(*args, require_boxed=require_boxed, python_tool=tool,
                          max_turns=max_turns, **kwargs)

@@ -25,6 +25,8 @@ import time
 import warnings
 from dataclasses import dataclass
 
+from envs.episode import text_problem
+from envs.keywords import check_keywords, instance_of, integer_at_least
 from envs.sandboxes import acquire_shared, release_shared
 from sandbox import Limits, Sandbox, SandboxUnavailable
 
@@ -34,6 +36,8 @@ _FENCE = "```"
 TOOL_WALL_S = 10.0
 TOOL_OUTPUT_BYTES = 64 * 1024
 OUTPUT_CHARS = 1000
+#: The least ``output_chars``: room for the cut note and a little output around it.
+MIN_OUTPUT_CHARS = 20
 #: What the prompt says about the tool: short, with the exact format, which a small model copies.
 INSTRUCTIONS = ("You can run Python code. To do so, end your reply with a code block like\n"
                 "```python\nprint(12 * 34)\n```\n"
@@ -80,8 +84,9 @@ class PythonTool:
 
     def __init__(self, *, sandbox: Sandbox | None = None, limits: Limits | None = None,
                  output_chars: int = OUTPUT_CHARS):
-        if output_chars < 20:
-            raise ValueError(f"output_chars must be at least 20, got {output_chars}")
+        check_keywords("PythonTool", sandbox=(sandbox, instance_of(Sandbox)),
+                       limits=(limits, instance_of(Limits)),
+                       output_chars=(output_chars, integer_at_least(MIN_OUTPUT_CHARS)))
         self.output_chars = output_chars
         self.limits = limits
         self._given = sandbox
@@ -128,6 +133,10 @@ class PythonTool:
 
     def run(self, code: str) -> ToolResult:
         """Run ``code`` as a fresh program; never raises for what the code or sandbox does."""
+        problem = text_problem(code)
+        if problem is not None:  # UTF-8 cannot carry it to the sandbox: the code's own fault
+            return ToolResult(self.format("", f"not run: {problem}", "runtime_error"),
+                              "runtime_error", 0.0)
         start = time.perf_counter()
         try:
             sandbox = self._sandbox()

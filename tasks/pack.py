@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
+import math
+import re
 import string
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +51,16 @@ OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator", "answer")
 
 class PackError(ValueError):
     """A pack is malformed or a task cannot be found; the message names file and line."""
+
+
+class UnknownOptionError(PackError):
+    """Options a pack does not take; ``accepted`` names those it does (an env names its own
+    keywords too, since a misspelled env keyword lands here)."""
+
+    def __init__(self, pack: str, unknown: Sequence[str], accepted: Sequence[str]):
+        self.pack, self.unknown, self.accepted = pack, sorted(unknown), list(accepted)
+        takes = f"takes options {', '.join(accepted)}" if accepted else "takes no options"
+        super().__init__(f"pack '{pack}' {takes}, got {self.unknown}")
 
 
 @dataclass(frozen=True)
@@ -139,9 +152,10 @@ def _check_manifest(
         problems.append("'splits' must be a table split -> file or a list of split names")
     weights = raw.get("reward_weights", {})
     if not isinstance(weights, dict) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
-    ):
-        problems.append("'reward_weights' must be a table of numbers")
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for v in weights.values()
+    ):  # TOML reads `nan` and `inf` as floats: a NaN weight would make every reward NaN
+        problems.append("'reward_weights' must be a table of finite numbers")
         weights = {}
     if "answer" in raw and not isinstance(raw["answer"], str):
         problems.append("'answer' must be a string (an answer type such as \"number\")")
@@ -294,9 +308,30 @@ class Pack:
         """Look up ``<pack>/<native id>`` (or a bare native id)."""
         native = self._native(task_id)
         if native not in self._index:
-            raise PackError(f"pack '{self.name}' has no task '{task_id}'")
+            raise self.unknown_task(task_id)
         split, i = self._index[native]
         return self.task_at(split, i)
+
+    def unknown_task(self, task_id: str, why: str = "") -> PackError:
+        """The error for an id that names no task: says what the pack's ids look like."""
+        why = f" ({why})" if why else ""
+        return PackError(f"pack '{self.name}' has no task '{task_id}'{why}; its task ids look "
+                         f"like {self.id_format()}")
+
+    def id_format(self) -> str:
+        """The forms of this pack's task ids, digits as ``<n>`` (with their range when an id
+        has one number): ``gsm8k/<n> (<n> from 0 to 1318)``."""
+        numbers: dict[str, list[int]] = {}
+        for native in self._index:
+            form = _DIGITS.sub("<n>", native)
+            numbers.setdefault(form, []).extend(int(d) for d in _DIGITS.findall(native))
+        shown = []
+        for form, found in list(numbers.items())[:_FORMS_SHOWN]:
+            one = form.count("<n>") == 1
+            shown.append(f"{self.name}/{form}"
+                         + (f" (<n> from {min(found)} to {max(found)})" if one else ""))
+        more = len(numbers) - len(shown)
+        return ", ".join(shown) + (f" and {more} more forms" if more > 0 else "")
 
     def ids(self, split: str) -> list[str]:
         self._check_split(split)
@@ -319,12 +354,19 @@ class Pack:
         return task_id[len(prefix):] if task_id.startswith(prefix) else task_id
 
 
+_DIGITS = re.compile(r"[0-9]+")
+_FORMS_SHOWN = 8
+
+
 class Generator(Protocol):
     """What a procedural pack's ``generator`` class provides.
 
-    It is constructed with the pack options (``level=1``, ...) and raises ``ValueError`` for
-    unknown ones. ``size(split)`` is ``None`` for an unbounded split; ``record(split, index)``
-    is deterministic; ``locate(native_id)`` maps an id back to ``(split, index)``.
+    It is constructed with the pack options (``level=1``, ...), the parameters of its
+    ``__init__`` (an option it does not name is an ``UnknownOptionError``), and raises
+    ``ValueError`` for a bad value. ``size(split)`` is ``None`` for an unbounded split;
+    ``record(split, index)`` is deterministic; ``locate(native_id)`` maps an id back to
+    ``(split, index)``, raising ``KeyError("why")`` for an unknown one. An optional
+    ``id_format`` (``"L<level>-<n>"``) says in errors what the native ids look like.
     """
 
     def size(self, split: str) -> int | None: ...
@@ -362,11 +404,19 @@ class ProceduralPack(Pack):
         try:
             split, index = self.generator.locate(native)
         except (ValueError, KeyError) as exc:
-            raise PackError(f"pack '{self.name}' has no task '{task_id}': {exc}") from exc
+            why = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+            raise self.unknown_task(task_id, why) from None
         task = self.task_at(split, index)
         if task.id != f"{self.name}/{native}":
-            raise PackError(f"pack '{self.name}' has no task '{task_id}'")
+            raise self.unknown_task(task_id)
         return task
+
+    def id_format(self) -> str:
+        """The generator's ``id_format`` (when it has one) and an example id per split."""
+        forms = [f"{self.name}/{f}" for f in getattr(self.generator, "id_format", "").split(", ")
+                 if f]
+        examples = [self.task_at(s, 0).id for s in self.splits if self.size(s) != 0]
+        return ", ".join([*forms, f"e.g. {', '.join(examples)}"])
 
     def ids(self, split: str) -> list[str]:
         size = self.size(split)
@@ -378,18 +428,29 @@ class ProceduralPack(Pack):
         return [dict(self.task_at(split, i).fields) for i in range(len(self.ids(split)))]
 
 
+def option_names(generator: type) -> list[str] | None:
+    """The options a generator class takes (``None`` when it takes any ``**options``)."""
+    params = list(inspect.signature(generator).parameters.values())
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def load_folder(folder: str | Path, origin: str = "built-in", **options: Any) -> Pack:
     """Load the pack in ``folder`` (options go to a procedural pack's generator)."""
     manifest = Manifest.read(folder)
     if manifest.generator:
         cls = _import(manifest.generator)
+        accepted = option_names(cls)
+        if accepted is not None and set(options) - set(accepted):
+            raise UnknownOptionError(manifest.name, set(options) - set(accepted), accepted)
         try:
             gen = cls(**options)
         except (TypeError, ValueError) as exc:
             raise PackError(f"pack '{manifest.name}': bad options {options}: {exc}") from exc
         return ProceduralPack(manifest, gen, origin)
     if options:
-        raise PackError(f"pack '{manifest.name}' takes no options, got {sorted(options)}")
+        raise UnknownOptionError(manifest.name, list(options), ())
     if manifest.loader:
         records = _import(manifest.loader)()
     else:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
+
+_TRAIN_ID = re.compile(r"L(?P<level>[0-9]+)-(?P<index>[0-9]+)")
 
 
 def seeded_rng(*key: Any) -> random.Random:
@@ -32,7 +35,15 @@ class HashSplitGenerator:
     test_size: ClassVar[int]  # per combo, or fewer where a combo has fewer distinct problems
     test_percent: ClassVar[int]
     test_attempts: ClassVar[int]  # draws per combo while filling its test list
+    #: What each item of a combo is, for the id format in error messages.
+    combo_names: ClassVar[tuple[str, ...]] = ("level",)
     combos: list[tuple[Any, ...]]
+
+    @property
+    def id_format(self) -> str:
+        """The forms of the native ids: ``L<level>-<n>, test-L<level>-<n>``."""
+        rest = "".join(f"-<{name}>" for name in self.combo_names[1:])
+        return f"L<level>-<n>, test-L<level>{rest}-<n>"
 
     def build(self, combo: tuple[Any, ...], rng: random.Random) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
@@ -77,12 +88,17 @@ class HashSplitGenerator:
                 return {"id": f"L{combo[0]}-{index}", **fields}
 
     def locate(self, native_id: str) -> tuple[str, int]:
+        """``(split, index)`` of a native id; a ``KeyError`` saying why for an unknown one."""
         if native_id.startswith("test-"):
+            if native_id not in self._test_index:
+                raise KeyError("no such test task")
             return "test", self._test_index[native_id]
-        level, _, index = native_id.removeprefix("L").partition("-")
-        i = int(index)
-        if i < 0 or self.combos[i % len(self.combos)][0] != int(level):
-            raise KeyError(f"{native_id} is not a task of this pack's options")
+        match = _TRAIN_ID.fullmatch(native_id)
+        if match is None:
+            raise KeyError("not an id of this pack's forms")
+        level, i = int(match["level"]), int(match["index"])
+        if self.combos[i % len(self.combos)][0] != level:
+            raise KeyError(f"train task {i} is not of level {level} with this pack's options")
         return "train", i
 
     def fingerprint(self) -> str:

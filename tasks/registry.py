@@ -81,14 +81,15 @@ def pack_names(env_id: str | None = None) -> list[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _load(name: str, options: tuple[tuple[str, Any], ...]) -> Pack:
+def _load(name: str, options: tuple[tuple[str, type, Any], ...]) -> Pack:
     sources = pack_sources()
     if name not in sources:
         raise PackError(f"unknown pack '{name}'; known packs: {', '.join(sorted(sources))}")
     src = sources[name]
-    return load_folder(src.folder, origin=src.origin, **dict(options))
+    return load_folder(src.folder, origin=src.origin, **{k: v for k, _, v in options})
 
 
 def load_pack(name: str, **options: Any) -> Pack:
     """Load (and cache) a pack by name; options go to procedural generators (``level=1``)."""
-    return _load(name, tuple(sorted(options.items())))
+    # The type is part of the key: level=True equals level=1, and must not hit its cached pack.
+    return _load(name, tuple(sorted((k, type(v), v) for k, v in options.items())))

@@ -3,7 +3,8 @@
 Order: the whole text if it is JSON; else the last fenced ```json block; else the first
 balanced object or array that ``json.JSONDecoder.raw_decode`` accepts, with prose around it.
 Duplicate keys, NaN/Infinity (and numbers that overflow to infinity) and nesting deeper than
-``max_depth`` reject the value instead of being silently accepted.
+``max_depth`` reject the value instead of being silently accepted. Every step takes time linear
+in the length of the text, whatever it holds (``benchmarks/json_prose.py``).
 """
 
 from __future__ import annotations
@@ -55,10 +56,15 @@ def _float(text: str) -> float:
 DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
 
 _WS = re.compile(r"\s*")
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A string, or an unterminated one running to the end: every quote then starts a match, so the
+# search never rescans the rest of the text from each quote in turn.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_OPENER = re.compile(r"[\[{]")
+# An opening bracket that can start a JSON value: "{" before a key or "}", "[" before a value or
+# "]" (NaN and Infinity included, to be rejected). Prose brackets ("\boxed{x}", "[see 3]") fail
+# here at C speed instead of costing a decode attempt each.
+_OPENER = re.compile(r'\{(?=[ \t\n\r]*["}])|\[(?=[ \t\n\r]*[-\[\]{"0-9tfnNI])')
 _JSON_START = frozenset('{["-0123456789tfn')
 
 
@@ -102,23 +108,59 @@ def fenced_blocks(text: str) -> list[str]:
     return blocks
 
 
+#: The text a prose attempt first decodes in; it grows fourfold while the value may run past it.
+_FIRST_WINDOW = 256
+#: A failure this close to a window's end may come from the cut: a literal or number cut short
+#: fails where it starts, up to 9 characters back ("-Infinity").
+_CUT_MARGIN = 16
+
+
+def cut_short(exc: json.JSONDecodeError, window: int) -> bool:
+    """Whether decoding a ``window``-character prefix failed where a longer one might not."""
+    return exc.pos >= window - _CUT_MARGIN or exc.msg.startswith("Unterminated string")
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, int] | int:
+    """The value that decodes at ``start`` and its end, or else the characters the attempt read.
+
+    ``json`` gives a failure its line and column by counting the line breaks before it in the
+    text it was handed, so a failed attempt in the whole text costs the length of the text
+    before ``start``: quadratic over prose full of brackets. Decoding in a window from
+    ``start`` that grows while the failure may come from the cut gives the same result at a
+    cost bounded by what the attempt reads.
+    """
+    size, read = _FIRST_WINDOW, 0
+    while True:
+        window = text[start : start + size]
+        try:
+            value, end = DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            if start + size >= len(text) or not cut_short(exc, len(window)):
+                return read + max(exc.pos, 1)
+            read += len(window)
+            size *= 4
+            continue
+        return value, start + end
+
+
 def _next_in_prose(text: str, pos: int, budget: int, max_depth: int) -> tuple[Any, int] | None:
     """First value decodable at an opening bracket at or after ``pos``: (value, end) or None.
 
-    ``budget`` caps the characters failed attempts may scan, so text full of brackets cannot
+    ``budget`` caps the characters failed attempts may read, so text full of brackets cannot
     make the search quadratic.
     """
     for match in _OPENER.finditer(text, pos):
         start = match.start()
         try:
-            value, end = DECODER.raw_decode(text, start)
-        except json.JSONDecodeError as exc:
-            budget -= max(exc.pos - start, 1)
+            found = _decode_at(text, start)
+        except RecursionError:
+            raise Rejected("too_deep", max_depth=max_depth, method="prose") from None
+        if isinstance(found, int):
+            budget -= found
             if budget <= 0:
                 return None
             continue
-        except RecursionError:
-            raise Rejected("too_deep", max_depth=max_depth, method="prose") from None
+        value, end = found
         check_depth(text[start:end], max_depth)
         return value, end
     return None

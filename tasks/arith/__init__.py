@@ -51,7 +51,8 @@ class ArithGenerator(HashSplitGenerator):
     test_attempts = 20_000
 
     def __init__(self, level: int | None = None):
-        if level is not None and level not in LEVELS:
+        # True and 2.0 are "in" range(1, 7) too, and would make ids such as "L2.0-5".
+        if level is not None and (type(level) is not int or level not in LEVELS):
             raise ValueError(f"level must be one of {list(LEVELS)} or omitted, got {level!r}")
         self.level = level
         self.combos = [(lv,) for lv in ([level] if level else LEVELS)]

@@ -39,9 +39,11 @@ class ExtractGenerator(HashSplitGenerator):
     test_size = TEST_SIZE
     test_percent = 20
     test_attempts = TEST_SIZE * 50
+    combo_names = ("level", "family")
 
     def __init__(self, level: int | None = None, family: str | None = None):
-        if level is not None and level not in LEVELS:
+        # True and 2.0 are "in" range(1, 7) too, and would make ids such as "L2.0-5".
+        if level is not None and (type(level) is not int or level not in LEVELS):
             raise ValueError(f"level must be one of {list(LEVELS)} or omitted, got {level!r}")
         if family is not None and family not in FAMILIES:
             raise ValueError(f"family must be one of {sorted(FAMILIES)} or omitted, "
