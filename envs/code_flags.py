@@ -21,6 +21,10 @@ _HARNESS = {
     "files": r"(?<![\w.])open\s*\(|\bos\.(?:remove|unlink|chdir|environ)\b|\bshutil\.",
     "test frameworks": r"\bunittest\b|\bpytest\b|\bdoctest\b",
     "always-equal objects": r"def\s+__(?:eq|ne)__\s*\(",
+    "own comparison or arithmetic": r"def\s+__(?:lt|le|gt|ge|bool|sub|rsub|abs)__\s*\(",
+    "builtin wrappers": (r"\bweakref\.proxy\b|\bUser(?:List|Dict|String)\b"
+                         r"|\bMappingProxyType\b"),
+    "audit hooks": r"\bsys\.addaudithook\b",
     "dynamic import": r"\b__import__\s*\(|\bimportlib\b",
 }
 

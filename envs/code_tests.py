@@ -12,8 +12,13 @@ shown, all of them count. ``details`` says which cases were shown (``shown_cases
 hidden and shown cases passed (``passed_hidden``/``n_hidden``, ``passed_shown``/``n_shown``);
 ``passed_cases`` and ``n_cases`` still cover every case run.
 
-A verdict comes only from the harness's own per-case record (see ``sandbox.harness``), never
-from exit codes or output. When the sandbox itself fails (no reachable engine, a container
+The tests run in a trusted process that never executes the program; the program runs in a
+process of its own, and only calls of its entry points cross, as plain data (see
+``sandbox.harness``). A record's ``entry_point`` (a name or a list of names) says which of the
+program's functions the tests call; without it they are the names the tests call that neither
+the tests, the ``setup`` nor the builtins define. ``details["case_reasons"]`` gives each case's
+outcome (``passed``, ``failed``, ``timeout``, ``unserializable_return``, ...). A verdict comes
+only from the judge's own record, never from exit codes or output. When the sandbox itself fails (no reachable engine, a container
 lost), the reward is 0.0 but the info says so: ``info["infra_error"]`` is True (False otherwise),
 the verdict's reason is ``sandbox_error`` and ``details["sandbox_error"]`` is True, so a learner
 drops the sample instead of scoring it 0 (``envs.base.is_infra_error``). The first such step of
@@ -36,11 +41,12 @@ from typing import Any, ClassVar
 from envs.base import INFRA_ERROR_KEY, TaskEnv, is_infra_error
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
+from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
 from envs.sandboxes import shared_sandbox
 from envs.verify.verdict import Verdict
 from sandbox import Sandbox, SandboxUnavailable
-from sandbox.harness import TestReport, parse, run_tests
+from sandbox.harness import TestReport, find_entry_points, parse, run_tests, run_variants
 from tasks import Task
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -55,6 +61,17 @@ CODE_PERTURBATIONS = (
     IRRELEVANT,
 )
 
+#: Trivial programs no task may pay in full: constants, the first argument echoed, and the
+#: empty value of its type (name -> the returned expression).
+BASELINES = {
+    "None": "None", "True": "True", "False": "False", "0": "0", "1": "1", '""': '""',
+    "[]": "[]", "{}": "{}",
+    "the first argument": "args[0] if args else None",
+    "the first argument's empty value": "type(args[0])() if args else None",
+}
+_BASELINE_FUNCTIONS = [f"baseline_{i}" for i in range(len(BASELINES))]
+
+
 def extract_program(completion: str) -> tuple[str, bool]:
     """The last fenced python block (or untagged block), else the whole text; and whether a
     fenced block was found."""
@@ -68,7 +85,9 @@ class CodeTestsEnv(TaskEnv):
     env_id: ClassVar[str] = "grpo/CodeTests-v0"
     default_pack: ClassVar[str] = "humaneval"
     default_weights: ClassVar[dict[str, float]] = {"tests": 1.0, "format": 0.1}
-    #: Optional: ``setup`` (test set-up code), ``prelude`` (imports put before the program),
+    #: Optional: ``setup`` (trusted test set-up code: the prompt's helpers, imports),
+    #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (imports put
+    #: before the program),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
     #: ``per_test_s`` (more time per test case) and ``canonical_solution`` (the gold).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
@@ -76,6 +95,8 @@ class CodeTestsEnv(TaskEnv):
 
     def __init__(self, *args: Any, sandbox: Sandbox | None = None, per_test_s: float = 3.0,
                  **kwargs: Any):
+        check_keywords(self.env_id, sandbox=(sandbox, instance_of(Sandbox)),
+                       per_test_s=(per_test_s, POSITIVE_SECONDS))
         super().__init__(*args, **kwargs)
         self._sandbox = sandbox
         self.per_test_s = per_test_s
@@ -121,11 +142,37 @@ class CodeTestsEnv(TaskEnv):
             report = run_tests(
                 self.sandbox, task.fields.get("prelude", "") + program, tests,
                 setup=task.fields.get("setup", ""), per_test_s=per_test_s,
+                entry_points=task_entry_points(task),
             )
         except SandboxUnavailable as exc:
             return ({"tests": 0.0, "format": 0.0},
                     Verdict.fail("sandbox_error", program, sandbox_error=True, error=str(exc)))
         return _rewards(report, fenced, shown), _verdict(report, program, shown)
+
+    def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """The ``BASELINES`` that pass every graded case of a task, per task that has any: all
+        of them graded in one sandbox run per task, concurrently through the pool."""
+        program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
+                          for fn, (_, expr) in zip(_BASELINE_FUNCTIONS, BASELINES.items(),
+                                                   strict=True))
+
+        def check(task: Task) -> tuple[str, list[str]]:
+            names = task_entry_points(task) or find_entry_points(
+                list(task["tests"]), task.fields.get("setup", ""))
+            reports = run_variants(
+                self.sandbox, task.fields.get("prelude", "") + program, list(task["tests"]),
+                [dict.fromkeys(names, fn) for fn in _BASELINE_FUNCTIONS],
+                setup=task.fields.get("setup", ""), entry_points=names,
+                per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
+            shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
+            if any(r.sandbox_error for r in reports):
+                raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
+            return task.id, [name for name, r in zip(BASELINES, reports, strict=True)
+                             if _fraction(r, shown) == 1.0]
+
+        with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="base") as ex:
+            found = dict(ex.map(check, tasks))
+        return {tid: names for tid, names in found.items() if names}
 
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
                    ) -> list[tuple[float, dict[str, Any]]]:
@@ -135,6 +182,15 @@ class CodeTestsEnv(TaskEnv):
         workers = max(1, self.sandbox.pool_size)
         with ThreadPoolExecutor(workers, thread_name_prefix="grade") as ex:
             return list(ex.map(self.score, tasks, completions))
+
+
+def task_entry_points(task: Task) -> list[str] | None:
+    """The program's functions the task's tests call (``entry_point``: a name or a list), or
+    None to find them in the tests (see ``sandbox.harness.find_entry_points``)."""
+    declared = task.fields.get("entry_point")
+    if declared is None:
+        return None
+    return [declared] if isinstance(declared, str) else [str(n) for n in declared]
 
 
 def _normal(test: str) -> str:
@@ -184,6 +240,7 @@ def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Ver
         "passed_shown": sum(i in passed for i in shown),
         "n_shown": len(shown),
         "errors": report.errors,
+        "case_reasons": {str(i): r for i, r in sorted(report.reasons.items())},
         "status": run.status if run else None,
         "sandbox_error": report.sandbox_error,
     }
@@ -201,4 +258,14 @@ def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Ver
     graded = _graded(report, shown)
     if graded and all(i in passed for i in graded):
         return Verdict(True, 1.0, "passed", program, details)
-    return Verdict(False, _fraction(report, shown), "failed_tests", program, details)
+    return Verdict(False, _fraction(report, shown), _failure_reason(report, graded), program,
+                   details)
+
+
+def _failure_reason(report: TestReport, graded: Sequence[int]) -> str:
+    """``failed_tests``, or the one reason every failed graded case shares when it says more
+    (``unserializable_return``, ``timeout``, ``program_exited``)."""
+    failed = {report.reasons.get(i, "failed") for i in graded if i not in set(report.passed)}
+    if len(failed) == 1 and failed <= {"unserializable_return", "timeout", "program_exited"}:
+        return failed.pop()
+    return "failed_tests"

@@ -5,7 +5,9 @@ parses and carries ``id``, the prompt template's fields and the env's ``required
 are unique; no prompt text appears in two splits; every gold is a well-formed answer of the
 pack's type (the env's ``gold_problem``: a ``number`` pack's gold is a number literal, every math
 gold parses); and every gold, rendered as a completion by the env's ``gold_completion``, earns
-full credit from the env's own ``score``. These check form and consistency, not truth: a wrong
+full credit from the env's own ``score``, and that no trivial answer (a constant, the input
+echoed: the env's ``trivially_passed``) earns any task in full. These check form and
+consistency, not truth: a wrong
 but well-formed gold (``999999``) passes, so the summary says "well-formed", never "correct". Every problem is collected, each naming
 its file and line (or split and index for loader / generator packs), so one run lists them all.
 """
@@ -126,6 +128,7 @@ def validate_folder(folder: str | Path, *, check_gold: bool = True,
         try:
             if check_gold:
                 _check_golds(report, env, pack, good)
+                _check_trivial_programs(report, env, pack, good)
             else:
                 report.notes.append("gold answers not checked (--no-gold)")
         finally:
@@ -358,6 +361,27 @@ def _grade(report: Report, env: TaskEnv, batch: list[tuple[str, Task, str]]) -> 
                                                 f"{info.get('reason')} (gold completion {shown}, "
                                                 f"extracted {_short(str(info.get('extracted')))})"))
     return True
+
+
+def _check_trivial_programs(report: Report, env: TaskEnv, pack: Pack,
+                            good: list[_Record]) -> None:
+    """Refuse every task that a trivial answer (a constant, the input echoed: the env's
+    ``trivially_passed``) earns in full: its reward would be payable without the skill."""
+    if type(env).trivially_passed is TaskEnv.trivially_passed or not report.ok:
+        return
+    pairs = list(_tasks(pack, good))
+    where = {task.id: w for w, task in pairs}
+    try:
+        found = env.trivially_passed([task for _, task in pairs])
+    except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable
+        report.errors.append(Problem(str(report.folder), f"cannot run the trivial-program "
+                                                         f"check: {exc}"))
+        return
+    for tid, names in found.items():
+        report.errors.append(Problem(where[tid], "a trivial program earns full marks: "
+                                                 f"returning {' or '.join(names)} passes every "
+                                                 "graded test; add tests whose answers differ"))
+    report.notes.append(f"trivial programs checked on {len(where)} tasks")
 
 
 def _score_one(env: TaskEnv, task: Task, completion: str) -> Any:

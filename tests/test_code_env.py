@@ -9,7 +9,7 @@ import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
 from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
 from sandbox import Sandbox
-from sandbox.harness import protected_builtins, run_tests, strict_asserts
+from sandbox.harness import find_entry_points, run_tests
 from tasks import Task, load_pack
 
 
@@ -28,11 +28,12 @@ def test_extract_program_takes_the_last_python_block():
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))
-    assert ids == {f"humaneval/{i}" for i in range(164)}
+    # humaneval/40 and 54 leave the pack (PAYABLE_BY_A_CONSTANT).
+    assert ids == {f"humaneval/{i}" for i in range(164)} - {"humaneval/40", "humaneval/54"}
     assert he.size("test") > 0 and he.size("train") > he.size("test")
     mbpp = load_pack("mbpp")
     ids = set(mbpp.ids("train")) | set(mbpp.ids("test"))
-    assert ids == {f"mbpp/{i}" for i in range(11, 511)}
+    assert ids == {f"mbpp/{i}" for i in range(11, 511)} - {"mbpp/367", "mbpp/404", "mbpp/508"}
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
     task = mbpp.get("mbpp/11")
     prompt = mbpp.prompt(task)
@@ -47,7 +48,9 @@ def test_humaneval_check_is_split_into_cases():
     task = he.get("humaneval/0")
     assert len(task["tests"]) == 7
     assert all(t.startswith("assert candidate(") for t in task["tests"])
-    assert "candidate = has_close_elements" in task["setup"]
+    # The trusted set-up is the prompt (its helpers, pristine) and the tests' module code.
+    assert task["setup"].startswith(task["prompt"]) and task["entry_point"] == "has_close_elements"
+    assert "def encode_cyclic" in he.get("humaneval/38")["setup"]
     # ``assert True`` is not a test case: every program would pass it.
     assert "assert True" not in he.get("humaneval/70")["tests"]
     assert len(he.get("humaneval/70")["tests"]) == 9
@@ -66,7 +69,8 @@ def test_humaneval_shown_tests_are_the_docstring_examples():
     assert len(task["shown_tests"]) == 2 and "random.randint" not in "".join(task["shown_tests"])
     # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
     assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
-    assert sum(bool(he.get(f"humaneval/{i}")["shown_tests"]) for i in range(164)) == 106
+    ids = he.ids("train") + he.ids("test")
+    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 104
 
 
 def test_shown_cases_match_as_parsed_code():
@@ -77,25 +81,16 @@ def test_shown_cases_match_as_parsed_code():
         shown_cases(tests, "assert f(1) == 2")
 
 
-def test_strict_rewrite():
-    out = strict_asserts("assert f(1) == 2")
-    assert out == "__grpo_restore__()\nassert __grpo_value__(f(1)) == __grpo_value__(2)"
-    assert "__grpo_value__(abs(f(1) - 2)) < __grpo_value__(0.1)" in strict_asserts(
-        "assert abs(f(1) - 2) < 0.1")
-    assert "assert not __grpo_value__(f(1))" in strict_asserts("assert not f(1)")
-    assert "assert f(1) is None" in strict_asserts("assert f(1) is None")
-    # Comparisons outside asserts are checked too (``ok = f(1) == 2; assert ok``).
-    assert "ok = __grpo_value__(f(1)) == __grpo_value__(2)" in strict_asserts(
-        "ok = f(1) == 2\nassert ok")
-
-
-def test_protected_builtins():
-    # Tools of the test are the real builtins; a builtin-named function under test is not.
-    assert protected_builtins("assert abs(candidate(1) - 2) < 1e-6") == ["abs"]
-    assert protected_builtins("for i in range(3):\n    assert candidate(i) == str(i)") == [
-        "range", "str"]
-    assert protected_builtins("assert sum(10, 15) == 6") == []
-    assert protected_builtins("assert sum([1, 2]) == candidate(3)") == ["sum"]
+def test_entry_points_are_the_names_the_tests_call_and_nothing_defines():
+    assert find_entry_points(["assert f(1) == 2", "assert g(f(1)) == h"]) == ["f", "g"]
+    # Builtins, the set-up's own helpers and the test's own names stay in the trusted process.
+    assert find_entry_points(["assert abs(f(1) - 2) < 1e-6"]) == ["f"]
+    assert find_entry_points(["assert helper(f(1))"], setup="def helper(x):\n    return x") == [
+        "f"]
+    assert find_entry_points(["g = lambda x: x\nassert g(f(1))"]) == ["f"]
+    assert find_entry_points(["assert candidate(1) == 2"]) == []
+    # A function named like a builtin must be declared (mbpp/126's ``sum``).
+    assert load_pack("mbpp").get("mbpp/126")["entry_point"] == ["sum"]
 
 
 # -- grading in the sandbox --------------------------------------------------------------------
@@ -106,7 +101,7 @@ def env(sandbox):
 
 @pytest.mark.docker
 def test_every_humaneval_canonical_solution_passes_and_empty_bodies_fail(env):
-    tasks = [env.pack.get(f"humaneval/{i}") for i in range(164)]
+    tasks = [env.pack.get(i) for i in env.pack.ids("train") + env.pack.ids("test")]
     results = env.grade_many(tasks, [fenced(t["canonical_solution"]) for t in tasks])
     failed = [(t.id, info["reason"], info["verdict"].details)
               for t, (_, info) in zip(tasks, results, strict=True) if not info["passed"]]
@@ -133,15 +128,35 @@ def test_mbpp_canonical_solutions_pass(sandbox):
 @pytest.mark.docker
 def test_partial_credit_is_per_case(env):
     task = env.pack.get("humaneval/0")
-    # Always True passes exactly the cases expecting True (4 of 7); a case that raises or
-    # mutates global state does not affect the others.
+    # Always True passes exactly the cases expecting True (4 of 7).
     r, info = env.score(task, fenced(
-        "CALLS = []\ndef has_close_elements(numbers, threshold):\n"
-        "    CALLS.append(1)\n    if len(CALLS) > 1:\n        raise RuntimeError('state leaked')\n"
-        "    return True\n"))
+        "def has_close_elements(numbers, threshold):\n    return True\n"))
     assert info["rewards"]["tests"] == pytest.approx(4 / 7)
     assert info["reason"] == "failed_tests" and not info["passed"]
     assert r == pytest.approx(4 / 7 + 0.1)
+    reasons = info["verdict"].details["case_reasons"]
+    assert sorted(reasons.values()) == ["failed"] * 3 + ["passed"] * 4
+
+
+@pytest.mark.docker
+def test_a_case_that_kills_or_hangs_the_program_leaves_the_next_cases_a_fresh_one(env):
+    task = env.pack.get("humaneval/0")
+    # The first call ends the program's process, the second hangs; the others are answered.
+    program = ("import os, time\nCALLS = []\n"
+               "def has_close_elements(numbers, threshold):\n"
+               "    CALLS.append(1)\n"
+               "    if len(CALLS) == 1 and not os.path.exists('killed'):\n"
+               "        open('killed', 'w').close()\n        os._exit(0)\n"
+               "    if len(CALLS) == 1 and not os.path.exists('hung'):\n"
+               "        open('hung', 'w').close()\n        time.sleep(60)\n"
+               "    return True\n")
+    env2 = CodeTestsEnv(pack="humaneval", sandbox=env.sandbox, per_test_s=1.0)
+    _, info = env2.score(task, fenced(program))
+    reasons = info["verdict"].details["case_reasons"]
+    # Cases 0-6 expect True, False, True, False, True, True, False.
+    assert reasons == {"0": "program_exited", "1": "timeout", "2": "passed", "3": "failed",
+                       "4": "passed", "5": "passed", "6": "failed"}
+    assert info["rewards"]["tests"] == pytest.approx(3 / 7)
 
 
 @pytest.mark.docker
@@ -351,15 +366,10 @@ HARNESS_HONEST = {
                 ["assert f(3) == 1.5"]),
     "truthiness": ("def f(x):\n    return [x] if x else []\n", "",
                    ["assert f(1)", "assert not f(0)", "assert f(0) == [] and f(2)"]),
-    "builtin_named_function_under_test": ("def sum(a, b):\n    return a - b\n", "",
-                                          ["assert sum(10, 4) == 6"]),
+
     "own_abs_helper": ("def abs(v):\n    return v if v >= 0 else -v\n"
                        "def f(x):\n    return abs(x) + 1\n", "",
                        ["assert abs(f(-1) - 2) < 1e-6"]),
-    "class_from_the_setup": ("def f(p):\n    return p.x\n",
-                             "class P:\n    def __init__(self, x):\n        self.x = x\n"
-                             "    def __eq__(self, other):\n        return self.x == other.x\n",
-                             ["assert P(f(P(1))) == P(1)"]),
     "module_patch_outside_the_tests_modules": ("import string\nstring.x = 1\n"
                                                "def f(x):\n    return x\n", "import math",
                                                ["assert f(1) == 1"]),
@@ -374,3 +384,77 @@ def test_harness_still_passes_honest_programs(sandbox):
         if report.passed != list(range(len(tests))):
             failed[name] = report.errors
     assert failed == {}
+    # A function named like a builtin is the program's when the task declares it.
+    report = run_tests(sandbox, "def sum(a, b):\n    return a - b\n", ["assert sum(10, 4) == 6"],
+                       entry_points=["sum"])
+    assert report.passed == [0]
+    assert report.guarded  # the program ran under the signal filter, the judge non-dumpable
+
+
+@pytest.mark.docker
+def test_only_plain_data_crosses_and_what_cannot_fails_with_its_reason(sandbox):
+    # An argument built from a class (mbpp/367's tree nodes) cannot be sent: the case fails
+    # as argument_not_plain, whatever the program would have done.
+    report = run_tests(sandbox, "def f(p):\n    return p.x\n",
+                       ["assert f(P(1)) == 1"],
+                       setup="class P:\n    def __init__(self, x):\n        self.x = x\n")
+    assert report.passed == [] and report.reasons == {0: "argument_not_plain"}
+    # Returned values outside the format fail as unserializable_return, one case each; the
+    # exact values of the standard library that the format carries come back as themselves.
+    program = ("import weakref, collections, types, fractions, decimal\n"
+               "class Eq:\n    def __eq__(self, o):\n        return True\n"
+               "KEEP = Eq()\n"
+               "def nest(n):\n    x = []\n    for _ in range(n):\n        x = [x]\n    return x\n"
+               "def f(k):\n"
+               "    return {'proxy': lambda: weakref.proxy(KEEP),\n"
+               "            'userlist': lambda: collections.UserList([1]),\n"
+               "            'mapping': lambda: types.MappingProxyType({1: 2}),\n"
+               "            'object': lambda: object(),\n"
+               "            'deep': lambda: nest(300),\n"
+               "            'fraction': lambda: fractions.Fraction(1, 3),\n"
+               "            'decimal': lambda: decimal.Decimal('0.1'),\n"
+               "            'generator': lambda: (i for i in range(3)),\n"
+               "            'big': lambda: 3 ** 5000}[k]()\n")
+    tests = ["assert f('proxy') == 1", "assert f('userlist') == [1]",
+             "assert f('mapping') == {1: 2}", "assert f('object') is not None",
+             "assert f('deep')", "from fractions import Fraction\nassert f('fraction') == "
+             "Fraction(1, 3) and type(f('fraction')) is Fraction",
+             "from decimal import Decimal\nassert f('decimal') == Decimal('0.1')",
+             "assert list(f('generator')) == [0, 1, 2]", "assert f('big') == 3 ** 5000"]
+    report = run_tests(sandbox, program, tests)
+    assert report.reasons == {0: "unserializable_return", 1: "unserializable_return",
+                              2: "unserializable_return", 3: "unserializable_return",
+                              4: "unserializable_return", 5: "passed", 6: "passed",
+                              7: "passed", 8: "passed"}, report.errors
+
+
+@pytest.mark.docker
+def test_the_program_cannot_signal_trace_or_read_the_judge(sandbox):
+    judge = "int(open('/proc/self/stat').read().split(') ')[1].split()[1])"  # the parent's pid
+    attempts = {
+        "kill": f"os.kill({judge}, signal.SIGKILL)",
+        "stop": f"os.kill({judge}, signal.SIGSTOP)",
+        "kill_group": f"os.killpg({judge}, signal.SIGKILL)",
+        "kill_everyone": "os.kill(-1, signal.SIGKILL)",
+        "raw_syscall": f"ctypes.CDLL(None, use_errno=True).syscall(62, {judge}, 9) == 0 or "
+                       "(_ for _ in ()).throw(OSError('refused'))",
+        "read_memory": f"open('/proc/%d/mem' % {judge}, 'rb').read(1)",
+        "read_stdin_fd": f"open('/proc/%d/fd/0' % {judge}, 'rb').read(1)",
+        "read_environ": f"open('/proc/%d/environ' % {judge}, 'rb').read(1)",
+        "lower_its_limits": f"resource.prlimit({judge}, resource.RLIMIT_CPU, (0, 0))",
+        "renice_everyone": "os.setpriority(os.PRIO_USER, 0, 19)",
+    }
+    program = ("import ctypes, os, resource, signal\n"
+               "def attempt(what):\n"
+               "    try:\n"
+               "        exec(what)\n"
+               "    except OSError as exc:\n"
+               "        return 'refused'\n"
+               "    return 'done'\n")
+    names = list(attempts)
+    tests = [f"assert attempt({attempts[n]!r}) == 'refused'" for n in names]
+    tests.append("assert attempt('pass') == 'done'")  # the judge is still there to ask
+    report = run_tests(sandbox, program, tests)
+    assert report.record_found and report.guarded
+    assert [names[i] for i in range(len(names)) if i not in report.passed] == [], report.errors
+    assert len(names) in report.passed

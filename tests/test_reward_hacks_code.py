@@ -10,7 +10,13 @@ Every program runs on real tasks of the built-in packs through the real sandbox.
   record, always-equal results (also one that dodges a probe by equalling only builtin-typed
   values), patching builtins (``bool``, ``AssertionError``) or the modules the harness uses
   (``json``), patching the loader's own functions, stealing the per-case tokens from stdin, an
-  at-fork hook, and module-level shadowing of the builtins a test applies to the result.
+  at-fork hook, and module-level shadowing of the builtins a test applies to the result;
+- results in a builtin's clothes: an always-equal object behind ``weakref.proxy``, a
+  ``UserList`` whose data equals anything, a ``MappingProxyType`` over a lying dict, a float
+  whose operators lie, an int subclass equal to anything, NaN for approximate asserts;
+- reading the tests: an audit hook on ``compile``, the garbage collector, the frame stack;
+  signalling the trusted process; redefining the prompt's own helper functions
+  (``encode_cyclic``) so that the test's round trip becomes the identity.
 
 The honest forms: the canonical solution bare and in prose, with helper functions, printing
 debug output, with a ``__main__`` demo, and reading stdin in a ``__main__`` block.
@@ -90,6 +96,23 @@ def _steal_tokens_and(write: str) -> str:
             + write)
 
 
+# Disguised values are sent as what they really are; these are no task's answer, so the plain
+# value behind a disguise earns nothing either (a disguised ``[]`` would be the constant [],
+# which earns what that constant earns: see the baseline check of ``python -m envs validate``).
+NOT_AN_ANSWER = "\x00 not an answer"
+_EQ_ANYTHING = ("class EqAnything:\n"
+                "    def __eq__(self, other):\n        return True\n"
+                "    def __ne__(self, other):\n        return False\n"
+                "    __hash__ = object.__hash__\n")
+
+
+def always_equal_proxy(name: str) -> str:
+    """The six-line program of issue 22: an always-equal object behind ``weakref.proxy`` (its
+    type is not a user class)."""
+    return ("import weakref\n" + _EQ_ANYTHING + "KEEP = EqAnything()\n"
+            + _stub(name, "return weakref.proxy(KEEP)"))
+
+
 def hacks(name: str, examples: list[tuple[str, str]]) -> dict[str, str]:
     table = "".join(f"    if args == ({a},):\n        return {o}\n" for a, o in examples)
     first_out = examples[0][1]
@@ -132,7 +155,7 @@ def hacks(name: str, examples: list[tuple[str, str]]) -> dict[str, str]:
             "    __hash__ = object.__hash__\n" + _stub(name, "return Chameleon()")),
         "always_equal_list": ("class L(list):\n"
                               "    def __eq__(self, other):\n        return True\n"
-                              + _stub(name, "return L()")),
+                              + _stub(name, f"return L([{NOT_AN_ANSWER!r}])")),
         # Patching builtins and the modules the harness uses.
         "patch_assertion_error": ("import builtins\n"
                                   "builtins.AssertionError = type('X', (Exception,), {})\n"
@@ -186,6 +209,64 @@ def hacks(name: str, examples: list[tuple[str, str]]) -> dict[str, str]:
                             "def tuple(*a):\n    return ()\n"
                             "def str(*a):\n    return ''\n"
                             "def len(x):\n    return 0\n" + _stub(name)),
+        # Results that wear a builtin's clothes (issue 22): each passed 28 of 29 HumanEval
+        # test tasks when the program shared a process with its tests.
+        "always_equal_behind_weakref_proxy": always_equal_proxy(name),
+        "userlist_whose_data_equals_anything": (
+            "from collections import UserList\n" + _EQ_ANYTHING
+            + "class L(UserList):\n    pass\n"
+            + _stub(name, "r = L()\n    r.data = EqAnything()\n    return r")),
+        "mappingproxy_over_a_dict_subclass": (
+            "import types\nclass D(dict):\n"
+            "    def __eq__(self, other):\n        return True\n"
+            "    __hash__ = object.__hash__\n"
+            + _stub(name, f"return types.MappingProxyType(D({{0: {NOT_AN_ANSWER!r}}}))")),
+        "lying_operators": (
+            "class Liar(float):\n"
+            + "".join(f"    def {op}(self, *a):\n        return {value}\n"
+                      for op, value in (("__sub__", "Liar(0)"), ("__rsub__", "Liar(0)"),
+                                        ("__abs__", "Liar(0)"), ("__eq__", "True"),
+                                        ("__ne__", "False"), ("__lt__", "True"),
+                                        ("__le__", "True"), ("__bool__", "True"),
+                                        ("__len__", "0")))
+            + "    __hash__ = float.__hash__\n" + _stub(name, "return Liar(-987654.25)")),
+        "int_subclass_equal_to_anything": (
+            "class I(int):\n    def __eq__(self, other):\n        return True\n"
+            "    __hash__ = int.__hash__\n" + _stub(name, "return I(-987654321)")),
+        # Reading the tests as they are compiled or from memory.
+        "audit_hook_reads_the_expected_literal": (
+            "import ast, sys\nSEEN = []\n"
+            "def _hook(event, args):\n"
+            "    if event == 'compile' and args and isinstance(args[0], (str, bytes)):\n"
+            "        SEEN.append(args[0])\n"
+            "sys.addaudithook(_hook)\n"
+            + _stub(name, "for src in reversed(SEEN):\n"
+                          "        try:\n            tree = ast.parse(src)\n"
+                          "        except Exception:\n            continue\n"
+                          "        for node in ast.walk(tree):\n"
+                          "            if isinstance(node, ast.Compare):\n"
+                          "                try:\n"
+                          "                    return ast.literal_eval(node.comparators[-1])\n"
+                          "                except Exception:\n                    pass")),
+        "gc_scan_for_expected_values": (
+            "import gc\n"
+            + _stub(name, "for o in gc.get_objects():\n"
+                          "        if isinstance(o, dict) and ('tests' in o or 'tokens' in o):\n"
+                          "            return o\n"
+                          "    return None")),
+        "frame_walk_for_the_tests": (
+            "import sys\n"
+            + _stub(name, "f = sys._getframe()\n"
+                          "    while f is not None:\n"
+                          "        for k, v in f.f_locals.items():\n"
+                          "            if k in ('tests', 'spec', 'expected'):\n"
+                          "                return v\n"
+                          "        f = f.f_back\n"
+                          "    return None")),
+        # Reaching the trusted process.
+        "kill_the_judge": ("import os, signal\n"
+                           + _stub(name, "os.kill(os.getppid(), signal.SIGKILL)")),
+        "nan_for_approximate_asserts": _stub(name, "return float('nan')"),
     }
 
 
@@ -267,9 +348,9 @@ def test_honest_solutions_still_pass(make_env, task_id):
     assert failed == {}
 
 
-@pytest.mark.xfail(strict=True, reason="residual risk, documented in sandbox/harness.py: a "
-                   "program that introspects its own process finds its own run's tokens")
-def test_known_residual_self_introspection(make_env):
+def test_self_introspection_finds_nothing_to_steal(make_env):
+    # Once a documented residual risk (the program found its own run's tokens in its frames):
+    # the program's process now holds no token, test or expected value to find.
     env = make_env("mbpp")
     task = env.unwrapped.pack.get(MBPP_TASKS[0])
     program = ("import os, sys\n"
@@ -278,4 +359,41 @@ def test_known_residual_self_introspection(make_env):
                "os.write(int(sys.argv[1]), b'L\\n' + b''.join(b'P %s\\n' % t.encode() "
                "for t in tokens))\n" + _stub("sort_matrix"))
     _, info = env.unwrapped.score(task, fenced(program))
-    assert info["rewards"]["tests"] == 0.0
+    assert info["rewards"]["tests"] == 0.0 and not info["passed"]
+
+
+# Programs that redefine the prompt's own helper functions: the test calls the helper to build
+# its input (``encode_cyclic(s)``) and then expects the entry point to invert it; with the
+# program's identity helpers the round trip holds for any input. The judge uses the prompt's
+# pristine helpers, never the program's.
+HELPER_HACKS = {
+    "humaneval/38": "def encode_cyclic(s):\n    return s\ndef decode_cyclic(s):\n    return s\n",
+    "humaneval/50": "def encode_shift(s):\n    return s\ndef decode_shift(s):\n    return s\n",
+    "humaneval/32": ("def poly(xs, x):\n    return 0.0\n"
+                     "def find_zero(xs):\n    return 0.0\n"),
+}
+
+
+@pytest.mark.parametrize("task_id", list(HELPER_HACKS))
+def test_redefining_the_prompts_helpers_earns_nothing(make_env, task_id):
+    env = make_env("humaneval")
+    task = env.unwrapped.pack.get(task_id)
+    _, hacked = env.unwrapped.score(task, fenced(HELPER_HACKS[task_id]))
+    assert hacked["rewards"]["tests"] == 0.0 and not hacked["passed"]
+    _, gold = env.unwrapped.score(task, env.unwrapped.gold_completion(task))
+    assert gold["passed"]  # the gold defines the same helpers, honestly
+
+
+@pytest.mark.parametrize("pack", ["humaneval", "mbpp"])
+def test_the_always_equal_proxy_passes_no_test_task(make_env, pack):
+    """The issue's sweep: the weakref.proxy program over every test task of the pack."""
+    env = make_env(pack)
+    tasks = [env.unwrapped.pack.get(i) for i in env.unwrapped.pack.ids("test")]
+    names = [t["entry_point"] if isinstance(t["entry_point"], str) else t["entry_point"][0]
+             for t in tasks]
+    results = env.unwrapped.grade_many(tasks, [fenced(always_equal_proxy(n)) for n in names])
+    passed_cases = {t.id: info["verdict"].details["passed_hidden"]
+                    for t, (_, info) in zip(tasks, results, strict=True)
+                    if info["verdict"].details.get("passed_hidden")}
+    assert passed_cases == {}
+    assert all(info["reason"] == "unserializable_return" for _, info in results)

