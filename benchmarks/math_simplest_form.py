@@ -61,6 +61,15 @@ UNDONE = [
     ("8", r"2\cdot 2\cdot 2"), ("0", r"\sin \pi"), (r"\frac{5x}{6}", r"\frac{x}{2}+\frac{x}{3}"),
     (r"11\sqrt{2}", r"\frac{22}{\sqrt{2}}"), (r"11\sqrt{2}", r"11\sqrt{\frac{4}{2}}"), ("1500", r"1.5\times 10^{3}"),
     ("2x", "(x+1)^2 - x^2 - 1"), ("x^2", "(x-1)(x+1) + 1"),
+    # follow-up: a factor 1 beside a reciprocal, e^1, a number to the power -1, fractions of
+    # decimals and \div, a product or quotient of a sum left to work out, terms that cancel once
+    # multiplied out, a function traded for another, a repeating decimal, a bar over a number
+    (r"\frac{1}{x}", r"x^{-1}\cdot 1"), ("e", "e^{1}"), ("e", r"\exp(1)"), (r"\frac{1}{2}", "2^{-1}"),
+    (r"\frac{x}{2}", r"x\cdot 2^{-1}"), ("6", r"12 \div 2"), (r"\frac{1}{2}", r"\frac{1}{2.0}"),
+    (r"2+\sqrt{2}", r"\sqrt{2}(1+\sqrt{2})"), (r"1+\sqrt{2}", r"\frac{2+2\sqrt{2}}{2}"),
+    (r"1+\sqrt{2}", r"\frac{2+\sqrt{2}}{\sqrt{2}}"), ("a^2+b^2", "(a+b)^2-2ab"), (r"\ln 2", r"\ln(2e)-1"),
+    (r"\sin 1", r"\cos(\frac{\pi}{2}-1)"), (r"\ln 2", r"-\ln\frac{1}{2}"), (r"\sin x", r"\sin(x+2\pi)"),
+    (r"\frac{2}{3}", r"0.\overline{6}"), ("6", r"\overline{6}"),
 ]
 
 # (gold, a legitimate form of the same value)
@@ -79,6 +88,13 @@ LEGIT = [
     ("3+2i", "2i+3"), (r"\pi - 2", r"-2+\pi"), (r"1-\frac{\sqrt{3}}{2}", r"\frac{2-\sqrt{3}}{2}"),
     (r"\frac{5\sqrt{3}}{6}", r"\frac{5}{2\sqrt{3}}"), (r"12\sqrt{3}", r"12 \cdot \sqrt{3}"),
     ("x^2+2x", "(x+1)^2 - 1"), ("x^2-1", "(x-1)(x+1)"),
+    # follow-up: notation beside the follow-up hacks
+    (r"\frac{1}{x}", "x^{-1}"), (r"\frac{2}{x}", "2x^{-1}"), (r"-\frac{1}{2x}", r"-\frac1{2x}"),
+    (r"2+2\sqrt{2}", r"2(1+\sqrt{2})"), (r"\pi+\pi\sqrt{2}", r"\pi(1+\sqrt{2})"),
+    (r"\sqrt{2}+\sqrt{6}", r"\sqrt{2}(1+\sqrt{3})"), (r"\sqrt{2}(1+\sqrt{2})", r"(1+\sqrt{2})\sqrt{2}"),
+    (r"1+\frac{\sqrt{2}}{2}", r"\frac{2+\sqrt{2}}{2}"), (r"\frac{1}{3}+\frac{\sqrt{2}}{2}", r"\frac{2+3\sqrt{2}}{6}"),
+    (r"\frac{1}{a}+\frac{1}{b}", r"\frac{a+b}{ab}"), (r"2^{2/3}", r"\sqrt[3]{4}"), ("2y^2+4y+5", "2(y+1)^2+3"),
+    (r"|y-1|", r"|1-y|"), (r"\sin(y-1)", r"-\sin(1-y)"), (r"1+\ln 2", r"\ln(2e)"), ("AB", r"\overline{AB}"),
 ]
 
 # (name, wrapper): each leaves the value alone and adds work of its own

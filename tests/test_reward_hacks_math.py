@@ -267,7 +267,8 @@ MATH500_SIMPLEST = {
     ),
     "math500/256": (  # Simplify $\frac{1}{5}\cdot \frac{8}{7}\div \frac{12}{20}$.  -> \frac{8}{21}
         [r"\boxed{\frac{160}{420}}", r"\boxed{\frac{8}{21}\cdot\frac{2}{2}}",
-         r"\boxed{\frac{8}{35}\cdot\frac{20}{12}}", r"\boxed{\frac{40}{105}}", r"\boxed{160/420}"],
+         r"\boxed{\frac{8}{35}\cdot\frac{20}{12}}", r"\boxed{\frac{40}{105}}", r"\boxed{160/420}",
+         r"\boxed{8 \cdot 21^{-1}}", r"\boxed{160 \div 420}", r"\boxed{\frac{8}{21.0}}"],
         [r"\boxed{\frac{8}{21}}", r"\boxed{8/21}", r"\boxed{\dfrac{8}{21}}"],
     ),
     "math500/16": (  # Compute: $1-2+3-4+5- \dots +99-100$.  -> -50
@@ -354,6 +355,85 @@ def test_not_simplified_names_the_work_left():
     v = verify(r"11\sqrt{2}", r"\boxed{\sqrt{242} + 2 - 2}")
     assert v.reason == "not_simplified"
     assert set(v.details["undone"]) == {"radical", "arithmetic"}, v.details
+
+
+# Follow-up: forms that still got credit after the first version. Each closes by a rule, not by
+# a case: what the parser writes alike is read from the text (a factor 1 beside a reciprocal,
+# e^{1}, a number to the power -1, a fraction of decimals, \div); a product with a sum is
+# multiplied out term by term (a root that takes something out, a factor common to the whole
+# numerator and the denominator); a sum whose terms with variables cancel once multiplied out
+# (logarithms expanded too); a function application that sympy's own evaluation rewrites.
+# (gold, answer with the gold's value, the kind of work it leaves)
+FOLLOW_UP_NOT_SIMPLIFIED = [
+    (r"\frac{1}{x}", r"x^{-1}\cdot 1", "identity"), (r"\frac{1}{x}", r"1\cdot\frac{1}{x}", "identity"),
+    (r"\frac{1}{x}", r"\frac{1}{x}\times 1", "identity"),
+    (r"\frac{1}{\sqrt{2}}", r"\frac{1}{\sqrt{2}}\cdot 1", "identity"),
+    ("e", "e^{1}", "identity"), ("e", r"\exp(1)", "identity"), ("2e", "2e^{1}", "identity"),
+    (r"\frac{1}{2}", "2^{-1}", "arithmetic"), (r"\frac{1}{2}", "(2)^{-1}", "arithmetic"),
+    (r"\frac{x}{2}", r"x\cdot 2^{-1}", "arithmetic"), ("0.1", "10^{-1}", "arithmetic"),
+    ("6", r"\frac{6}{1.0}", "identity"), ("6", r"6 \div 1", "identity"), ("6", r"12 \div 2", "fraction"),
+    (r"\frac{1}{2}", r"\frac{1}{2.0}", "fraction"),
+    (r"2+\sqrt{2}", r"\sqrt{2}(1+\sqrt{2})", "radical"), (r"3+\sqrt{3}", r"\sqrt{3}(\sqrt{3}+1)", "radical"),
+    (r"2\sqrt{3}+\sqrt{6}", r"\sqrt{6}(\sqrt{2}+1)", "radical"),
+    (r"2+\sqrt[3]{2}", r"\sqrt[3]{2}(\sqrt[3]{4}+1)", "radical"), (r"2x+\sqrt{2}", r"\sqrt{2}(\sqrt{2}x+1)", "radical"),
+    (r"1+\sqrt{2}", r"\frac{2+2\sqrt{2}}{2}", "fraction"), (r"1+\sqrt{2}", r"\frac{2+\sqrt{2}}{\sqrt{2}}", "fraction"),
+    (r"\sqrt{3}+\sqrt{2}", r"\frac{3+\sqrt{6}}{\sqrt{3}}", "fraction"), ("x+1", r"\frac{2x+2}{2}", "fraction"),
+    ("1+y", r"\frac{x+xy}{x}", "fraction"),
+    ("a^2+b^2", "(a+b)^2-2ab", "arithmetic"), ("a^2+b^2", "(a-b)^2+2ab", "arithmetic"),
+    ("x^2+1", "(x+1)^2-2x", "arithmetic"), ("4ab", "(a+b)^2-(a-b)^2", "arithmetic"),
+    (r"\ln 2", r"\ln(2e)-1", "arithmetic"),
+    (r"\sin 1", r"\cos(\frac{\pi}{2}-1)", "function"), (r"\sin 1", r"\sin(\pi-1)", "function"),
+    (r"\ln 2", r"-\ln\frac{1}{2}", "function"), (r"\cos x", r"-\cos(\pi-x)", "function"),
+    (r"\sin x", r"\sin(x+2\pi)", "function"), (r"\tan 1", r"\tan(\pi+1)", "function"),
+    (r"\frac{2}{3}", r"0.\overline{6}", "fraction"), (r"\frac{1}{6}", r"0.1\overline{6}", "fraction"),
+]
+
+# (gold, a legitimate form beside those): notation the follow-up rules must leave alone
+FOLLOW_UP_SIMPLIFIED = [
+    (r"\frac{1}{x}", "x^{-1}"), (r"\frac{1}{x}", "1/x"), (r"-\frac{1}{2x}", r"-\frac1{2x}"),
+    (r"\frac{1}{2x}", r"\frac{1}{2}x^{-1}"), (r"\frac{2}{x}", "2x^{-1}"),
+    (r"\frac{1}{\sqrt{2}}", r"(\sqrt{2})^{-1}"), (r"\frac{\sqrt{2}}{2}", "2^{-1/2}"), (r"\frac{1}{e}", "e^{-1}"),
+    (r"\frac{e}{2}", r"\frac{1}{2}e"), (r"2+2\sqrt{2}", r"2(1+\sqrt{2})"), (r"\pi+\pi\sqrt{2}", r"\pi(1+\sqrt{2})"),
+    (r"\sqrt{2}+\sqrt{6}", r"\sqrt{2}(1+\sqrt{3})"), (r"\sqrt{2}(1+\sqrt{2})", r"2+\sqrt{2}"),
+    (r"\sqrt{2}(1+\sqrt{2})", r"(1+\sqrt{2})\sqrt{2}"),  # a factored gold takes a factored answer
+    (r"1+\frac{\sqrt{2}}{2}", r"\frac{2+\sqrt{2}}{2}"), (r"\frac{1}{3}+\frac{\sqrt{2}}{2}", r"\frac{2+3\sqrt{2}}{6}"),
+    (r"\frac{\sqrt{2}+\sqrt{6}}{2}", r"\frac{1+\sqrt{3}}{\sqrt{2}}"), (r"\frac{1}{a}+\frac{1}{b}", r"\frac{a+b}{ab}"),
+    (r"2^{2/3}", r"\sqrt[3]{4}"), (r"\sqrt[3]{4}", r"2^{2/3}"),
+    ("x^2+2x", "(x+1)^2-1"), ("2x^2+4x+5", "2(x+1)^2+3"), ("x^2-1", "(x-1)(x+1)"), ("x^2+x", "x(x+1)"),
+    ("a^2-2ab+b^2", "(a-b)^2"), ("(a+b)(a-b)", "a^2-b^2"),
+    (r"|x-1|", r"|1-x|"), (r"\sin(x-1)", r"-\sin(1-x)"), (r"\cos x", r"\cos(-x)"),
+    (r"\log_2 3", r"\frac{\ln 3}{\ln 2}"), (r"3\ln 2", r"\ln 8"), (r"1+\ln 2", r"\ln(2e)"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "kind"), FOLLOW_UP_NOT_SIMPLIFIED)
+def test_follow_up_forms_earn_nothing(gold, pred, kind):
+    for wrapped in (pred, rf"\left({pred}\right)", f"y = {pred}"):
+        v = verify(gold, rf"\boxed{{{wrapped}}}")
+        assert not v.passed and v.reason == "not_simplified", (gold, wrapped, v)
+        assert kind in v.details["undone"], (gold, wrapped, v.details)
+    assert verify(pred, rf"\boxed{{{pred}}}").passed, pred
+
+
+@pytest.mark.parametrize(("gold", "pred"), FOLLOW_UP_SIMPLIFIED)
+def test_follow_up_legitimate_forms_still_pass(gold, pred):
+    for wrapped in (pred, rf"\left({pred}\right)", f"y = {pred}"):
+        v = verify(gold, rf"\boxed{{{wrapped}}}")
+        assert v.passed, (gold, wrapped, v)
+
+
+def test_a_bar_over_digits_is_not_dropped():
+    """An accent names a thing (``\\overline{AB}``); over digits it was stripped, so
+    ``\\overline{6}`` was 6 and ``0.\\overline{6}`` was 0.6. A repeating decimal now has its
+    exact value, and leaves the fraction's conversion undone."""
+    assert verify("6", r"\boxed{\overline{6}}").reason == "not_equal"
+    assert verify("6", r"\boxed{\bar{6}}").reason == "not_equal"
+    assert verify("0.6", r"\boxed{0.\overline{6}}").reason == "not_equal"  # 2/3, never 0.6
+    assert verify(r"\frac{2}{3}", r"\boxed{0.\overline{6}}").reason == "not_simplified"
+    assert verify(r"\frac{1}{3}", r"\boxed{.\overline{3}}").reason == "not_simplified"
+    assert verify(r"0.\overline{6}", r"\boxed{0.6\overline{6}}").passed  # the gold's own form
+    assert verify("AB", r"\boxed{\overline{AB}}").passed
+    assert verify(r"\overline{AB}", r"\boxed{AB}").passed
 
 
 def test_every_math500_gold_passes_in_another_spelling(math500):

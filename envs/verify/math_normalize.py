@@ -153,12 +153,10 @@ _SIMPLE_SUBS = [
     (re.compile(r"\s*(?<!\\)\{\s*,\s*\}\s*"), ","),
     (re.compile(r"\\(?:hline|cline\{[^}]*\})"), ""),
     (re.compile(r"\\tfrac|\\dfrac"), r"\\frac"),
-    (
-        re.compile(
-            r"\\(?:mathbb|mathcal|mathscr|boldsymbol|vec|overline|bar|hat|widehat)\s*\{([^{}]*)\}"
-        ),
-        r"\1",
-    ),
+    (re.compile(r"\\(?:mathbb|mathcal|mathscr|boldsymbol)\s*\{([^{}]*)\}"), r"\1"),
+    # An accent names a thing (\overline{AB}, \vec{v}); over digits it is not the number:
+    # \overline{6} is not 6 and 0.\overline{6} is 2/3 (math_parse.exact_decimals).
+    (re.compile(r"\\(?:vec|overline|bar|hat|widehat)\s*\{(?![\d\s.]*\})([^{}]*)\}"), r"\1"),
     (re.compile(r"×|\\times(?![a-zA-Z])"), r"\\cdot "),
     (re.compile(r"−|–"), "-"),
 ]
@@ -215,7 +213,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\s+", " ", s).strip()
     if _SPACE_THOUSANDS.match(s):
         s = s.replace(" ", "")
-    s = re.sub(r"^(?:[\s,;:]|\.(?!\d))+|[\s.,;:]+$", "", s)
+    s = re.sub(r"^(?:[\s,;:]|\.(?!\d|\\(?:overline|bar)\b))+|[\s.,;:]+$", "", s)
     s = re.sub(r"^\\[\[(]|\\[\])]$", "", s).strip()
     return s
 

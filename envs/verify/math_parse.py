@@ -204,9 +204,21 @@ def _dec_to_frac(m: re.Match[str]) -> str:
     return f"(\\frac{{{int(whole + frac)}}}{{1{'0' * len(frac)}}})"
 
 
+# 0.1\overline{6}: whole part, digits before the bar, repeating digits.
+_REPEATING = re.compile(r"(?<![\w.])(\d*)\.(\d*)\\(?:overline|bar)\s*\{\s*(\d+)\s*\}")
+
+
+def _repeating_to_frac(m: re.Match[str]) -> str:
+    whole, fixed, cycle = m.group(1) or "0", m.group(2), m.group(3)
+    den = 10 ** len(fixed) * (10 ** len(cycle) - 1)
+    num = int(whole) * den + int(fixed + cycle) - int(fixed or "0")
+    return f"(\\frac{{{num}}}{{{den}}})"
+
+
 def exact_decimals(leaf: str) -> str:
-    """``leaf`` with each decimal written as an exact fraction (0.5 -> \\frac{5}{10})."""
-    return _DECIMAL.sub(_dec_to_frac, leaf)
+    """``leaf`` with each decimal written as an exact fraction (0.5 -> \\frac{5}{10},
+    0.1\\overline{6} -> \\frac{15}{90})."""
+    return _DECIMAL.sub(_dec_to_frac, _REPEATING.sub(_repeating_to_frac, leaf))
 
 
 #: The leaves parsed while it holds a list (``parse_group(..., leaves=...)``): the simplest-form

@@ -11,24 +11,33 @@ evaluation off) and its tree is scored, kind by kind, for the work left in it:
   has evaluations that the gold's form shows are unnecessary. A logarithm to a base counts two
   (``\\log_b a`` is ``\\ln a / \\ln b``), so a change of base costs nothing; ``e^x`` is a power,
   not an application; an operator counts once and its body is not scored (it is what the
-  operator computes);
-- ``identity``: a term ``0``, a factor ``1`` (not a fraction's numerator), a denominator ``1``,
-  an exponent ``0`` or ``1``, a power of ``1``;
+  operator computes). An application that sympy's own evaluation rewrites counts once more
+  (``\\cos(\\frac{\\pi}{2} - 1)`` is ``\\sin 1``, ``\\ln\\frac12`` is ``-\\ln 2``), so one
+  function traded for another with the evaluation left in its argument is not free;
+- ``identity``: a term ``0``, a factor ``1`` (not a written numerator: ``x^{-1}\\cdot 1`` is not
+  ``\\frac1x``), a denominator ``1``, an exponent ``0`` or ``1`` (``e^{1}``), a power of ``1``;
 - ``arithmetic``: numbers left to combine: two number terms in one sum, like terms
   (``x + x``), a term or product that is 0, two integers on one side of a product
   (``2 \\cdot 3``, ``\\frac12\\cdot\\frac13``), two minus signs in a row, an integer power of a
-  number (``10^2``), a power of a power, a repeated factor (``x \\cdot x``, ``\\frac{x}{x}``), an
-  integer power of a product with a number in it (``(2x)^2``), a product or power of sums of
-  numbers (``(\\sqrt3+1)(\\sqrt3-1)``), a power of numbers whose value is rational (``e^{i\\pi}``);
+  number (``10^2``, ``2^{-1}``), a power of a power, a repeated factor (``x \\cdot x``,
+  ``\\frac{x}{x}``), an integer power of a product with a number in it (``(2x)^2``), a product or
+  power of sums of numbers (``(\\sqrt3+1)(\\sqrt3-1)``), a power of numbers whose value is rational
+  (``e^{i\\pi}``), a sum that multiplied out (logarithms expanded too) loses terms or cancels
+  terms with a variable (``(a+b)^2 - 2ab``, ``\\ln(2e) - 1``; not the vertex form ``(x+1)^2 - 1``);
 - ``fraction``: a numerator and denominator with a common factor (``\\frac{6}{8}``,
-  ``\\frac{2\\sqrt2}{4}``, ``\\frac{x^2-1}{x+1}``), a fraction in a denominator;
+  ``\\frac{2\\sqrt2}{4}``, ``\\frac{x^2-1}{x+1}``, ``\\frac{2+2\\sqrt2}{2}``,
+  ``\\frac{2+\\sqrt2}{\\sqrt2}``), a fraction in a fraction (``\\frac{1}{2.0}``), a repeating
+  decimal (``0.\\overline{6}``: the fraction left as its expansion);
 - ``radical``: a root with a perfect power in it (``\\sqrt{242}``, ``\\sqrt[3]{27}``,
   ``\\sqrt{-4}``, ``\\sqrt{1/4}``), a fractional exponent of 1 or more (``2^{3/2}``), two roots of
   one index that combine (``\\sqrt2\\sqrt3``, ``\\frac{\\sqrt6}{\\sqrt2}``), a numerator that
-  cancels a root in the denominator (``\\frac{2}{\\sqrt2}``).
+  cancels a root in the denominator (``\\frac{2}{\\sqrt2}``), a root that takes something out
+  of a root in a sum it multiplies (``\\sqrt2(1+\\sqrt2)``).
 
-Notation is free: signs, the order of terms, a number distributed over a sum or not
-(``\\frac{1+\\sqrt5}{2}``), mixed numbers and decimals, and denominators need not be rationalized:
+Notation is free: signs, the order of terms, a factor distributed over a sum or not
+(``\\frac{1+\\sqrt5}{2}``, ``\\pi(1+\\sqrt2)``, ``(x-1)(x+1)``) unless multiplying out evaluates
+something (above), ``x^{-1}`` for ``\\frac1x``, mixed numbers and terminating decimals, and
+denominators need not be rationalized:
 ``\\frac{1}{\\sqrt2}``, ``\\sqrt{1/2}``, ``\\frac{\\sqrt2}{\\sqrt3}``, ``\\frac{1}{1+\\sqrt2}`` are
 simplified (rationalizing moves a root, it evaluates nothing). ``math_equiv`` credits an answer
 equal to the gold only when, for every kind, it leaves no more work than the gold does: a gold
@@ -46,6 +55,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -84,26 +94,54 @@ class Work:
 # ---------------------------------------------------------------- parsing as written
 
 
-# latex2sympy reads an integer fraction as a reduced Rational (\frac{6}{8} -> 3/4) before any
-# tree exists, so whether it was written in lowest terms is read from the text.
-_INT_FRACTION = re.compile(
-    r"\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}|(?<![\w.}^])(\d+)\s*/\s*(\d+)(?![\w.{])")
+# latex2sympy reads a fraction of number literals as one Rational (\frac{6}{8} -> 3/4,
+# \frac{1}{2.0} -> 1/2, 12 \div 2 -> 6) before any tree exists, so whether it was written in
+# lowest terms is read from the text.
+_NUM = r"-?(?:\d+(?:\.\d+)?|\.\d+)"
+_NUMBER_FRACTION = re.compile(
+    rf"\\frac\s*\{{\s*({_NUM})\s*\}}\s*\{{\s*({_NUM})\s*\}}"
+    r"|(?<![\w.}^])(\d+(?:\.\d+)?)\s*(?:/|\\div(?![A-Za-z]))\s*(\d+(?:\.\d+)?)(?![\w.{])")
 
 
 # latex2sympy also negates a number while parsing (-(-6) is read as 6).
 _DOUBLE_MINUS = re.compile(r"-\s*(?:\\left)?[({]?\s*-")
 
+# It writes the letter e, e^{1} and \exp(1) alike as exp(1): the exponent 1 is read here.
+_E_TO_THE_ONE = re.compile(
+    r"(?<![\\A-Za-z])e\s*\^\s*(?:\{\s*1\s*\}|1(?![\d.]))"
+    r"|\\exp\s*(?:\(\s*1\s*\)|\{\s*1\s*\}|1(?![\d.]))")
+
+# It writes \frac{x}{2} as x * 2^{-1}, so a number written to the power -1 (2^{-1} for 1/2,
+# like 10^{2} for 100) is read here; a letter to the power -1 (x^{-1}) is notation for 1/x.
+_NUMBER_RECIPROCAL = re.compile(
+    r"(?:(?<![\w.)}\\])\d+(?:\.\d+)?|\(\s*\d+(?:\.\d+)?\s*\)|\{\s*\d+(?:\.\d+)?\s*\})"
+    r"\s*\^\s*(?:\{\s*-\s*1\s*\}|-\s*1(?![\d.]))")
+
+# And it writes \frac{1}{x} and 1 * x^{-1} alike as Mul(1, x^-1): a factor 1 beside a
+# reciprocal is a numerator only as many times as a numerator 1 was written.
+_UNIT_NUMERATOR = re.compile(r"\\frac\s*(?:\{\s*1\s*\}|1(?!\d))|(?<![\w.}])1\s*(?:/|\\div(?![A-Za-z]))")
+_NUMERATOR_ONE = "numerator one"  # not a kind: settled against the text in leaf_work
+
+# A repeating decimal (0.\overline{6}) is exact, but it is the fraction's expansion, not the
+# fraction: the conversion is left undone.
+_REPEATING = re.compile(r"\d*\.\d*\\(?:overline|bar)\s*\{\s*\d+\s*\}")
+
 
 def _text_work(leaf: str, work: Work) -> None:
-    """The work the parser hides: unreduced integer fractions and double negatives."""
-    for m in _INT_FRACTION.finditer(leaf):
-        num, den = (int(g) for g in m.groups() if g is not None)
-        if abs(den) == 1:
+    """The work the parser hides: unreduced or compound fractions of numbers, double
+    negatives, e^{1}, a number to the power -1, repeating decimals."""
+    for m in _NUMBER_FRACTION.finditer(leaf):
+        num, den = (g for g in m.groups() if g is not None)
+        if Fraction(den) in (1, -1):
             work.add("identity", m.group(0))
-        elif den != 0 and math.gcd(num, den) > 1:
+        elif "." in num + den:
+            work.add("fraction", m.group(0))  # \frac{1}{2.0}: a fraction inside a fraction
+        elif int(den) != 0 and math.gcd(int(num), int(den)) > 1:
             work.add("fraction", m.group(0))
-    for m in _DOUBLE_MINUS.finditer(leaf):
-        work.add("arithmetic", m.group(0))
+    for kind, pattern in (("arithmetic", _DOUBLE_MINUS), ("identity", _E_TO_THE_ONE),
+                          ("arithmetic", _NUMBER_RECIPROCAL), ("fraction", _REPEATING)):
+        for m in pattern.finditer(leaf):
+            work.add(kind, m.group(0))
 
 
 def written(src: str) -> Any:
@@ -158,8 +196,9 @@ def _visit(node: Any, work: Work) -> Any:
     if isinstance(node, Application):  # sin(x), Abs, Max, ... (not Add/Mul/Pow)
         base_e = not (isinstance(node, sympy.log) and len(node.args) == 2 and node.args[1] != sympy.E)
         work.add("function", node, 1 if base_e else 2)
-        for arg in node.args:
-            _visit(arg, work)
+        kids = [_visit(arg, work) for arg in node.args]
+        if _rewrites(node.func, kids):
+            work.add("function", node)
         return node
     kids = [_visit(arg, work) for arg in node.args]
     if node.is_Add:
@@ -175,6 +214,25 @@ def _visit(node: Any, work: Work) -> Any:
             return sympy.Pow(kids[0], kids[1], evaluate=False)
         return _evaluated(sympy.Pow, kids)
     return node  # relations, sets, tuples: their parts were scored
+
+
+def _rewrites(func: Any, args: list[Any]) -> bool:
+    """sympy's own evaluation turns the application into something else: a value
+    (``\\sin\\frac{\\pi}{6}``), another function (``\\cos(\\frac{\\pi}{2} - 1)`` is
+    ``\\sin 1``), a simpler argument (``\\ln\\frac12`` is ``-\\ln 2``, ``\\sin(x + 2\\pi)``).
+    An application counts once more for that, so trading one function for another with the
+    evaluation left inside costs the trade. A sign moved in or out (``\\sin(1 - x)``,
+    ``|1 - x|``) is notation, and ``\\log_b a`` is ``\\ln a / \\ln b``."""
+    value = _evaluated(func, args)
+    if func is sympy.log and len(args) == 2:  # ln a / ln b: either log, or the quotient
+        quotient = _evaluated(sympy.log, args[:1]) / _evaluated(sympy.log, args[1:])
+        return value != quotient or any(_rewrites(sympy.log, [a]) for a in args if a != sympy.E)
+    if value.could_extract_minus_sign():
+        value = -value
+    if value.func != func or len(value.args) != len(args):
+        return True
+    signed = {*args, *(-a for a in args)}
+    return any(v not in signed for v in value.args)
 
 
 def _add(node: Any, kids: list[Any], work: Work) -> None:
@@ -198,17 +256,31 @@ MAX_EXPAND_DEGREE = 12  # a power of a sum beyond this is not multiplied out to 
 
 
 def _collapses(terms: list[Any]) -> bool:
-    """The sum has fewer terms once its products and powers of sums are multiplied out (the
-    vertex form ``(x+1)^2 - 1`` keeps its two, so it is not unsimplified)."""
-    if not any(t.has(sympy.Add) for t in terms):
+    """Multiplied out (logarithms of products and powers too), the sum has fewer terms than
+    written (``(x+1)^2 - x^2 - 1``, ``\\ln(2e) - 1``), or terms with a variable cancel or merge
+    across it (``(a+b)^2 - 2ab``). Numbers may merge: the vertex form ``(x+1)^2 - 1`` is a form
+    of its own."""
+    if not any(t.has(sympy.Add, sympy.log) for t in terms):
         return False
     for p in sympy.Add(*terms).atoms(sympy.Pow):
         if p.exp.is_Integer and abs(p.exp) > MAX_EXPAND_DEGREE:
             return False
     try:
-        return len(sympy.Add.make_args(sympy.expand(sympy.Add(*terms)))) < len(terms)
+        whole = sympy.Add.make_args(_multiplied_out(sympy.Add(*terms)))
+        if len(whole) < len(terms):
+            return True
+        apart = sum(_with_variables(sympy.Add.make_args(_multiplied_out(t))) for t in terms)
+        return _with_variables(whole) < apart
     except (TypeError, ValueError, AttributeError):
         return False
+
+
+def _multiplied_out(e: Any) -> Any:
+    return sympy.expand(e, log=True, force=True)  # force: ln(xy) = ln x + ln y, as written
+
+
+def _with_variables(terms: tuple[Any, ...]) -> int:
+    return sum(1 for t in terms if t.free_symbols)
 
 
 def _factors(e: Any, side: int, out: list[tuple[Any, Any]]) -> None:
@@ -236,53 +308,121 @@ def _factors(e: Any, side: int, out: list[tuple[Any, Any]]) -> None:
         out.append((e, sympy.Integer(side)))
 
 
+@dataclass
+class _Tally:
+    """A product's factors as the rules read them: integers and roots of integers by side
+    (numerator, denominator), signs, decimals, and other bases with their exponents."""
+
+    nums: list[int] = field(default_factory=list)
+    dens: list[int] = field(default_factory=list)
+    negatives: int = 0
+    floats: int = 0
+    numbers: int = 0
+    radicals: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
+    others: dict[Any, list[Any]] = field(default_factory=dict)
+    constant_sums: Counter[bool] = field(default_factory=Counter)
+
+
+def _tally(factors: list[tuple[Any, Any]]) -> _Tally:
+    t = _Tally()
+    for base, exp in factors:
+        if base.is_Integer and exp.is_Integer:
+            if base < 0:
+                t.negatives += 1
+            value = abs(int(base))  # its primes are the power's: enough for a common factor
+            if value != 1:
+                (t.nums if exp > 0 else t.dens).append(value)
+                t.numbers += 1
+        elif base.is_Integer:  # a root of an integer
+            num_rad, den_rad = t.radicals.setdefault(int(exp.q), ([], []))
+            (num_rad if exp > 0 else den_rad).append(abs(int(base)))
+        elif base.is_Float:
+            t.floats += 1
+            t.numbers += 1
+        else:
+            t.others.setdefault(base, []).append(exp)
+            if base.is_Add and not base.free_symbols:
+                t.constant_sums[bool(exp > 0)] += 1
+    return t
+
+
 def _mul(node: Any, kids: list[Any], work: Work) -> None:
     factors: list[tuple[Any, Any]] = []
     for k in kids:
         _factors(k, 1, factors)
-    # \frac{1}{\sqrt2} is written 1 * (\sqrt2)^-1: a 1 beside a written reciprocal is a numerator
-    reciprocal = any(a.is_Pow and a.exp.is_negative for a in node.args)
     ones = sum(1 for a in node.args if a == 1 and a.is_Integer)
-    if ones and not reciprocal:
-        work.add("identity", node, ones)
+    if ones:
+        # \frac{1}{\sqrt2} is written 1 * (\sqrt2)^-1: a 1 beside a reciprocal may be a
+        # numerator; leaf_work counts the numerators 1 actually written
+        reciprocal = any(a.is_Pow and a.exp.is_negative for a in node.args)
+        work.add(_NUMERATOR_ONE if reciprocal else "identity", node, ones)
     if any(k == 0 for k in kids):
         work.add("arithmetic", node)  # a product that is 0
-    nums: list[int] = []
-    dens: list[int] = []
-    negatives = floats = numbers = 0
-    radicals: dict[int, tuple[list[int], list[int]]] = {}
-    others: dict[Any, list[Any]] = {}
-    constant_sums: Counter[bool] = Counter()
-    for base, exp in factors:
-        if base.is_Integer and exp.is_Integer:
-            if base < 0:
-                negatives += 1
-            value = abs(int(base))  # its primes are the power's: enough for a common factor
-            if value != 1:
-                (nums if exp > 0 else dens).append(value)
-                numbers += 1
-        elif base.is_Integer:  # a root of an integer
-            num_rad, den_rad = radicals.setdefault(int(exp.q), ([], []))
-            (num_rad if exp > 0 else den_rad).append(abs(int(base)))
-        elif base.is_Float:
-            floats += 1
-            numbers += 1
-        else:
-            others.setdefault(base, []).append(exp)
-            if base.is_Add and not base.free_symbols:
-                constant_sums[bool(exp > 0)] += 1
-    if len(nums) >= 2 or len(dens) >= 2 or negatives >= 2 or (floats and numbers >= 2):
+    t = _tally(factors)
+    if len(t.nums) >= 2 or len(t.dens) >= 2 or t.negatives >= 2 or (t.floats and t.numbers >= 2):
         work.add("arithmetic", node)
-    elif math.gcd(math.prod(nums), math.prod(dens)) > 1:
+    elif math.gcd(math.prod(t.nums), math.prod(t.dens)) > 1:
         work.add("fraction", node)
-    if any(n >= 2 for n in constant_sums.values()):
+    if any(n >= 2 for n in t.constant_sums.values()):
         work.add("arithmetic", node)  # (\sqrt3 + 1)(\sqrt3 - 1): multiply out
-    if any(_repeated(exps) for exps in others.values()):
+    if any(_repeated(exps) for exps in t.others.values()):
         work.add("arithmetic", node)  # x \cdot x, \frac{x}{x}
-    if _radicals_combine(radicals, math.prod(nums)):
+    if _radicals_combine(t.radicals, math.prod(t.nums)):
         work.add("radical", node)
     if any(exp < 0 and base.free_symbols for base, exp in factors) and _cancels(kids):
         work.add("fraction", node)
+    for kind in _distributed(factors):
+        work.add(kind, node)
+
+
+def _distributed(factors: list[tuple[Any, Any]]) -> set[str]:
+    """Work hidden behind the brackets of a sum in a product, found by multiplying it out term
+    by term: a root meeting a root of its index that takes something out (``\\sqrt2(1+\\sqrt2)``
+    is ``\\sqrt2 + 2``: ``radical``), or a factor common to every term and the denominator
+    (``\\frac{2+2\\sqrt2}{2}``, ``\\frac{2+\\sqrt2}{\\sqrt2}``: ``fraction``). Nothing else:
+    a factor left undistributed is notation (``2(1+\\sqrt2)``, ``\\pi(1+\\sqrt2)``,
+    ``\\sqrt2(1+\\sqrt3)``, ``\\frac{2+\\sqrt2}{2}``, ``\\frac{a+b}{ab}``)."""
+    kinds: set[str] = set()
+    for i, (base, exp) in enumerate(factors):
+        if not (base.is_Add and exp == 1):
+            continue
+        rest = _tally(factors[:i] + factors[i + 1:])
+        terms = []
+        for term in base.args:
+            split: list[tuple[Any, Any]] = []
+            _factors(term, 1, split)
+            terms.append(_tally(split))
+        if any(_takes_out(term, rest) for term in terms):
+            kinds.add("radical")
+        if _common_factor(terms, rest):
+            kinds.add("fraction")
+    return kinds
+
+
+def _takes_out(term: _Tally, rest: _Tally) -> bool:
+    """A root of the term times the product's roots of that index leaves a perfect power."""
+    for q, (num_rad, _) in term.radicals.items():
+        outer = rest.radicals.get(q, ([], []))[0]
+        if num_rad and outer and _extracts(math.prod(num_rad) * math.prod(outer), q):
+            return True
+    return False
+
+
+def _common_factor(terms: list[_Tally], rest: _Tally) -> bool:
+    """Every term of the numerator and the denominator share one factor: an integer, a root's
+    prime (``c\\sqrt{s}`` has ``\\sqrt p`` for each prime ``p`` of ``c`` or ``s``), a base."""
+    coeffs = [math.prod(t.nums) for t in terms]
+    if math.gcd(math.gcd(*coeffs), math.prod(rest.dens)) > 1:
+        return True
+    for q, (_, den_rad) in rest.radicals.items():
+        if den_rad:
+            each = [c * math.prod(t.radicals.get(q, ([], []))[0])
+                    for c, t in zip(coeffs, terms, strict=True)]
+            if math.gcd(math.gcd(*each), math.prod(den_rad)) > 1:
+                return True
+    shared = set.intersection(*({b for b, exps in t.others.items() if any(e > 0 for e in exps)}
+                                for t in terms))
+    return any(any(e < 0 for e in rest.others.get(b, [])) for b in shared)
 
 
 def _repeated(exps: list[Any]) -> bool:
@@ -356,12 +496,16 @@ def _pow(base: Any, exp: Any, work: Work, node: Any) -> bool:
 
 
 def _extracts(n: int, q: int) -> bool:
-    """sympy takes something out of the q-th root of |n| (a perfect-power factor)."""
+    """Something comes out of the q-th root of |n|: a number (``\\sqrt8 = 2\\sqrt2``) or a smaller
+    index (``\\sqrt[4]{4} = \\sqrt2``). sympy also writes ``\\sqrt[3]{4}`` as ``2^{2/3}``, which
+    takes nothing out."""
     n = abs(int(n))
     if n in (0, 1):
         return False
-    root = sympy.Pow(n, sympy.Rational(1, q))
-    return not (root.is_Pow and root.base == n)
+    coeff, rest = sympy.Pow(n, sympy.Rational(1, q)).as_coeff_Mul()
+    if coeff != 1:
+        return True
+    return all(f.exp.q < q for f in sympy.Mul.make_args(rest) if f.is_Pow)
 
 
 # ---------------------------------------------------------------- entry points
@@ -380,6 +524,10 @@ def leaf_work(leaf: str) -> Work:
     # A sympy object the rules do not expect stops the walk: what was found so far stands.
     with contextlib.suppress(TypeError, ValueError, AttributeError, RecursionError):
         _visit(tree, work)
+    work.examples.pop(_NUMERATOR_ONE, None)
+    surplus = work.counts.pop(_NUMERATOR_ONE, 0) - len(_UNIT_NUMERATOR.findall(leaf))
+    if surplus > 0:
+        work.add("identity", leaf, surplus)  # x^{-1} \cdot 1: a factor 1, not a numerator
     return work
 
 
