@@ -9,7 +9,7 @@ math worker pool or allocator. Both use the same model (the embedded SmolLM2-135
 type, KL coefficient, reward scaling (``group``) and temperature, gradient checkpointing off
 (TRL turns it on by default; ``--trl-gradient-checkpointing`` keeps it), and the same reward
 function concurrency (``--reward-workers``, 1 = serial, as TRL calls a reward function).
-Our Linear layers run on oneDNN, our CPU default (``learner/onednn_linear.py``); TRL's on
+Our Linear layers run on oneDNN, our CPU default (``learner/sampling/kernels/onednn_linear.py``); TRL's on
 torch's BLAS. ``--cpu-matmul torch`` puts ours on torch's BLAS too, to separate the kernel's
 share of the ratio from the rest.
 Zero-variance groups are treated alike: both keep them in the loss (their KL term counts when
@@ -49,7 +49,7 @@ def run_ours(args, env, tokenizer) -> dict:
                  seed=args.seed, num_threads=args.threads, score_workers=args.reward_workers,
                  scale_rewards="group", temperature=1.0, cpu_matmul=args.cpu_matmul)
     trainer = GRPOTrainer(cfg, model=load_model(args.model), tokenizer=tokenizer, env=env)
-    rows = [trainer.train_step() for _ in range(args.steps)]
+    rows = [trainer.train_step().metrics for _ in range(args.steps)]
     return {
         "step_s": [r["time/step_s"] for r in rows],
         "reward": [r["reward/mean"] for r in rows],

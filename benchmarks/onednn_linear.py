@@ -4,7 +4,7 @@
 
 One process, one trainer (the embedded model, grpo/MathExact-v0 arith, beta 0.04 so the
 reference pass runs), and for each round both kernels in alternating order: ``generate`` on
-the same prompts from the same seed, and ``train_on`` on one fixed batch with learning rate 0
+the same prompts from the same seed, and the update on one fixed batch with learning rate 0
 (every round computes the same step, and both kernels see the same weights). Prints the best
 time of each phase per kernel, the ratios, and how far the two kernels' gradient norms and
 log-probs are apart (only the summation order differs).
@@ -40,10 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     from torch import nn
 
     import envs  # noqa: F401
-    from learner import onednn_linear
     from learner.config import Config
     from learner.model import chat_prompt
-    from learner.rollout import generate
+    from learner.sampling.kernels import onednn_linear
+    from learner.sampling.rollout import generate
     from learner.training.trainer import GRPOTrainer
 
     if not onednn_linear.available():
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     models = [trainer.policy, trainer.ref_model]
     prompts = [chat_prompt(trainer.tokenizer, trainer.env.prompt(t))
                for t in trainer.stream.take(args.prompts)]
-    batch, _ = trainer.make_batch(trainer.collect())
+    samples = trainer.collect()
+    batch = trainer.batch(samples, trainer.advantages(samples))
     print(f"batch: {len(batch)} rows, {int(batch.loss_mask.sum())} completion tokens; "
           f"threads {torch.get_num_threads()}", flush=True)
 
@@ -83,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
                             max_new_tokens=args.max_new_tokens)
             gen_s = time.perf_counter() - start
             start = time.perf_counter()
-            stats = trainer.train_on(batch)
+            stats = trainer.update(batch)
             train_s = time.perf_counter() - start
             with torch.no_grad():
-                logp, _ = trainer._logprobs(trainer.model, batch.to(trainer.accelerator.device))
-            seen[kernel] = {"grad_norm": stats["grad_norm"], "logp": logp}
+                logp, _ = trainer.update.logprobs(trainer.model,
+                                                  batch.to(trainer.accelerator.device))
+            seen[kernel] = {"grad_norm": stats.grad_norm, "logp": logp}
             for phase, s in (("generate", gen_s), ("loss passes", train_s)):
                 best[kernel, phase] = min(best.get((kernel, phase), float("inf")), s)
             print(f"round {r + 1} {kernel:6s}: generate {gen_s:.2f} s "

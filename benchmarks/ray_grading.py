@@ -4,7 +4,7 @@ two nodes (all on this machine), side by side in one run.
 Each side runs in a fresh process, in alternating order over ``--rounds``: it builds
 ``grpo/CodeTests-v0``, starts its grading (the local sandbox pool; or a Ray test cluster of one
 node with every CPU, or two nodes sharing them, with one grading actor per node), grades one
-warm-up batch, then times ``learner.scoring.score_all`` over every HumanEval gold completion
+warm-up batch, then times ``learner.sampling.scoring.score_all`` over every HumanEval gold completion
 (``env.gold_completion``), checking that each one passes. Prints gradings/s per side (median
 of the rounds) and the ratio to local grading.
 
@@ -31,7 +31,7 @@ def run_side(side: str, n_tasks: int) -> dict[str, float]:
     import gymnasium as gym
 
     import envs  # noqa: F401
-    from learner.scoring import score_all
+    from learner.sampling.scoring import score_all
 
     env = gym.make("grpo/CodeTests-v0").unwrapped
     tasks = [env.pack.get(f"humaneval/{i}") for i in range(n_tasks)]

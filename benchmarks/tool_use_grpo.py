@@ -56,15 +56,16 @@ def heldout(trainer: Any, env: Any, tasks: list, max_new_tokens: int) -> dict[st
 
 def train_for(trainer: Any, minutes: float, out: Path, label: str) -> list[dict[str, Any]]:
     """Steps until ``minutes`` of training time are spent; one printed line per step."""
-    from learner.training.metrics import RunLog
+    from learner.training.run_log import RunLog
 
     log = RunLog(out, tensorboard=False)
     history, start = [], time.perf_counter()
     while time.perf_counter() - start < minutes * 60 and trainer.step < trainer.config.steps:
-        m = trainer.train_step()
+        step = trainer.train_step()
+        m = step.metrics
         m["elapsed_min"] = (time.perf_counter() - start) / 60
         log.log(trainer.step, m)
-        log.samples(trainer.step, trainer.sample_groups(1))
+        log.samples(trainer.step, step.sample_groups(1))
         history.append(m)
         tool = (f" turns {m['turns/mean']:.2f} tool-use {m['tool/use_frac']:.0%} "
                 f"tool-errors {m['tool/error_frac']:.0%}" if "turns/mean" in m else "")

@@ -4,4 +4,4 @@ flags before torch is loaded (``learner.training.grpo`` implements them)."""
 SCALE_REWARDS = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 IMPORTANCE_LEVELS = ("token", "sequence")
-CPU_MATMULS = ("onednn", "torch")  # the Linear layers' kernel on CPU (learner.onednn_linear)
+CPU_MATMULS = ("onednn", "torch")  # the Linear layers' kernel on CPU (learner.sampling.kernels.onednn_linear)

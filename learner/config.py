@@ -16,6 +16,11 @@ from typing import Any
 
 from learner.choices import CPU_MATMULS, IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
 
+#: The clip range of the GRPO and PPO papers, and GSPO's (low, high) for sequence-level ratios,
+#: which stay within about 1e-3 of 1 (a token-level range never clips them).
+GRPO_EPSILON = 0.2
+GSPO_EPSILON = (3e-4, 4e-4)
+
 
 class ConfigError(ValueError):
     """A bad flag or config value; the message says which and why."""
@@ -55,14 +60,32 @@ class Config:
     max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
     # -- objective -----------------------------------------------------------------------------
     beta: float = _opt(0.04, "KL coefficient (k3 estimator); 0 skips the reference model")
-    epsilon: float = _opt(0.2, "lower clip range of the ratio")
-    epsilon_high: float | None = _opt(None, "upper clip range (clip-higher); default: --epsilon")
+    epsilon: float | None = _opt(
+        None, "lower clip range of the ratio (default: 0.2 at the token level, 3e-4 at the "
+        "sequence level, as GSPO)")
+    epsilon_high: float | None = _opt(
+        None, "upper clip range, DAPO's clip-higher (default: --epsilon if given, else 0.2 at "
+        "the token level, 4e-4 at the sequence level, as GSPO)")
     num_iterations: int = _opt(1, "mu: policy updates per generation batch")
-    scale_rewards: str = _opt("group", "advantage scaling", choices=SCALE_REWARDS)
-    loss_type: str = _opt("grpo", "loss aggregation", choices=LOSS_TYPES)
+    scale_rewards: str | None = _opt(
+        None, "divide advantages by the group's reward std, the batch's, or none (default: "
+        "group; none with --loss-type dr_grpo, as Dr. GRPO has no std scaling)",
+        choices=SCALE_REWARDS)
+    loss_type: str = _opt(
+        "grpo", "loss aggregation: grpo (token mean per completion, then the mean over the "
+        "step's completions), dr_grpo (Dr. GRPO: token sum over the constant P x G x L, L the "
+        "completion budget: --max-new-tokens, times the turns on a multi-turn env, capped by "
+        "--max-episode-tokens; and no std scaling unless --scale-rewards says so), dapo (token "
+        "mean over the step)", choices=LOSS_TYPES)
     importance_sampling_level: str = _opt(
         "token", "importance ratio per token (GRPO) or per sequence (GSPO)",
         choices=IMPORTANCE_LEVELS)
+    overlong_cache: int = _opt(
+        0, "DAPO's soft overlong punishment: over the last N tokens before --overlong-max the "
+        "reward loses up to 1, linearly, and a completion at or past it loses 1 (0: off)")
+    overlong_max: int = _opt(
+        0, "DAPO's L_max for --overlong-cache (0: the completion budget L, as --loss-type "
+        "dr_grpo's)")
     mask_truncated: bool = _opt(False, "exclude completions that hit --max-new-tokens from the loss")
     # -- optimisation --------------------------------------------------------------------------
     learning_rate: float = _opt(1e-6, "peak AdamW learning rate")
@@ -103,13 +126,32 @@ class Config:
     num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
     cpu_matmul: str = _opt("onednn", "CPU: the Linear layers' fp32 products through oneDNN "
                            "(faster than torch's BLAS at a small model's shapes; see "
-                           "learner/onednn_linear.py) or through torch's own",
+                           "learner/sampling/kernels/onednn_linear.py) or through torch's own",
                            choices=CPU_MATMULS)
     progress: bool = _opt(True, "show a progress bar")
 
     @property
+    def eps_low(self) -> float:
+        """The lower clip range: ``--epsilon``, else the importance level's paper value."""
+        if self.epsilon is not None:
+            return self.epsilon
+        return GSPO_EPSILON[0] if self.importance_sampling_level == "sequence" else GRPO_EPSILON
+
+    @property
     def eps_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+        """The upper clip range: ``--epsilon-high``, else ``--epsilon``, else the paper's."""
+        if self.epsilon_high is not None:
+            return self.epsilon_high
+        if self.epsilon is not None:
+            return self.epsilon
+        return GSPO_EPSILON[1] if self.importance_sampling_level == "sequence" else GRPO_EPSILON
+
+    @property
+    def reward_scaling(self) -> str:
+        """``--scale-rewards``, else none for Dr. GRPO and the group's std otherwise."""
+        if self.scale_rewards is not None:
+            return self.scale_rewards
+        return "none" if self.loss_type == "dr_grpo" else "group"
 
     def validate(self) -> None:
         positive = ["steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
@@ -118,8 +160,8 @@ class Config:
         problems = [f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}"
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
-                     "lora_r", "max_turns", "max_episode_tokens",
-                     "samples_every", "num_threads"):
+                     "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
+                     "overlong_max", "samples_every", "num_threads"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
         if self.group_size < 2:
@@ -130,13 +172,15 @@ class Config:
             problems.append("--top-p must be in (0, 1]")
         if self.learning_rate <= 0:
             problems.append("--learning-rate must be > 0")
-        if self.beta < 0 or self.epsilon < 0 or self.eps_high < 0:
+        if self.beta < 0 or self.eps_low < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
                      "tool_role", "cpu_matmul"):
             choices = _field(name).metadata["choices"]
-            if getattr(self, name) not in choices:
+            if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        if self.overlong_max and self.overlong_cache > self.overlong_max:
+            problems.append("--overlong-cache must not exceed --overlong-max")
         if self.ray_address is not None:
             problems += ray_address_problems(self.ray_address)
         if not isinstance(self.env_kwargs, dict):
@@ -185,14 +229,6 @@ def parse_json_object(text: str) -> dict:
     return value
 
 
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 class OneLineErrors(argparse.ArgumentParser):
     """Bad flags get one line naming the problem, first, instead of ~40 lines of usage."""
 
@@ -210,7 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     for f in dataclasses.fields(Config):
         flag = "--" + f.name.replace("_", "-")
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        kwargs: dict[str, Any] = {"help": f"{f.metadata['help']} (default: {default!r})"}
+        text = f.metadata["help"]
+        # A default that depends on other flags is spelled out in the help itself.
+        kwargs: dict[str, Any] = {"help": text if "default:" in text else
+                                  f"{text} (default: {default!r})"}
         if f.type == "bool":
             # --flag, --no-flag
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -218,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["type"] = parse_json_object
         elif f.type in ("int", "float"):
             kwargs["type"] = int if f.type == "int" else float
-        elif f.type == "float | None":
+        elif f.type == "float | None":  # (str | None takes argparse's str)
             kwargs["type"] = float
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]

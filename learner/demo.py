@@ -10,7 +10,7 @@ nothing to learn from; at 1.0 it boxes 2% and about half the steps have one from
 
 It takes about 5 minutes on two CPU cores and ends by printing two completions the reward
 credited and the reward-hack monitor's flagged share. Extra flags are passed to
-``learner.run`` (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
+``learner.run``'s (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-from learner import run
 from learner.config import parse_config
+from learner.launch import train
 
 DEMO_FLAGS = [
     "--env", "grpo/MathExact-v0",
@@ -71,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     flags = DEMO_FLAGS + extra  # later flags override the demo's
     print("GRPO demo: SmolLM2-135M-Instruct on single-digit addition (arith level 1), "
           "answers as numbers in \\boxed{}")
-    code = run.main(flags)
+    config = parse_config(flags)
+    code = train(config)
     if code == 0:
-        shown = credited_samples(parse_config(flags).output_dir)
+        shown = credited_samples(config.output_dir)
         print("what the reward credited (latest samples):" if shown else
               "no credited completion in the saved samples")
         for step, prompt, text in shown:

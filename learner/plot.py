@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from learner.training.metrics import read_metrics  # noqa: E402
+from learner.training.run_log import read_metrics  # noqa: E402
 
 PANELS = {
     "reward": ["reward/mean"],

@@ -5,116 +5,15 @@ Bad flags, unknown env ids and unloadable models fail before any work starts, wi
 
 from __future__ import annotations
 
-import difflib
-import json
-import re
 import sys
-from pathlib import Path
 
-# Only light modules at import time: flags are parsed and checked before torch, transformers and
-# the envs load, so --help and flag errors answer at once.
-from learner.config import Config, parse_config
-
-
-class SetupError(RuntimeError):
-    pass
-
-
-def _env_name(env_id: str) -> str:
-    """``grpo/MathExact-v0`` -> ``MathExact``."""
-    return re.sub(r"^[^/]*/|-v\d+$", "", env_id)
-
-
-def make_env(config: Config):
-    """The env's unwrapped TaskEnv; unknown ids and bad kwargs fail with a clear message."""
-    import gymnasium as gym
-
-    import envs  # noqa: F401  (registers the grpo/* envs)
-
-    if config.env not in gym.registry:
-        ids = sorted(i for i in gym.registry if i.startswith("grpo/")) or sorted(gym.registry)
-        # Compared without the shared "grpo/" and "-v0": on whole ids every env looked close.
-        core = {_env_name(i): i for i in ids}
-        close = difflib.get_close_matches(_env_name(config.env), list(core), n=1, cutoff=0.6)
-        hint = f" Did you mean: {core[close[0]]}?" if close else ""
-        raise SetupError(f"unknown env id '{config.env}'.{hint} Known: {', '.join(ids)}")
-    kwargs = config.env_options()
-    try:
-        env = gym.make(config.env, **kwargs).unwrapped
-    except Exception as exc:  # noqa: BLE001 - any construction error is reported the same way
-        raise SetupError(f"cannot create {config.env} with {kwargs}: {exc}") from exc
-    if config.max_turns and int(getattr(env, "max_turns", 1) or 1) != config.max_turns:
-        raise SetupError(f"{config.env} took max_turns={config.max_turns} but runs "
-                         f"{getattr(env, 'max_turns', 1)} turn(s) per episode")
-    return env
-
-
-def ray_scorer(env, address: str | None):
-    """Grading on the Ray cluster at ``address`` (``None``: local grading, returns None);
-    a cluster that cannot be reached is a ``SetupError`` with one line."""
-    if address is None:
-        return None
-    from envs.ray_scoring import RayScorer
-    from sandbox.ray_cluster import RayUnavailable
-
-    print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
-          flush=True)
-    try:
-        scorer = RayScorer(env, address)
-    except RayUnavailable as exc:
-        raise SetupError(str(exc)) from exc
-    hosts = sorted({n["hostname"] for n in scorer.nodes()})
-    print(f"grading on {len(scorer.nodes())} Ray nodes ({', '.join(hosts)}), "
-          f"{scorer.capacity} slots", flush=True)
-    return scorer
-
-
-def format_eval(metrics: dict[str, float]) -> str:
-    parts = [f"accuracy {metrics.get('eval/accuracy', float('nan')):.1%}"]
-    if "eval/full_marks" in metrics:
-        parts.append(f"full marks (all reward components) {metrics['eval/full_marks']:.1%}")
-    parts += [f"{k.removeprefix('eval/')} {v:.1%}" for k, v in metrics.items()
-              if k.startswith("eval/pass@")]
-    text = ", ".join(parts) + f" on {int(metrics.get('eval/n', 0))} held-out tasks"
-    perturbed = [f"{k.removeprefix('eval/perturb/')} {v:.1%}" for k, v in metrics.items()
-                 if k.startswith("eval/perturb/")]
-    return text + ("; with changed prompts: " + ", ".join(perturbed) if perturbed else "")
+# Only light modules at import time: flags are parsed and checked before torch loads.
+from learner.config import parse_config
+from learner.launch import train
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_config(argv)
-    print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
-    from learner.model import ModelLoadError
-    from learner.training.hack_monitor import summary
-    from learner.training.sharding import UnsupportedBackend
-
-    try:
-        env = make_env(config)
-        scorer = ray_scorer(env, config.ray_address)
-        from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
-
-        trainer = GRPOTrainer(config, env=env, scorer=scorer)
-    except (SetupError, ModelLoadError, UnsupportedBackend) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    out = Path(config.output_dir)
-    if trainer.accelerator.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
-    result = trainer.train()
-    trainer.save_model(out / "final")
-    if scorer is not None:
-        scorer.close()  # the nodes' actors and their sandbox containers
-    if trainer.accelerator.is_main_process:
-        if "before" in result:
-            print(f"held-out before: {format_eval(result['before'])}")
-        if "after" in result:
-            print(f"held-out after:  {format_eval(result['after'])}")
-        if result.get("flags") is not None:
-            print(f"reward-hack monitor over training: {summary(result['flags'])}")
-        print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
-    trainer.close()
-    return 0
+    return train(parse_config(argv))
 
 
 if __name__ == "__main__":

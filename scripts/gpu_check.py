@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.reset_peak_memory_stats()
     first_kl = None
     for _ in range(args.steps):
-        m = trainer.train_step()
+        m = trainer.train_step().metrics
         first_kl = m["kl"] if first_kl is None else first_kl
         print(f"step {trainer.step}: generation {m['tokens_per_s/generate']:.0f} tok/s, "
               f"training {m['tokens_per_s/train']:.0f} tok/s, step {m['time/step_s']:.2f} s, "

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.verify.verdict import Verdict
 from learner.config import Config
-from learner.model import load_tokenizer, tiny_model
+from learner.model import load_model, load_tokenizer, tiny_model
 from tasks import Task
 
 
@@ -18,8 +21,25 @@ def tokenizer():
     return load_tokenizer()
 
 
+@functools.cache
+def _saved_tiny(seed: int, layers: int, hidden: int) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="grpo-gym-tiny-"))
+    atexit.register(shutil.rmtree, path, True)
+    tiny_model(layers=layers, hidden=hidden, seed=seed).save_pretrained(path)
+    return path
+
+
 def model(seed: int = 0, layers: int = 2, hidden: int = 64):
-    return tiny_model(layers=layers, hidden=hidden, seed=seed)
+    """A tiny random model loaded the way users load one: ``from_pretrained`` from a folder
+    (eval mode, tied weights), as ``--model PATH`` does. Every call is a fresh copy."""
+    return load_model(str(_saved_tiny(seed, layers, hidden)))
+
+
+def step_batch(trainer):
+    """One step's samples, their advantages and the batch the trainer would train on."""
+    samples = trainer.collect()
+    advantages = trainer.advantages(samples)
+    return samples, advantages, trainer.batch(samples, advantages)
 
 
 def save_tiny(path: Path, seed: int = 0) -> Path:
@@ -103,19 +123,48 @@ def _replica_check(out: str) -> None:
         f"{t.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
 
 
+def _moved(policy, seed: int = 7) -> None:
+    """Move a policy away from its reference, the same way on every process: its KL to the
+    reference then has a gradient."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.02)
+
+
+def _plain_logprobs(m, prompt_ids, prompt_mask, completion_ids, completion_mask):
+    """log pi(token) from one plain forward over prompt + completion (temperature 1)."""
+    from learner.training.forward import completion_logits
+
+    logits = completion_logits(m, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    return logits.float().log_softmax(-1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def _paper_loss(per_token, mask, loss_type: str, dr_grpo_constant: int):
+    """Each loss type's normalisation, as its paper writes it, over the whole step's tokens."""
+    lengths = mask.sum(-1)
+    if loss_type == "grpo":  # a mean per completion, then over the completions with tokens
+        return ((per_token * mask).sum(-1) / lengths.clamp(min=1)).sum() / (lengths > 0).sum()
+    if loss_type == "dapo":  # a mean over every token of the step
+        return (per_token * mask).sum() / mask.sum()
+    return (per_token * mask).sum() / dr_grpo_constant  # Dr. GRPO: over P * G * T
+
+
 def _gradient_check(out: str) -> None:
     """Entry point for ``accelerate launch -m tests.learner_helpers grads OUT``: for each loss
-    type, the gradient averaged over the processes must equal the single-process gradient of the
-    concatenated batch (rank 0 writes the largest difference)."""
+    type, the gradient averaged over the processes must equal the gradient of the paper's loss
+    over the whole step (every process's graded samples), computed here from its definition
+    with one plain forward pass (rank 0 writes the largest difference)."""
+    import dataclasses
     import json
     import os
 
     import torch
     from accelerate.utils import gather_object
 
-    from learner.training import grpo
-    from learner.training.batching import Batch, pad_cat
-    from learner.training.forward import completion_logits
+    from learner.sampling.rollout import pad_cat
     from learner.training.trainer import GRPOTrainer
 
     report = {}
@@ -127,52 +176,75 @@ def _gradient_check(out: str) -> None:
         name = loss_type + ("/one_process_flat" if flat else "")
         cfg = config(Path(out) / name, steps=1, prompts_per_step=4, group_size=4,
                      eval=False, samples_every=0, loss_type=loss_type, max_grad_norm=0.0,
-                     max_new_tokens=12, beta=0.0 if flat else 0.04)
+                     max_new_tokens=12, beta=0.0 if flat else 0.04,
+                     gradient_accumulation_steps=2, cpu_matmul="torch")  # the definition's kernel
         env = ConstantEnv() if flat and os.environ.get("RANK") == "1" else ShortEnv()
         t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=env)
-        batch, _ = t.make_batch(t.collect())
+        _moved(t.policy)  # as after an update: the KL term has a gradient
+        t.policy_is_reference = False
+        samples = t.collect()
         rank = t.accelerator.process_index
         if rank == 1 and not flat:  # uneven shares, as early EOS and dropped samples make them
-            batch = Batch(*(x[:-3] for x in batch._tensors()))
-            batch.loss_mask[:, 7:] = 0
-            batch.n_sequences = float((batch.loss_mask.sum(-1) > 0).sum())
-            batch.n_tokens = float(batch.loss_mask.sum())
+            roll, scores = samples.rollout, samples.scores
+            mask = roll.completion_mask.clone()
+            mask[:, 7:] = 0
+            roll = dataclasses.replace(roll, completion_mask=mask,
+                                       completion_ids=roll.completion_ids.masked_fill(
+                                           mask == 0, tokenizer().pad_token_id))
+            failed = [i >= len(scores.rewards) - 3 for i in range(len(scores.rewards))]
+            samples = dataclasses.replace(samples, rollout=roll,
+                                          scores=dataclasses.replace(scores, infra_error=failed))
+        advantages = t.advantages(samples)
+        batch = t.batch(samples, advantages)
         t.optimizer.step = lambda: None  # keep the weights; compare the gradients
         t.optimizer.zero_grad = lambda set_to_none=True: None
-        t.train_on(batch)
+        t.update(batch)
         got = torch.cat([p.grad.flatten() for p in t.policy.parameters()])
-        parts = gather_object([(rank, batch)])
+        roll = samples.rollout
+        mine = {"prompt_ids": roll.prompt_ids, "prompt_mask": roll.prompt_mask,
+                "completion_ids": roll.completion_ids, "completion_mask": roll.completion_mask,
+                "graded": samples.graded, "advantages": advantages,
+                "rows": len(batch), "tokens": int(batch.loss_mask.sum()),
+                "counted_tokens": batch.n_tokens}
+        parts = [p for _, p in sorted(gather_object([(rank, mine)]), key=lambda x: x[0])]
         if rank != 0:
             continue
-        parts = [b for _, b in sorted(parts, key=lambda x: x[0])]
-        whole = {name: pad_cat([getattr(b, name) for b in parts], 0, left=name.startswith("prompt"))
-                 for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
-                              "loss_mask")}
-        adv = torch.cat([b.advantages for b in parts])
-        reference = model()  # the plain definition: one forward over prompt + completion
-        logits = completion_logits(reference, whole["prompt_ids"], whole["prompt_mask"],
-                                   whole["completion_ids"], whole["completion_mask"])
-        logp = grpo.token_logprobs(logits, whole["completion_ids"])
-        mask = whole["loss_mask"]
-        # The normalisers count every row of the step on every process (Dr. GRPO's is P * G).
-        sequences = (cfg.prompts_per_step * cfg.group_size if loss_type == "dr_grpo"
-                     else sum(b.n_sequences for b in parts))
-        loss, _ = grpo.grpo_loss(
-            logp, logp.detach(), logp.detach(), adv, mask, beta=cfg.beta, eps_low=0.2,
-            eps_high=0.2, loss_type=loss_type, total_sequences=sequences,
-            total_tokens=sum(b.n_tokens for b in parts), max_tokens=cfg.max_new_tokens)
-        loss.backward()
-        want = torch.cat([p.grad.flatten() for p in reference.parameters()])
+        whole = {k: pad_cat([p[k] for p in parts], 0, left=k.startswith("prompt"))
+                 for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        adv = torch.cat([p["advantages"] for p in parts]).unsqueeze(-1)
+        # The paper's batch: every graded sample of the step, flat groups included.
+        mask = whole["completion_mask"] * torch.cat([p["graded"] for p in parts]).unsqueeze(-1)
+        mask = mask.float()
+        policy, reference = model(), model()
+        _moved(policy)
+        args = (whole["prompt_ids"], whole["prompt_mask"], whole["completion_ids"],
+                whole["completion_mask"])
+        logp = _plain_logprobs(policy, *args)
+        with torch.no_grad():
+            ref = _plain_logprobs(reference, *args)
+        surrogate = torch.exp(logp - logp.detach()) * adv  # the ratio is 1, its gradient not
+        d = ref - logp
+        kl = torch.exp(d) - d - 1
+        dr_grpo_constant = cfg.prompts_per_step * cfg.group_size * cfg.max_new_tokens
+        _paper_loss(-surrogate + cfg.beta * kl, mask, loss_type, dr_grpo_constant).backward(
+            retain_graph=True)
+        want = torch.cat([p.grad.flatten() for p in policy.parameters()])
+        policy.zero_grad()
+        _paper_loss(cfg.beta * kl, mask, loss_type, dr_grpo_constant).backward(
+            inputs=list(policy.parameters()))
+        kl_grad = torch.cat([p.grad.flatten() for p in policy.parameters()])
         report[name] = {"max_diff": float((got - want).abs().max()),
-                             "scale": float(want.abs().max()),
-                             "rows": [len(b) for b in parts],
-                             "tokens": [int(b.loss_mask.sum()) for b in parts],
-                             "counted_tokens": [b.n_tokens for b in parts]}
+                        "scale": float(want.abs().max()),
+                        "kl_scale": float(kl_grad.abs().max()),
+                        "rows": [p["rows"] for p in parts],
+                        "tokens": [p["tokens"] for p in parts],
+                        "counted_tokens": [p["counted_tokens"] for p in parts]}
     # --scale-rewards batch divides by the std of every process's rewards, not its own.
     cfg = config(Path(out) / "batch_std", steps=1, prompts_per_step=4, group_size=4, eval=False,
                  samples_every=0, scale_rewards="batch")
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
-    rewards = t.collect()["rewards"]
+    samples = t.collect()
+    rewards = samples.rewards[samples.graded]
     got = t.procs.std(rewards.tolist())
     every = [r for part in gather_object([rewards.tolist()]) for r in part]
     if t.accelerator.process_index == 0:

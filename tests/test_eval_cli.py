@@ -9,7 +9,8 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from learner.eval import load_run_policy, main, run_env
+from learner.eval import main
+from learner.evaluation.run_dir import load_run_policy, run_env
 from learner.model import load_model, load_tokenizer, tiny_model
 from learner.training import checkpoint
 

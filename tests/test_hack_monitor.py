@@ -20,7 +20,7 @@ from learner.training.hack_monitor import (
     step_metrics,
     summary,
 )
-from learner.training.metrics import read_metrics
+from learner.training.run_log import read_metrics
 from learner.training.trainer import GRPOTrainer
 from tasks import Task
 from tests import learner_helpers as h

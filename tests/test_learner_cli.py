@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from learner import plot, run
-from learner.config import Config, ConfigError, parse_config, read_toml
+from learner.config import Config, ConfigError, build_parser, parse_config, read_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,27 @@ def test_flags_and_toml_precedence(tmp_path):
                         "--loss-type", "dapo", "--no-progress"])
     assert (cfg.group_size, cfg.steps, cfg.eps_high, cfg.loss_type) == (6, 3, 0.28, "dapo")
     assert cfg.env_kwargs == {"pack": "arith", "level": 2}
-    assert cfg.progress is False and cfg.epsilon == 0.2
+    assert cfg.progress is False and cfg.eps_low == 0.2
+
+
+def test_objective_defaults_follow_the_papers(monkeypatch):
+    token = parse_config([])
+    assert (token.eps_low, token.eps_high, token.reward_scaling) == (0.2, 0.2, "group")
+    gspo = parse_config(["--importance-sampling-level", "sequence"])
+    assert (gspo.eps_low, gspo.eps_high) == (3e-4, 4e-4)  # GSPO's range, not PPO's
+    assert parse_config(["--importance-sampling-level", "sequence", "--epsilon", "1e-3"]).eps_high \
+        == 1e-3
+    dr = parse_config(["--loss-type", "dr_grpo"])
+    assert dr.reward_scaling == "none"  # Dr. GRPO has no std scaling
+    assert parse_config(["--loss-type", "dr_grpo", "--scale-rewards", "group"]).reward_scaling \
+        == "group"
+    # Every flag's help says so; a flag whose default depends on others names it in words.
+    monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside the phrases looked for
+    helptext = build_parser().format_help()
+    assert "none with --loss-type dr_grpo, as Dr. GRPO has no std scaling" in helptext
+    assert "3e-4 at the sequence level, as GSPO)\n" in helptext  # no "(default: None)" after
+    with pytest.raises(SystemExit):
+        parse_config(["--overlong-cache", "16", "--overlong-max", "8"])
 
 
 @pytest.mark.parametrize("argv, message", [

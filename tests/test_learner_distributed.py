@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from learner.eval import load_run_policy
-from learner.training.metrics import read_metrics
+from learner.evaluation.run_dir import load_run_policy
+from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
 ZERO3 = ("--use_deepspeed", "--zero_stage", "3")
@@ -32,7 +32,10 @@ def launch(args: list, *flags: str) -> None:
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
            "--main_process_port", str(free_port()),
            "--dynamo_backend", "no", "-m", "tests.learner_helpers", *map(str, args)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    # As `accelerate launch --gradient_accumulation_steps 3` would set it: the trainer must not
+    # let accelerate (or DeepSpeed) divide the loss by it on top of its own normalisers.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "3"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
     # The launcher's own summary ends stderr; the ranks' errors come before it.
@@ -80,7 +83,9 @@ def test_ddp_and_deepspeed_zero2_zero3_train_alike(tmp_path):
 
 
 def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
-    # Processes hold different numbers of tokens; every loss type must still normalise globally.
+    # Processes hold different numbers of tokens; every loss type must still normalise globally,
+    # as its paper defines the loss over the whole step (computed by the helper from that
+    # definition, with a policy moved off the reference so that the KL term has a gradient).
     launch(["grads", tmp_path])
     report = json.loads((tmp_path / "gradients.json").read_text())
     std = report.pop("batch_std")
@@ -91,7 +96,11 @@ def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
     assert flat["counted_tokens"][1] > 0  # ... but its tokens count in DAPO's normaliser
     for loss_type, r in report.items():
         assert r["scale"] > 0, loss_type
-        assert r["max_diff"] <= 1e-5 * r["scale"] + 1e-8, (loss_type, r)
+        # fp32 with cancelling advantages: a few 1e-6 of the largest gradient. A wrong
+        # normaliser is off by a factor, and the KL term alone is 1e-3 of it or more.
+        assert r["max_diff"] <= 5e-5 * r["scale"] + 1e-8, (loss_type, r)
+        if not loss_type.endswith("flat"):  # beta > 0: the KL's own gradient is checked too
+            assert r["kl_scale"] > 1e-3 * r["scale"], (loss_type, r)
     assert any(len(set(r["tokens"])) > 1 for r in report.values())  # the case that matters
 
 

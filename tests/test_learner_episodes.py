@@ -6,9 +6,10 @@ import json
 import pytest
 import torch
 
-from learner.episodes import ChatBridge, TemplateError, run_episodes
 from learner.model import load_model, load_tokenizer
-from learner.rollout import _eos_ids
+from learner.sampling.chat import ChatBridge, TemplateError
+from learner.sampling.decoding import eos_ids
+from learner.sampling.episodes import run_episodes
 from learner.training.batching import select_rows
 from learner.training.forward import completion_logprobs
 from tests import learner_helpers as h
@@ -62,8 +63,8 @@ def test_generation_logprobs_equal_the_loss_logprobs_on_multi_turn_rows(tmp_path
     model, tok = load_model(str(path)), load_tokenizer(str(path))
     env = ShoutEnv(max_turns=3)
     torch.manual_seed(0)
-    temperature = 0.7
-    _, eps = _episodes(model, tok, env, temperature=temperature)
+    temperature, top_p = 0.7, 0.9
+    _, eps = _episodes(model, tok, env, temperature=temperature, top_p=top_p)
     roll = eps.rollout
     action, mask = roll.action_mask, roll.completion_mask
     # Multi-turn rows: policy tokens after an observation (a 0 inside the row's action mask).
@@ -76,15 +77,15 @@ def test_generation_logprobs_equal_the_loss_logprobs_on_multi_turn_rows(tmp_path
         with torch.no_grad():
             logp, _ = completion_logprobs(model, roll.prompt_ids, roll.prompt_mask,
                                           roll.completion_ids, mask, groups,
-                                          temperature=temperature, share_prompts=share)
-        for i, recorded in enumerate(eps.logprobs):
-            own = action[i, :len(recorded)].bool()
-            got = logp[i, :len(recorded)][own]
-            want = torch.tensor(recorded)[own]
-            assert torch.allclose(got, want, atol=2e-4), (share, i, (got - want).abs().max())
+                                          temperature=temperature, top_p=top_p,
+                                          share_prompts=share)
+        own = action.bool()
+        assert (roll.logprobs[~own] == 0).all()  # observations were not sampled
+        assert torch.allclose(logp[own], roll.logprobs[own], atol=2e-4), \
+            (share, (logp[own] - roll.logprobs[own]).abs().max())
     # The loss trains on the policy's tokens only: observations are attended to, never trained.
     rows = select_rows(roll, torch.ones(len(roll.texts), dtype=torch.bool),
-                       torch.ones(len(roll.texts)), beta=0.04, mask_truncated=False)
+                       torch.ones(len(roll.texts)), mask_truncated=False)
     assert torch.equal(rows.loss_mask, action)
     assert int(rows.loss_mask.sum()) < int(mask.sum())
     observed = tok.decode(roll.completion_ids[0][(action[0] == 0) & (mask[0] == 1)])
@@ -108,7 +109,7 @@ def test_turn_stops_at_the_tool_calls_end_and_the_turn_limit_truncates():
     torch.manual_seed(1)
     _, eps = _episodes(h.model(), tok, env, max_new_tokens=16)
     roll = eps.rollout
-    eos = set(_eos_ids(h.model(), tok).tolist())
+    eos = set(eos_ids(h.model(), tok).tolist())
     limited = 0
     for i, info in enumerate(eps.scores.infos):
         turns = _turns(roll.completion_ids[i], roll.action_mask[i])
@@ -148,15 +149,14 @@ def test_an_infrastructure_failure_mid_episode_is_dropped_not_scored(tmp_path):
     env = ShoutEnv(max_turns=3, fail_every=3)
     cfg = h.config(tmp_path, steps=1, eval=False, max_new_tokens=10, group_size=4)
     t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=env)
-    metrics = t.train_step()
-    col, adv = t._last
-    infra = col["infra"]
+    step = t.train_step()
+    infra = ~step.samples.graded
     assert 0 < int(infra.sum()) < len(infra)
-    assert metrics["samples/sandbox_errors"] == int(infra.sum())
-    assert (adv[infra] == 0).all()
+    assert step.metrics["samples/sandbox_errors"] == int(infra.sum())
+    assert (step.advantages[infra] == 0).all()
     for i in infra.nonzero().squeeze(-1).tolist():
-        assert col["scores"].infos[i]["reason"] == "sandbox_error"
-    assert torch.isfinite(torch.tensor(metrics["reward/mean"]))
+        assert step.samples.scores.infos[i]["reason"] == "sandbox_error"
+    assert torch.isfinite(torch.tensor(step.metrics["reward/mean"]))
 
 
 def test_cli_trains_multi_turn_and_logs_tool_metrics_and_transcripts(tmp_path):
@@ -310,4 +310,4 @@ def test_real_math_python_episodes_with_a_model_that_learned_to_call_the_tool(tm
                                       eps.rollout.completion_ids, eps.rollout.completion_mask)
     logp = logp[0]
     own = eps.rollout.action_mask[0].bool()
-    assert torch.allclose(logp[own], torch.tensor(eps.logprobs[0])[own], atol=2e-4)
+    assert torch.allclose(logp[own], eps.rollout.logprobs[0][own], atol=2e-4)

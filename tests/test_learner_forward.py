@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from learner.model import chat_prompt, load_model
-from learner.rollout import generate
+from learner.sampling.rollout import generate
 from learner.training import grpo
 from learner.training.forward import (
     completion_lengths,

@@ -9,10 +9,15 @@ from learner.evaluation.heldout import pass_at_k
 from learner.training import grpo
 
 
+def _advantages(rewards, groups, scale="group", **kw):
+    moments = grpo.group_moments(rewards, groups, int(groups.max()) + 1)
+    return grpo.group_advantages(rewards, groups, moments, scale, **kw)
+
+
 def test_group_advantages_by_hand():
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 5.0])
     groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
-    adv = grpo.group_advantages(rewards, groups, "group", eps=0.0)
+    adv = _advantages(rewards, groups, "group", eps=0.0)
     # group 0: mean 0.5, unbiased std sqrt(1/3); group 1: mean 2.75, std 1.5
     s0 = math.sqrt(1 / 3)
     expected = [0.5 / s0, -0.5 / s0, -0.5 / s0, 0.5 / s0, -0.5, -0.5, -0.5, 1.5]
@@ -22,17 +27,17 @@ def test_group_advantages_by_hand():
 def test_group_advantages_batch_and_none_scaling():
     rewards = torch.tensor([1.0, 0.0, 3.0, 1.0])
     groups = torch.tensor([0, 0, 1, 1])
-    none = grpo.group_advantages(rewards, groups, "none")
+    none = _advantages(rewards, groups, "none")
     assert none.tolist() == pytest.approx([0.5, -0.5, 1.0, -1.0])
-    batch = grpo.group_advantages(rewards, groups, "batch", eps=0.0)
+    batch = _advantages(rewards, groups, "batch", eps=0.0)
     std = float(torch.tensor([1.0, 0.0, 3.0, 1.0]).std())  # 1.2583
     assert batch.tolist() == pytest.approx([0.5 / std, -0.5 / std, 1 / std, -1 / std], rel=1e-5)
 
 
 def test_zero_variance_and_singleton_groups_get_zero_advantage():
     rewards = torch.tensor([1.0, 1.0, 1.0, 0.3])
-    groups = torch.tensor([7, 7, 7, 9])  # group ids need not be contiguous
-    adv = grpo.group_advantages(rewards, groups)
+    groups = torch.tensor([0, 0, 0, 2])  # group 1 has no sample at all
+    adv = _advantages(rewards, groups)
     assert adv.tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
@@ -121,8 +126,65 @@ def test_pass_at_k_unbiased_estimator():
         pass_at_k(3, 4, 1)
 
 
-def test_group_std_by_hand():
+def test_group_moments_by_hand():
     rewards = torch.tensor([1.0, 0.0, 2.0, 2.0, 5.0])
     groups = torch.tensor([0, 0, 1, 1, 2])
-    assert grpo.group_std(rewards, groups, 4).tolist() == pytest.approx(
-        [math.sqrt(0.5), 0.0, 0.0, 0.0])
+    count, mean, std = grpo.group_moments(rewards, groups, 4)
+    assert count.tolist() == [2, 2, 1, 0]
+    assert mean.tolist() == pytest.approx([0.5, 2.0, 5.0, 0.0])
+    assert std.tolist() == pytest.approx([math.sqrt(0.5), 0.0, 0.0, 0.0])
+
+
+def test_dapo_soft_overlong_punishment_by_hand():
+    # L_max 10, L_cache 4: free up to 6 tokens, then -(length - 6) / 4, -1 from 10 on.
+    lengths = torch.tensor([0, 5, 6, 7, 8, 9, 10, 11, 40])
+    penalty = grpo.overlong_penalty(lengths, max_tokens=10, cache=4)
+    assert penalty.tolist() == pytest.approx([0, 0, 0, -0.25, -0.5, -0.75, -1, -1, -1])
+    assert grpo.overlong_penalty(lengths, max_tokens=10, cache=0).tolist() == [0.0] * 9
+
+
+def test_top_p_logprobs_and_entropy_are_of_the_renormalised_nucleus():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    z = sum(math.exp(x) for x in (2.0, 1.0, 0.0, -1.0))
+    # probs 0.644, 0.237, 0.087, 0.032: the nucleus of 0.8 is the first two tokens (the mass
+    # above the second is 0.644 <= 0.8, above the third 0.881 > 0.8).
+    assert math.exp(2) / z == pytest.approx(0.6439, abs=1e-4)
+    nucleus = math.exp(2) + math.exp(1)
+    tokens = torch.tensor([[0], [1], [2]]).view(3)
+    got = grpo.token_logprobs(logits.expand(3, 4), tokens, temperature=1.0, top_p=0.8)
+    # Token 2 lies outside the nucleus: scored, it is kept in the support (the sampled token).
+    want = [2 - math.log(nucleus), 1 - math.log(nucleus), 0 - math.log(nucleus + 1)]
+    assert got.tolist() == pytest.approx(want, rel=1e-6)
+    p0, p1 = math.exp(2) / nucleus, math.exp(1) / nucleus
+    entropy = grpo.token_entropy(logits, top_p=0.8)
+    assert entropy.tolist() == pytest.approx([-(p0 * math.log(p0) + p1 * math.log(p1))])
+    # At temperature 2 the logits halve: probs 0.455, 0.276, 0.167, 0.102; 0.8 keeps three.
+    scaled = grpo.sampling_logits(logits, temperature=2.0, top_p=0.8)
+    assert scaled.tolist() == [[1.0, 0.5, 0.0, float("-inf")]]
+    assert grpo.sampling_logits(logits, 1.0, 1.0).tolist() == logits.tolist()
+
+
+def test_gspo_clips_the_sequence_ratio_at_the_papers_range():
+    # Two completions of two tokens; token ratios (1.5, 0.5) and (1.0002, 1.0002).
+    old = torch.zeros(2, 2)
+    logp = torch.log(torch.tensor([[1.5, 0.5], [1.0002, 1.0002]]))
+    mask = torch.ones(2, 2)
+    seq = grpo.importance_ratio(logp, old, mask, "sequence")
+    assert seq[0].tolist() == pytest.approx([math.sqrt(0.75)] * 2, rel=1e-6)
+    adv = torch.tensor([-1.0, 1.0])
+    obj, clipped = grpo.clipped_surrogate(logp, old, adv, 3e-4, 4e-4, mask, "sequence")
+    # A < 0, ratio 0.866 < 1 - 3e-4: clipped to -(1 - 3e-4) on every token of the sequence.
+    # A > 0, ratio 1.0002 < 1 + 4e-4: not clipped.
+    assert obj[0].tolist() == pytest.approx([-(1 - 3e-4)] * 2, rel=1e-6)
+    assert obj[1].tolist() == pytest.approx([1.0002] * 2, rel=1e-6)
+    assert clipped.tolist() == [[True, True], [False, False]]
+    # At the token level the same first completion clips only its token of ratio 0.5.
+    _, per_token = grpo.clipped_surrogate(logp, old, adv, 3e-4, 4e-4, mask, "token")
+    assert per_token[0].tolist() == [False, True]
+
+
+def test_dr_grpo_constant_is_the_completion_budget():
+    assert grpo.dr_grpo_max_tokens(48) == 48
+    assert grpo.dr_grpo_max_tokens(96, max_turns=3) == 288  # T per turn, K turns
+    assert grpo.dr_grpo_max_tokens(96, max_turns=3, max_episode_tokens=320) == 288
+    assert grpo.dr_grpo_max_tokens(96, max_turns=4, max_episode_tokens=320) == 320

@@ -7,7 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from learner.onednn_linear import OneDNNLinear, available, packed_weights, route_linears
+from learner.sampling.kernels.onednn_linear import (
+    OneDNNLinear,
+    available,
+    packed_weights,
+    route_linears,
+)
 from learner.training.trainer import GRPOTrainer
 from tests import learner_helpers as h
 
@@ -73,8 +78,8 @@ def test_the_trainer_routes_a_loaded_model_on_cpu_unless_told_not_to(tmp_path):
             kinds = {type(m) for m in model.modules() if isinstance(m, nn.Linear)}
             assert kinds == ({OneDNNLinear} if routed else {nn.Linear})
         t.policy_is_reference = False  # run the reference pass too
-        stats = t.train_on(t.make_batch(t.collect())[0])
-        assert stats["kl"] == pytest.approx(0.0, abs=1e-6)  # same weights, same kernels
+        stats = t.update(h.step_batch(t)[2])
+        assert stats.kl == pytest.approx(0.0, abs=1e-6)  # same weights, same kernels
 
 
 def test_packed_weights_give_the_same_products_and_notice_a_changed_weight():

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from learner.training.metrics import read_metrics
+from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
 ROOT = Path(__file__).resolve().parent.parent

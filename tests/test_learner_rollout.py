@@ -1,11 +1,14 @@
-"""Batched generation with the tiny model: masks, greedy agreement with transformers, compaction."""
+"""Batched generation with the tiny model: masks, greedy agreement with transformers, compaction,
+and the sampling log-probs the loss passes reproduce."""
 
 import torch
 from transformers import DynamicCache
 
-from learner.kv_cache import HEADROOM, ReservedLayer, decode_cache
 from learner.model import cache_kwarg, chat_prompt
-from learner.rollout import _sample, _trim, generate
+from learner.sampling.decoding import sample_next
+from learner.sampling.kernels.kv_cache import HEADROOM, ReservedLayer, decode_cache
+from learner.sampling.rollout import generate
+from learner.training.forward import completion_logprobs
 from tests import learner_helpers as h
 
 PROMPTS = ["What is 2 + 3?", "What is 7 + 1? Think step by step."]
@@ -56,27 +59,71 @@ def test_dropping_finished_rows_changes_nothing():
     assert dropped.generated_tokens < kept.generated_tokens
 
 
-def test_trim_masks_after_first_eos():
-    eos = torch.tensor([2])
-    tokens = torch.tensor([[5, 2, 7, 7], [5, 6, 7, 8], [2, 0, 0, 0]])
-    ids, mask, truncated = _trim(tokens, eos, pad_id=0)
-    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
-    assert ids[0].tolist() == [5, 2, 0, 0]
-    assert truncated.tolist() == [False, True, False]
+def test_a_completion_ends_at_its_first_eos_and_only_a_full_one_is_truncated():
+    tok, model = h.tokenizer(), h.model()
+    eos = tok.eos_token_id
+    # EOS wins the argmax from the third decoding step on for the first prompt's rows only.
+    calls = []
+
+    def boost(mod, inp, out):
+        calls.append(1)
+        if len(calls) >= 3:
+            out[0, -1, eos] = 1e4
+        return out
+
+    hook = model.lm_head.register_forward_hook(boost)
+    try:
+        roll = generate(model, tok, _templated(), group_size=1, max_new_tokens=6, greedy=True,
+                        compact_fraction=2.0)  # no compaction: row 0 stays at index 0
+    finally:
+        hook.remove()
+    assert roll.lengths.tolist() == [3, 6]
+    assert roll.completion_ids[0, 2] == eos and roll.completion_ids[0, 3:].eq(tok.pad_token_id).all()
+    assert roll.truncated.tolist() == [False, True]
+    assert (roll.logprobs[0, 3:] == 0).all() and (roll.logprobs[1] < 0).all()
 
 
 def test_sampling_draws_each_token_with_its_probability():
     torch.manual_seed(0)
     logits = torch.tensor([[0.0, 1.0, -1.0, float("-inf"), 2.0]]).repeat(100_000, 1)
     for temperature in (1.0, 0.5):
-        draws = _sample(logits, temperature, 1.0, greedy=False)
+        draws = sample_next(logits, temperature, 1.0, greedy=False)
         freq = torch.bincount(draws, minlength=5).double() / draws.numel()
         want = torch.softmax(logits[0] / temperature, -1).double()
         assert torch.allclose(freq, want, atol=0.005), (freq, want)
         assert freq[3] == 0  # probability 0: never drawn
     # top_p keeps the smallest prefix reaching the mass: here the top token alone (p = 0.64)
-    assert set(_sample(logits[:1000], 1.0, 0.5, greedy=False).tolist()) == {4}
-    assert set(_sample(logits[:1000], 1.0, 0.8, greedy=False).tolist()) == {4, 1}
+    assert set(sample_next(logits[:1000], 1.0, 0.5, greedy=False).tolist()) == {4}
+    assert set(sample_next(logits[:1000], 1.0, 0.8, greedy=False).tolist()) == {4, 1}
+    # ... and draws each nucleus token with its renormalised probability.
+    draws = sample_next(logits, 1.0, 0.8, greedy=False)
+    p = torch.softmax(logits[0], -1)
+    assert abs(float((draws == 1).double().mean()) - float(p[1] / (p[1] + p[4]))) < 0.005
+
+
+def test_sampling_logprobs_are_those_the_loss_passes_compute_at_the_same_temperature_and_top_p(
+        tmp_path):
+    """The ratio's old and new log-probs are of the distribution sampled from: the loss pass
+    at the run's temperature and top-p reproduces what generation recorded, with a model
+    loaded by from_pretrained."""
+    from learner.model import load_model
+
+    tok, model = h.tokenizer(), load_model(str(h.save_tiny(tmp_path / "tiny")))
+    prompts = [chat_prompt(tok, f"What is {i} + 4?") for i in range(3)]
+    for temperature, top_p in ((0.7, 1.0), (1.3, 0.8)):
+        torch.manual_seed(0)
+        roll = generate(model, tok, prompts, group_size=4, max_new_tokens=10,
+                        temperature=temperature, top_p=top_p)
+        groups = torch.arange(3).repeat_interleave(4)
+        with torch.no_grad():
+            logp, _ = completion_logprobs(model, roll.prompt_ids, roll.prompt_mask,
+                                          roll.completion_ids, roll.completion_mask, groups,
+                                          temperature=temperature, top_p=top_p)
+            plain, _ = completion_logprobs(model, roll.prompt_ids, roll.prompt_mask,
+                                           roll.completion_ids, roll.completion_mask, groups)
+        valid = roll.completion_mask.bool()
+        assert torch.allclose(logp[valid], roll.logprobs[valid], atol=2e-4), (temperature, top_p)
+        assert not torch.allclose(plain[valid], roll.logprobs[valid], atol=1e-2)
 
 
 def test_the_decoding_cache_matches_dynamic_cache_through_growth_repeats_and_drops():
@@ -113,7 +160,7 @@ def test_a_loaded_model_on_onednn_decodes_long_completions_as_transformers_does(
     """generate() with a from_pretrained model routed to oneDNN (packed weights, in-place
     cache) past the cache's first room gives transformers' own greedy completions."""
     from learner.model import load_model
-    from learner.onednn_linear import available, route_linears
+    from learner.sampling.kernels.onednn_linear import available, route_linears
 
     tok = h.tokenizer()
     model = load_model(str(h.save_tiny(tmp_path / "tiny")))

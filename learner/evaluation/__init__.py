@@ -1,4 +1,4 @@
-"""The evaluation half of the learner: held-out accuracy and pass@k (``heldout``), the gates
-report (``gates``: reward distributions, group variance, perturbed prompts through the env's
-hooks, flagged samples via ``flags``, the general check in ``general``) and its rendering
-(``report``)."""
+"""The evaluation stage: held-out accuracy and pass@k (``heldout``), the gates report of
+``learner.eval`` (``gates``: reward distributions, group variance, perturbed prompts through the
+env's hooks, flagged samples via ``flags``, the general check in ``general``), its rendering
+(``report``), and the policy of a training run's folder (``run_dir``)."""

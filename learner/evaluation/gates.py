@@ -22,7 +22,7 @@ from envs.base import TaskEnv
 from learner.evaluation.flags import flag_samples
 from learner.evaluation.general import general_check
 from learner.evaluation.heldout import pass_at_k, sample
-from learner.scoring import RemoteScorer
+from learner.sampling.scoring import RemoteScorer
 from tasks import Task
 
 HIST_BINS = 10
@@ -233,20 +233,10 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
     """Every report section for one policy; ``samples`` (all graded completions) rides along.
 
     ``log`` receives a line after each phase (generation on CPU takes minutes); ``scorer``
-    grades remotely (``learner.scoring.score_all``).
+    grades remotely (``learner.sampling.scoring.score_all``).
     """
     s = settings
-    timing: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timing[name] = round(now - clock, 3)
-        clock = now
-        if log:
-            log(f"  {name.removesuffix('_s')}: {timing[name]:.1f} s")
-
+    lap = _Laps(log)
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
     episodes = dict(max_episode_tokens=s.max_episode_tokens, tool_role=s.tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
@@ -278,7 +268,26 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
         perturbed = result.pop("samples")
         report["perturbations"] = result
         lap("perturbations_s")
-    min_reward = s.flag_min_reward if s.flag_min_reward is not None else max_reward(env) / 2
+    report["flagged"] = flagged_section(env, greedy, sampled, perturbed, s)
+    lap("flags_s")
+    if s.general_limit:
+        report["general"] = general_check(model, tokenizer, s.general_limit)
+        lap("general_s")
+    report["timing"] = lap.timing
+    report["samples"] = [_public({**x, "source": "sampled"}) for x in sampled] + \
+        [_public({**x, "source": "greedy"}) for x in greedy]
+    return report
+
+
+def flagged_section(env: TaskEnv, greedy: Sequence[dict[str, Any]],
+                    sampled: Sequence[dict[str, Any]],
+                    perturbed: dict[str, list[dict[str, Any]]],
+                    settings: GateSettings) -> dict[str, Any]:
+    """The high-reward samples of every pass that the env's ``flag`` hook flags, counted by
+    reason (the first ``max_flagged`` of them kept whole)."""
+    min_reward = settings.flag_min_reward
+    if min_reward is None:
+        min_reward = max_reward(env) / 2
     candidates = ([{**x, "source": "sampled"} for x in sampled]
                   + [{**x, "source": "greedy"} for x in greedy]
                   + [{**x, "source": f"perturbation:{name}"}
@@ -288,17 +297,22 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
     for f in flagged:
         for flag in f["flags"]:
             reasons[flag["reason"]] = reasons.get(flag["reason"], 0) + 1
-    report["flagged"] = {
-        "min_reward": min_reward, "n_checked": len(candidates),
-        "n_high_reward": sum(c["reward"] >= min_reward for c in candidates),
-        "n_flagged": len(flagged), "by_reason": reasons,
-        "samples": [_public(f) for f in flagged[:s.max_flagged]],
-    }
-    lap("flags_s")
-    if s.general_limit:
-        report["general"] = general_check(model, tokenizer, s.general_limit)
-        lap("general_s")
-    report["timing"] = timing
-    report["samples"] = [_public({**x, "source": "sampled"}) for x in sampled] + \
-        [_public({**x, "source": "greedy"}) for x in greedy]
-    return report
+    return {"min_reward": min_reward, "n_checked": len(candidates),
+            "n_high_reward": sum(c["reward"] >= min_reward for c in candidates),
+            "n_flagged": len(flagged), "by_reason": reasons,
+            "samples": [_public(f) for f in flagged[:settings.max_flagged]]}
+
+
+class _Laps:
+    """Seconds per phase of the report; ``log`` hears of each as it ends (generation on CPU
+    takes minutes)."""
+
+    def __init__(self, log: Callable[[str], None] | None):
+        self.log, self.timing, self._clock = log, {}, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timing[name] = round(now - self._clock, 3)
+        self._clock = now
+        if self.log:
+            self.log(f"  {name.removesuffix('_s')}: {self.timing[name]:.1f} s")

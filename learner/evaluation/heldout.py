@@ -15,10 +15,11 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
-from learner.episodes import ChatBridge, is_multi_turn, run_episodes
 from learner.model import chat_prompt
-from learner.rollout import generate
-from learner.scoring import RemoteScorer, score_all
+from learner.sampling.chat import ChatBridge
+from learner.sampling.episodes import is_multi_turn, run_episodes
+from learner.sampling.rollout import Rollout, generate
+from learner.sampling.scoring import RemoteScorer, Scores, score_all
 from tasks import Task
 
 
@@ -144,34 +145,33 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
                                temperature=temperature, top_p=top_p, workers=workers,
                                bridge=ChatBridge(tokenizer, tool_role))
             roll, scores = eps.rollout, eps.scores
-            for row, text in enumerate(roll.texts):
-                i, info = row // group_size, scores.infos[row]
-                out.append({
-                    "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
-                    "completion": text, "reward": scores.rewards[row],
-                    "rewards": scores.components[row], "passed": scores.passed[row],
-                    "truncated": bool(roll.truncated[row]),
-                    "infra_error": scores.infra_error[row],
-                    "transcript": roll.transcripts[row], "turns": info.get("turns"),
-                    "tool_calls": info.get("tool_calls"),
-                })
-            bar.update(len(chunk))
-            continue
-        bar.set_postfix_str("generating")
-        roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
-                        group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                        temperature=temperature, top_p=top_p)
-        repeated = [t for t in chunk for _ in range(group_size)]
-        bar.set_postfix_str("grading")
-        scores = score_all(env, repeated, roll.texts, workers, scorer)
+        else:
+            bar.set_postfix_str("generating")
+            roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
+                            group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
+                            temperature=temperature, top_p=top_p)
+            bar.set_postfix_str("grading")
+            scores = score_all(env, [t for t in chunk for _ in range(group_size)], roll.texts,
+                               workers, scorer)
+        out += _records(chunk, prompts, start, group_size, roll, scores)
         bar.update(len(chunk))
-        for row, text in enumerate(roll.texts):
-            i = row // group_size
-            out.append({
-                "task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
-                "completion": text, "reward": scores.rewards[row],
-                "rewards": scores.components[row], "passed": scores.passed[row],
-                "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row],
-            })
     bar.close()
+    return out
+
+
+def _records(chunk: list[Task], prompts: list[str], start: int, group_size: int,
+             roll: Rollout, scores: Scores) -> list[dict[str, Any]]:
+    """One dict per completion of ``chunk`` (tasks ``start`` on), as ``sample`` returns them."""
+    out = []
+    for row, text in enumerate(roll.texts):
+        i = row // group_size
+        record = {"task_id": chunk[i].id, "group": start + i, "prompt": prompts[i],
+                  "completion": text, "reward": scores.rewards[row],
+                  "rewards": scores.components[row], "passed": scores.passed[row],
+                  "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row]}
+        if roll.transcripts is not None:  # an episode: every turn, and what the env counted
+            info = scores.infos[row]
+            record.update(transcript=roll.transcripts[row], turns=info.get("turns"),
+                          tool_calls=info.get("tool_calls"))
+        out.append(record)
     return out

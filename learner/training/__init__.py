@@ -1,4 +1,5 @@
-"""The training half of the learner: the GRPO step loop (``trainer``) and what it is made of —
-the objective (``grpo``), batching (``batching``), processes (``distributed``, ``sharding``),
-the policy's forward pass (``forward``), the prompt stream (``data``), checkpoints, the run log
-(``metrics``) and the reward-hack monitor."""
+"""The training stage: ``GRPOTrainer`` (``trainer``) and what its step is made of — its samples
+(``collect``, ``samples``), the objective (``grpo``), the rows trained on (``batching``), the
+loss passes and optimizer steps (``update``, with the log-probs of ``forward``), the logged
+figures (``step_metrics``, ``run_log``), the reward-hack monitor, the prompt stream (``data``),
+processes (``distributed``, ``sharding``) and checkpoints."""

@@ -1,27 +1,26 @@
 """The rows a GRPO step trains on: the ``Batch`` the loss passes consume, and how a step's
-rollouts become one (rollouts merged, rows selected, normalisers counted).
+samples become one (loss masks, which rows to compute, the normalisers).
 
-The normalisers count every valid row of the step, flat groups included, as each loss type's
-paper defines it; only with ``beta == 0`` are zero-advantage rows left out of the computation
-(they add exactly nothing), while still counted.
+The normalisers count every row of the step that has a loss token, flat groups included, as
+each loss type's paper defines it; rows that add exactly nothing (see ``select_rows``) may be
+left out of the computation while still counted.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from learner.rollout import Rollout
+from learner.sampling.rollout import Rollout
 
 
 @dataclass
 class Batch:
     """The rows a step computes (rows of a group are contiguous), and the size of the batch the
     loss is normalised over: ``n_sequences`` / ``n_tokens`` count every row of the step, also
-    the zero-advantage rows that need no computing (``beta == 0``)."""
+    the zero-advantage rows that need no computing."""
 
     prompt_ids: Tensor
     prompt_mask: Tensor
@@ -41,9 +40,12 @@ class Batch:
         return int(self.prompt_mask.sum() + self.completion_mask.sum())
 
     def split(self, n: int) -> list[Batch]:
-        size = math.ceil(len(self) / n)
-        return [Batch(*(t[i:i + size] for t in self._tensors()), self.n_sequences, self.n_tokens)
-                for i in range(0, len(self), size)]
+        """Exactly ``min(n, len(self))`` micro-batches, of sizes that differ by at most one
+        (processes must run the same number: each pass ends in collectives)."""
+        n = min(n, len(self))
+        bounds = [i * len(self) // n for i in range(n + 1)]
+        return [Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens)
+                for a, b in zip(bounds, bounds[1:], strict=False)]
 
     def to(self, device: torch.device) -> Batch:
         return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens)
@@ -53,63 +55,38 @@ class Batch:
                 self.loss_mask, self.advantages, self.groups)
 
 
-def pad_cat(tensors: list[Tensor], value: int, left: bool) -> Tensor:
-    width = max(t.shape[1] for t in tensors)
-    padded = []
-    for t in tensors:
-        pad = t.new_full((t.shape[0], width - t.shape[1]), value)
-        padded.append(torch.cat([pad, t] if left else [t, pad], dim=1))
-    return torch.cat(padded)
-
-
-def merge_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
-    if len(rollouts) == 1:
-        return rollouts[0]
-    return Rollout(
-        prompt_ids=pad_cat([r.prompt_ids for r in rollouts], pad_id, left=True),
-        prompt_mask=pad_cat([r.prompt_mask for r in rollouts], 0, left=True),
-        completion_ids=pad_cat([r.completion_ids for r in rollouts], pad_id, left=False),
-        completion_mask=pad_cat([r.completion_mask for r in rollouts], 0, left=False),
-        truncated=torch.cat([r.truncated for r in rollouts]),
-        texts=[t for r in rollouts for t in r.texts],
-        generated_tokens=sum(r.generated_tokens for r in rollouts),
-        action_mask=None if any(r.action_mask is None for r in rollouts)
-        else pad_cat([r.action_mask for r in rollouts], 0, left=False),
-        transcripts=None if any(r.transcripts is None for r in rollouts)
-        else [t for r in rollouts for t in r.transcripts],
-    )
-
-
 @dataclass
 class Selection:
-    """Which rows of a step to compute (``keep``), their loss mask, and the normalisers."""
+    """A step's rows, by what they need: ``loss_rows`` have a loss token (their KL counts when
+    beta > 0), ``learning_rows`` are those with a non-zero advantage too."""
 
-    keep: Tensor  # (B,) bool
     loss_mask: Tensor  # (B, T) for every row of the rollout
+    loss_rows: Tensor  # (B,) bool
+    learning_rows: Tensor  # (B,) bool
     n_sequences: float
     n_tokens: float
 
 
-def select_rows(roll: Rollout, in_step: Tensor, advantages: Tensor, *, beta: float,
+def select_rows(roll: Rollout, in_step: Tensor, advantages: Tensor, *,
                 mask_truncated: bool) -> Selection:
-    """``in_step``: the valid rows of the groups this step trains on; the loss mask is the
-    rollout's ``action_mask`` where it has one (multi-turn). Rows with no loss token
-    (all masked) are never computed; with ``beta == 0`` neither are zero-advantage rows."""
+    """``in_step``: the graded rows of the groups this step trains on; the loss mask is the
+    rollout's ``action_mask`` where it has one (multi-turn)."""
     # Multi-turn rows attend to the observations but train only on the policy's own tokens.
     own = roll.completion_mask if roll.action_mask is None else roll.action_mask
     loss_mask = own * in_step.long().unsqueeze(-1)
     if mask_truncated:
         loss_mask = loss_mask * (~roll.truncated).long().unsqueeze(-1)
-    has_tokens = loss_mask.sum(-1) > 0
-    keep = has_tokens & (advantages != 0) if beta == 0 else has_tokens
-    return Selection(keep, loss_mask, float(has_tokens.sum()), float(loss_mask.sum()))
+    loss_rows = loss_mask.sum(-1) > 0
+    return Selection(loss_mask, loss_rows, loss_rows & (advantages != 0),
+                     float(loss_rows.sum()), float(loss_mask.sum()))
 
 
-def gather_rows(roll: Rollout, selection: Selection, advantages: Tensor, groups: Tensor, *,
-                placeholder: bool = False) -> Batch:
-    """The kept rows as a ``Batch``; ``placeholder``: rows that carry no loss (a process with
-    nothing to train still joins the others' gradient all-reduce)."""
-    idx = selection.keep.nonzero().squeeze(-1)
+def gather_rows(roll: Rollout, selection: Selection, keep: Tensor, advantages: Tensor,
+                groups: Tensor) -> Batch:
+    """The ``keep`` rows as a ``Batch``. A process with none still joins the others' gradient
+    all-reduce, with its first row carrying no loss."""
+    placeholder = not bool(keep.any())
+    idx = torch.zeros(1, dtype=torch.long) if placeholder else keep.nonzero().squeeze(-1)
     loss_mask = selection.loss_mask[idx]
     if placeholder:
         loss_mask = torch.zeros_like(loss_mask)

@@ -45,12 +45,14 @@ def completion_logprobs(
     groups: Tensor | None = None,
     *,
     temperature: float = 1.0,
+    top_p: float = 1.0,
     share_prompts: bool = True,
     entropy: bool = False,
     bucket_overhead: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """(B, T) log-probs of ``completion_ids`` (0 where ``completion_mask`` is 0) and, with
-    ``entropy``, the sampling distribution's entropy at the same positions (detached).
+    """(B, T) log-probs of ``completion_ids`` (0 where ``completion_mask`` is 0) under the
+    sampling distribution (``temperature``, ``top_p``: ``grpo.sampling_logits``) and, with
+    ``entropy``, that distribution's entropy at the same positions (detached).
 
     ``prompt_ids`` are left-padded, ``completion_ids`` right-padded (``completion_mask`` is the
     attention mask: contiguous 1s from the first token); rows with equal ``groups`` have the
@@ -78,10 +80,10 @@ def completion_logprobs(
             valid = mask[:, cols].bool()
             # A pass cut to its rows' length is often all valid: then no copy is needed.
             picked = logits.flatten(0, 1) if bool(valid.all()) else logits[valid]
-            logps.append(token_logprobs(picked, ids[:, cols][valid], temperature))
+            logps.append(token_logprobs(picked, ids[:, cols][valid], temperature, top_p))
             if entropy:
                 with torch.no_grad():
-                    ents.append(token_entropy(picked, temperature))
+                    ents.append(token_entropy(picked, temperature, top_p))
             index.append(cells[:, cols][valid])
             del logits, picked
     flat = torch.cat(index) if index else torch.zeros(0, dtype=torch.long, device=device)

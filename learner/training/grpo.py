@@ -1,8 +1,13 @@
 """The GRPO math as pure tensor functions (Shao et al. 2024, "DeepSeekMath", section 4.1).
 
-Shapes: ``B`` sequences (completions), ``T`` completion tokens. Every function is stateless so
-it can be checked by hand; the trainer only wires them together.
+Shapes: ``B`` sequences (completions), ``T`` completion tokens, ``V`` the vocabulary. Every
+function is stateless so it can be checked by hand; the trainer only wires them together.
 
+- Sampling distribution: logits divided by the temperature, then cut to the top-p nucleus
+  (Holtzman et al. 2020) and renormalised. The sampler draws from it and the loss scores under
+  it, so the ratio's old and new log-probs are of the distribution actually sampled from.
+- Rewards: DAPO's soft overlong punishment (Yu et al. 2025, eq. 13) adds a length penalty that
+  falls linearly from 0 to -1 over the last ``L_cache`` tokens before ``L_max``.
 - Advantages (outcome supervision): ``A_i = (r_i - mean(r_group)) / (std(r_group) + eps)``,
   the same value for every token of completion ``i``.
 - Surrogate: ``min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)`` with
@@ -13,13 +18,15 @@ it can be checked by hand; the trainer only wires them together.
   ``pi_ref / pi_theta - log(pi_ref / pi_theta) - 1`` (DeepSeekMath eq. 4), weighted by ``beta``.
 - Aggregation over the whole batch, groups with zero reward spread included (their KL term
   counts when ``beta > 0``): ``grpo`` averages tokens within each sequence, then over the
-  batch's sequences (the paper); ``dr_grpo`` divides the token sum by the constant
-  ``P * G * T_max`` (Liu et al. 2025); ``dapo`` averages over all tokens of the batch (Yu et al.
-  2025). With ``beta == 0`` a zero-advantage row adds exactly nothing to the loss or gradient,
-  so the trainer may skip computing it while the normalisers still count it.
+  batch's sequences (the paper); ``dr_grpo`` divides the token sum by the constant ``P * G * L``
+  (Liu et al. 2025; ``L`` from ``dr_grpo_max_tokens``); ``dapo`` averages over all tokens of the
+  batch (Yu et al. 2025). With ``beta == 0`` a zero-advantage row adds exactly nothing to the
+  loss or gradient, so the trainer may skip computing it while the normalisers still count it.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -28,70 +35,113 @@ from learner.choices import IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
 
 __all__ = ["IMPORTANCE_LEVELS", "LOSS_TYPES", "SCALE_REWARDS"]  # re-exported with the math
 
+# Rows of logits sorted at a time to find their nucleus: bounds the sort's extra memory.
+_NUCLEUS_CHUNK = 256
 
-def group_advantages(
-    rewards: Tensor, groups: Tensor, scale: str = "group", eps: float = 1e-4,
-    batch_std: float | None = None,
-) -> Tensor:
-    """Group-relative advantages for ``rewards`` (B,), where ``groups`` (B,) gives each sample's group.
+
+# -- the sampling distribution ----------------------------------------------------------------
+def sampling_logits(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
+                    keep: Tensor | None = None) -> Tensor:
+    """Logits (..., V) of the distribution tokens are sampled from: divided by ``temperature``,
+    and -inf outside the top-p nucleus (the fewest most likely tokens whose mass reaches
+    ``top_p``; always at least the top one). ``keep`` (...,) names a token per row kept in
+    the support whatever its rank: the sampled one, which a later pass scores even if float
+    noise or an update moved it out of the nucleus."""
+    logits = logits.float()
+    # Dividing by 1 would copy the (positions, vocabulary) logits for nothing.
+    scaled = logits if temperature == 1.0 else logits / temperature
+    if top_p >= 1.0:
+        return scaled
+    drop = scaled < nucleus_floor(scaled.detach(), top_p)
+    if keep is not None:
+        drop = drop.scatter(-1, keep.unsqueeze(-1), False)
+    return scaled.masked_fill(drop, float("-inf"))
+
+
+@torch.no_grad()
+def nucleus_floor(scaled: Tensor, top_p: float) -> Tensor:
+    """(..., 1) the smallest logit inside each row's top-p nucleus: a token is in the nucleus
+    when the mass of the tokens ranked above it is at most ``top_p``."""
+    flat = scaled.reshape(-1, scaled.shape[-1])
+    floors = []
+    for rows in flat.split(_NUCLEUS_CHUNK):
+        ranked = rows.sort(dim=-1, descending=True).values
+        probs = torch.softmax(ranked, dim=-1)
+        inside = (probs.cumsum(-1) - probs <= top_p).sum(-1, keepdim=True).clamp(min=1)
+        floors.append(ranked.gather(-1, inside - 1))
+    return torch.cat(floors).reshape(*scaled.shape[:-1], 1)
+
+
+def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0,
+                   top_p: float = 1.0) -> Tensor:
+    """log pi(token) under the sampling distribution for (..., V) logits and (...) tokens,
+    without materialising a log-softmax."""
+    scaled = sampling_logits(logits, temperature, top_p, keep=tokens)
+    picked = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(scaled, dim=-1)
+
+
+def token_entropy(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
+    """Entropy of the sampling distribution per position, (...)."""
+    probs = torch.softmax(sampling_logits(logits, temperature, top_p), dim=-1)
+    return -torch.special.xlogy(probs, probs).sum(-1)  # 0 log 0 = 0 outside the nucleus
+
+
+# -- rewards and advantages --------------------------------------------------------------------
+def overlong_penalty(lengths: Tensor, max_tokens: int, cache: int) -> Tensor:
+    """DAPO's soft overlong punishment of completions of ``lengths`` tokens (added to their
+    reward): 0 up to ``max_tokens - cache``, then ``((max_tokens - cache) - length) / cache``,
+    falling to -1 at ``max_tokens`` and staying there beyond it."""
+    if cache <= 0:
+        return torch.zeros(lengths.shape, dtype=torch.float32)
+    free = max_tokens - cache
+    return ((free - lengths.double()) / cache).clamp(min=-1.0, max=0.0).float()
+
+
+class GroupMoments(NamedTuple):
+    """Per group: how many samples, their mean reward and its unbiased std (0 below two)."""
+
+    count: Tensor
+    mean: Tensor
+    std: Tensor
+
+
+def group_moments(rewards: Tensor, groups: Tensor, n_groups: int) -> GroupMoments:
+    """The moments of groups ``0 .. n_groups-1``, where ``groups`` (B,) gives each sample's
+    group; a group with no sample has count 0. Stds are unbiased, as TRL computes them."""
+    rewards = rewards.double()
+    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups,
+                                                                   torch.ones_like(rewards))
+    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups, rewards)
+    mean = total / count.clamp(min=1)
+    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups,
+                                                                (rewards - mean[groups]) ** 2)
+    std = torch.where(count > 1, (sq / (count - 1).clamp(min=1)).sqrt(), 0.0)
+    return GroupMoments(count, mean, std)
+
+
+def group_advantages(rewards: Tensor, groups: Tensor, moments: GroupMoments,
+                     scale: str = "group", eps: float = 1e-4,
+                     batch_std: float | None = None) -> Tensor:
+    """Group-relative advantages of ``rewards`` (B,) given their groups' ``moments``.
 
     ``scale``: ``group`` divides by the group's std (GRPO), ``batch`` by the std of the whole
-    batch (``batch_std`` when the batch spans processes), ``none`` not at all (Dr. GRPO). Stds
-    are unbiased (as TRL computes them); a group with fewer than two samples has no baseline and
-    gets advantage 0.
+    batch (``batch_std`` when the batch spans processes), ``none`` not at all (Dr. GRPO). A
+    group with fewer than two samples has no baseline and gets advantage 0.
     """
     if scale not in SCALE_REWARDS:
         raise ValueError(f"scale must be one of {SCALE_REWARDS}, got {scale!r}")
-    rewards = rewards.double()
-    _, index = torch.unique(groups, return_inverse=True)
-    n_groups = int(index.max()) + 1 if index.numel() else 0
-    count = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, index, torch.ones_like(rewards))
-    total = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, index, rewards)
-    mean = total / count
-    centred = rewards - mean[index]
-    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, index, centred**2)
-    std = (sq / (count - 1).clamp(min=1)).sqrt()
+    centred = rewards.double() - moments.mean[groups]
     if scale == "group":
-        centred = centred / (std[index] + eps)
+        centred = centred / (moments.std[groups] + eps)
     elif scale == "batch":
-        if batch_std is None:
-            batch_std = float(rewards.std()) if rewards.numel() > 1 else None
+        if batch_std is None and rewards.numel() > 1:
+            batch_std = float(rewards.double().std())
         centred = centred / (batch_std + eps if batch_std is not None else 1.0)
-    centred = torch.where(count[index] > 1, centred, torch.zeros_like(centred))
-    return centred.float()
+    return torch.where(moments.count[groups] > 1, centred, 0.0).float()
 
 
-def group_std(rewards: Tensor, groups: Tensor, n_groups: int) -> Tensor:
-    """Unbiased reward std of each group ``0 .. n_groups-1`` (0 with fewer than two samples).
-
-    A group with std 0 has all-zero advantages: it carries no policy-gradient signal.
-    """
-    out = torch.zeros(n_groups)
-    for g in range(n_groups):
-        r = rewards[groups == g].double()
-        out[g] = r.std() if r.numel() > 1 else 0.0
-    return out
-
-
-def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
-    """log pi(token) for (B, T, V) logits and (B, T) tokens, without materialising log_softmax."""
-    logits = _scaled(logits, temperature)
-    picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
-
-
-def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """Entropy of the sampling distribution per position, (B, T)."""
-    logp = torch.log_softmax(_scaled(logits, temperature), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
-def _scaled(logits: Tensor, temperature: float) -> Tensor:
-    # Dividing by 1 would copy the (positions, vocabulary) logits for nothing.
-    logits = logits.float()
-    return logits if temperature == 1.0 else logits / temperature
-
-
+# -- the surrogate, the KL and the loss --------------------------------------------------------
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """Per-token k3 estimate of KL(pi_theta || pi_ref): exp(d) - d - 1 with d = ref - logp."""
     d = ref_logp - logp
@@ -127,6 +177,14 @@ def clipped_surrogate(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
     return torch.minimum(unclipped, clipped), (clipped < unclipped)
+
+
+def dr_grpo_max_tokens(max_new_tokens: int, max_turns: int = 1, max_episode_tokens: int = 0) -> int:
+    """Dr. GRPO's ``L``, the most policy tokens one completion can hold: ``max_new_tokens``
+    per turn over ``max_turns`` turns, or ``max_episode_tokens`` when that is set and smaller
+    (it bounds the whole completion, tool outputs included)."""
+    most = max_new_tokens * max(max_turns, 1)
+    return min(most, max_episode_tokens) if max_episode_tokens else most
 
 
 def aggregate(

@@ -43,6 +43,12 @@ class StepFlags:
     flagged: int
     reasons: Counter[str]
 
+    @staticmethod
+    def merge(parts: Sequence[StepFlags]) -> StepFlags:
+        """The counts of several processes (or steps) together."""
+        return StepFlags(sum(p.credited for p in parts), sum(p.flagged for p in parts),
+                         sum((p.reasons for p in parts), Counter()))
+
 
 def flag_credited(env: TaskEnv, tasks: Sequence[Any], completions: Sequence[str],
                   infos: Sequence[dict[str, Any]], truncated: Sequence[bool]) -> StepFlags:
@@ -66,6 +72,13 @@ class StepShaping:
     passed: int
     shaping_only: int  # paid by a shaping term and by nothing else, and not passed
     terms: Counter[str]  # the shaping terms that paid them
+
+    @staticmethod
+    def merge(parts: Sequence[StepShaping]) -> StepShaping:
+        """The counts of several processes together."""
+        return StepShaping(sum(p.graded for p in parts), sum(p.passed for p in parts),
+                           sum(p.shaping_only for p in parts),
+                           sum((p.terms for p in parts), Counter()))
 
 
 def shaping_only(env: TaskEnv, components: Sequence[Mapping[str, float]],
@@ -134,8 +147,7 @@ class HackMonitor:
     def observe(self, step: int, flags: StepFlags) -> str | None:
         """Record one step's flags; returns a warning when the flagged share has climbed."""
         self._steps.append((step, flags))
-        self.total = StepFlags(self.total.credited + flags.credited,
-                               self.total.flagged + flags.flagged, self.total.reasons + flags.reasons)
+        self.total = StepFlags.merge([self.total, flags])
         steps = list(self._steps)
         recent, before = steps[-self.window:], steps[:-self.window][-self.window:]
         share, credited, reasons = _pool(recent)

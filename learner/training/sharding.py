@@ -50,14 +50,16 @@ def configure_deepspeed(accelerator: Accelerator, max_grad_norm: float) -> None:
     """Fill the config values DeepSpeed needs before ``prepare`` (no dataloader tells it here).
 
     The trainer feeds micro-batches of varying size and marks accumulation boundaries itself, so
-    DeepSpeed's own accumulation stays at 1 and its micro-batch size is nominal.
+    DeepSpeed's own accumulation is 1 whatever the config or ``ACCELERATE_GRADIENT_ACCUMULATION_
+    STEPS`` say (the engine would divide every loss by it once more), and its micro-batch size
+    is nominal.
     """
     if not uses_deepspeed(accelerator):
         return
     plugin = accelerator.state.deepspeed_plugin
     ds = plugin.deepspeed_config
-    for key, value in (("train_micro_batch_size_per_gpu", 1), ("gradient_accumulation_steps", 1),
-                       ("gradient_clipping", max_grad_norm)):
+    ds["gradient_accumulation_steps"] = plugin.gradient_accumulation_steps = 1
+    for key, value in (("train_micro_batch_size_per_gpu", 1), ("gradient_clipping", max_grad_norm)):
         if ds.get(key, "auto") == "auto":
             ds[key] = value
     ds["train_batch_size"] = ds["train_micro_batch_size_per_gpu"] * accelerator.num_processes * \

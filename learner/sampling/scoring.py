@@ -29,6 +29,23 @@ class Scores:
     infra_error: list[bool]  # a sandbox failure: the sample says nothing about the policy
     infos: list[dict[str, Any]] = field(repr=False, default_factory=list)
 
+    @classmethod
+    def from_results(cls, rewards: Sequence[float], infos: Sequence[dict[str, Any]]) -> Scores:
+        """Scores from each completion's reward and the env's info dict (``env.score``'s, or
+        an episode's last step's)."""
+        return cls(
+            rewards=[float(r) for r in rewards],
+            components=[dict(info.get("rewards", {})) for info in infos],
+            passed=[bool(info.get("passed")) for info in infos],
+            infra_error=[is_infra_error(info) for info in infos],
+            infos=list(infos),
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[Scores]) -> Scores:
+        return cls.from_results([r for s in parts for r in s.rewards],
+                                [i for s in parts for i in s.infos])
+
 
 def score_all(
     env: TaskEnv, tasks: list[Task], completions: list[str], workers: int = 16,
@@ -43,14 +60,7 @@ def score_all(
     else:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
             results = list(pool.map(env.score, tasks, completions))
-    infos = [info for _, info in results]
-    return Scores(
-        rewards=[float(r) for r, _ in results],
-        components=[dict(info.get("rewards", {})) for info in infos],
-        passed=[bool(info.get("passed")) for info in infos],
-        infra_error=[is_infra_error(info) for info in infos],
-        infos=infos,
-    )
+    return Scores.from_results([r for r, _ in results], [info for _, info in results])
 
 
 def infra_reason(scores: Scores) -> str | None:

@@ -1,0 +1,166 @@
+"""The decoding loop shared by single-turn rollouts and the turns of multi-turn episodes.
+
+One call decodes a batch of contexts together, written for small models on CPU as much as GPUs:
+
+- a prompt shared by ``repeat`` rows (a group) is prefilled once and its KV cache repeated;
+- finished rows leave the batch (their cache rows are dropped) once enough have finished, so
+  late decoding steps pay only for the rows still running;
+- the cache is written in place (``kernels.kv_cache``); the caller packs the weights for oneDNN
+  once around all its calls (``kernels.onednn_linear.packed_weights``).
+
+Every sampled token's log-prob under the distribution it was drawn from (temperature, top-p:
+``grpo.sampling_logits``) is recorded, for the same tokens the loss passes score later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from learner.model import cache_kwarg
+from learner.sampling.kernels.kv_cache import decode_cache
+from learner.training.grpo import sampling_logits, token_logprobs
+
+#: Why a row stopped: its EOS, the caller's stop rule (a complete tool call), its budget.
+EOS, STOP, LENGTH = "eos", "stop", "length"
+
+
+@dataclass
+class Decoded:
+    """What ``decode`` sampled, one row per context (after ``repeat``)."""
+
+    tokens: Tensor  # (n, W) sampled tokens, padding after each row's end
+    logprobs: Tensor  # (n, W) their log-probs at sampling time, 0 after each row's end
+    lengths: Tensor  # (n,) tokens kept per row
+    stops: list[str]  # per row: EOS, STOP or LENGTH
+    decoded: int  # positions decoded in all (finished rows still in the batch included)
+
+
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]
+                   ) -> tuple[Tensor, Tensor]:
+    """Tokenise already-templated prompts, left-padded."""
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return enc["input_ids"], enc["attention_mask"]
+
+
+def left_pad(contexts: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    """Token lists as left-padded ids and attention mask."""
+    width = max(len(c) for c in contexts)
+    ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(contexts), width), dtype=torch.long)
+    for i, ctx in enumerate(contexts):
+        ids[i, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
+        mask[i, width - len(ctx):] = 1
+    return ids, mask
+
+
+def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Tensor:
+    """Every token id that ends a turn: the tokenizer's EOS and the model's configured ones."""
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    ids.discard(None)
+    return torch.tensor(sorted(ids), device=next(model.parameters()).device)
+
+
+def sample_next(logits: Tensor, temperature: float, top_p: float, greedy: bool) -> Tensor:
+    """One token per row from the sampling distribution (``grpo.sampling_logits``)."""
+    if greedy:
+        return logits.argmax(-1)
+    probs = torch.softmax(sampling_logits(logits, temperature, top_p), dim=-1)
+    # Inverse-CDF sampling: one uniform draw per row. Drawing one exponential per vocabulary
+    # entry (argmax(p / E)) cost ~10x more, about a third of a decoding step on CPU, and
+    # multinomial is slower still. The CDF is summed in float64 so that rounding moves no
+    # measurable mass between tokens; a token of probability 0 has an empty interval.
+    cdf = probs.double().cumsum_(-1)
+    u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+
+
+@torch.no_grad()
+def decode(model: PreTrainedModel, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor,
+           pad_id: int, repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
+           greedy: bool = False, stop: Callable[[int, list[int]], int | None] | None = None,
+           compact_fraction: float = 0.25) -> Decoded:
+    """Sample a continuation of each left-padded context (``repeat`` rows per context).
+
+    A row ends at an ``eos`` token (kept), at its budget (``budgets`` (n,), after ``repeat``),
+    or where ``stop(row, tokens so far)`` returns how many of its tokens to keep.
+    """
+    was_training = model.training
+    model.eval()  # also lets the KV cache work with gradient checkpointing enabled
+    try:
+        return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
+                       temperature, top_p, greedy, stop, compact_fraction)
+    finally:
+        model.train(was_training)
+
+
+def _decode(model, ids, mask, budgets, eos, pad_id, repeat, temperature, top_p, greedy, stop,
+            compact_fraction) -> Decoded:
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache, arg = decode_cache(), cache_kwarg(model)  # the cache is filled in place
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                logits_to_keep=1, **{arg: cache})
+    logits = out.logits[:, -1]
+    if repeat > 1:
+        cache.batch_repeat_interleave(repeat)
+        logits = logits.repeat_interleave(repeat, 0)
+    mask = mask.repeat_interleave(repeat, 0)
+    next_pos = positions[:, -1].repeat_interleave(repeat, 0) + 1
+    n, width = mask.shape[0], int(budgets.max())
+    tokens = torch.full((n, width), pad_id, dtype=torch.long, device=ids.device)
+    logprobs = torch.zeros((n, width), device=ids.device)
+    lengths, stops = budgets.clone(), [LENGTH] * n
+    done = torch.zeros(n, dtype=torch.bool, device=ids.device)
+    rows = torch.arange(n, device=ids.device)  # which output row each cache row feeds
+    decoded = 0
+    for t in range(width):
+        nxt = sample_next(logits, temperature, top_p, greedy)
+        tokens[rows, t] = nxt
+        logprobs[rows, t] = token_logprobs(logits, nxt, temperature, top_p)
+        decoded += rows.numel()
+        live = rows[~done[rows]]
+        for r in live[torch.isin(tokens[live, t], eos)].tolist():
+            lengths[r], stops[r] = t + 1, EOS
+            done[r] = True
+        if stop is not None:
+            for r in rows[~done[rows]].tolist():
+                keep = stop(r, tokens[r, :t + 1].tolist())
+                if keep is not None:
+                    lengths[r], stops[r] = keep, STOP
+                    done[r] = True
+        done[rows[t + 1 >= budgets[rows]]] = True
+        if t == width - 1 or bool(done.all()):
+            break
+        logits, rows, mask, next_pos = _feed(model, cache, arg, nxt, ~done[rows], rows, mask,
+                                             next_pos, pad_id, compact_fraction)
+    kept = torch.arange(width, device=ids.device) < lengths.unsqueeze(-1)
+    return Decoded(tokens.masked_fill(~kept, pad_id), logprobs.masked_fill(~kept, 0.0),
+                   lengths, stops, decoded)
+
+
+def _feed(model: PreTrainedModel, cache: DynamicCache, cache_arg: str, nxt: Tensor,
+          active: Tensor, rows: Tensor, mask: Tensor, next_pos: Tensor, pad_id: int,
+          compact_fraction: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Feed the sampled tokens ``nxt`` of the cache's rows (``active``: still decoding) and
+    return the next logits with the surviving ``rows``, ``mask`` and ``next_pos``."""
+    if (~active).sum() >= max(1.0, compact_fraction * rows.numel()):
+        # Dropping finished rows copies the cache once but shrinks every later step.
+        idx = active.nonzero().squeeze(-1)
+        cache.batch_select_indices(idx)
+        rows, nxt, mask, next_pos = rows[idx], nxt[idx], mask[idx], next_pos[idx]
+    else:
+        # Finished rows that stay in the batch keep decoding; their tokens are dropped later.
+        nxt = torch.where(active, nxt, torch.full_like(nxt, pad_id))
+    mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)
+    out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask,
+                position_ids=next_pos.unsqueeze(-1), use_cache=True, **{cache_arg: cache})
+    return out.logits[:, -1], rows, mask, next_pos + 1

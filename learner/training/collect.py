@@ -1,0 +1,86 @@
+"""A step's samples: generation rounds on this process's share of the prompts (completions, or
+whole episodes on a multi-turn env), graded by the env, until the step has its P groups.
+
+With ``--dynamic-sampling`` (DAPO) a step draws more rounds until P groups over all processes
+have a reward spread, at most ``--max-sampling-tries``; otherwise it is one round.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from accelerate import Accelerator
+from transformers import PreTrainedTokenizerBase
+
+from envs.base import TaskEnv
+from learner.config import Config
+from learner.model import chat_prompt
+from learner.sampling.chat import ChatBridge
+from learner.sampling.episodes import run_episodes
+from learner.sampling.rollout import generate
+from learner.sampling.scoring import RemoteScorer, score_all
+from learner.training import grpo, sharding
+from learner.training.data import PromptStream
+from learner.training.distributed import Processes
+from learner.training.samples import StepSamples
+
+
+class Collector:
+    """Samples for the trainer's steps; ``bridge`` is set on a multi-turn env, and
+    ``max_tokens`` is the completion budget L (DAPO's default L_max)."""
+
+    def __init__(self, config: Config, env: TaskEnv, tokenizer: PreTrainedTokenizerBase,
+                 stream: PromptStream, procs: Processes, accelerator: Accelerator, *,
+                 scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int):
+        self.config, self.env, self.tokenizer, self.stream = config, env, tokenizer, stream
+        self.procs, self.accelerator, self.scorer = procs, accelerator, scorer
+        self.bridge, self.max_tokens = bridge, max_tokens
+
+    def collect(self, model: Any) -> StepSamples:
+        """The step's samples: every round's, together."""
+        c = self.config
+        rounds: list[StepSamples] = []
+        informative = 0
+        while True:
+            want = c.prompts_per_step - informative if rounds else c.prompts_per_step
+            rounds.append(self.round(model, max(want, self.procs.world)))  # a prompt a process
+            samples = StepSamples.concat(rounds, self.tokenizer.pad_token_id)
+            informative = sum(self.procs.gather_ints(int(samples.informative.sum())))
+            if not c.dynamic_sampling or informative >= c.prompts_per_step \
+                    or len(rounds) >= c.max_sampling_tries:
+                return samples
+
+    def round(self, model: Any, n_prompts: int) -> StepSamples:
+        """This process's share of ``n_prompts`` prompts, G completions each, sampled, then
+        graded (an episode is graded by the env as it ends)."""
+        c = self.config
+        tasks = self.procs.local(self.stream.take(n_prompts))
+        prompts = [self.env.prompt(t) for t in tasks]
+        t0 = time.perf_counter()
+        # bf16 autocast on CUDA (a no-op on CPU); full weights even under ZeRO-3.
+        with self.accelerator.autocast(), \
+                sharding.full_weights(self.accelerator, model) as policy:
+            if self.bridge is not None:
+                eps = run_episodes(policy, self.tokenizer, self.env, tasks, prompts,
+                                   group_size=c.group_size, max_new_tokens=c.max_new_tokens,
+                                   max_episode_tokens=c.max_episode_tokens,
+                                   temperature=c.temperature, top_p=c.top_p,
+                                   workers=c.score_workers, bridge=self.bridge)
+                roll, scores, gen_s, score_s = eps.rollout, eps.scores, eps.generate_s, eps.step_s
+            else:
+                roll = generate(policy, self.tokenizer,
+                                [chat_prompt(self.tokenizer, p) for p in prompts],
+                                group_size=c.group_size, max_new_tokens=c.max_new_tokens,
+                                temperature=c.temperature, top_p=c.top_p)
+        if self.bridge is None:
+            gen_s, t1 = time.perf_counter() - t0, time.perf_counter()
+            scores = score_all(self.env, [t for t in tasks for _ in range(c.group_size)],
+                               roll.texts, c.score_workers, self.scorer)
+            score_s = time.perf_counter() - t1
+        shaping = None
+        if c.overlong_cache:  # DAPO's soft overlong punishment joins the reward
+            shaping = grpo.overlong_penalty(roll.policy_lengths, c.overlong_max or self.max_tokens,
+                                            c.overlong_cache)
+        return StepSamples(tasks, prompts, roll, scores, c.group_size, shaping,
+                           generate_s=gen_s, score_s=score_s)

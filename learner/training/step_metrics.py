@@ -1,0 +1,79 @@
+"""The line a step logs to ``metrics.jsonl``: its samples' rewards and lengths, its groups, the
+update's figures, the reward-hack monitor's counts and its timings, global over processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from learner.sampling.episodes import episode_metrics
+from learner.training import hack_monitor
+from learner.training.batching import Batch
+from learner.training.distributed import Processes
+from learner.training.hack_monitor import StepFlags, StepShaping
+from learner.training.samples import StepSamples
+from learner.training.update import UpdateStats
+
+
+@dataclass
+class StepTimes:
+    step_s: float
+    train_s: float
+
+
+def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
+                 flags: StepFlags, shaping: StepShaping, times: StepTimes, *, lr: float,
+                 procs: Processes) -> dict[str, Any]:
+    """Every figure of the step; per-process numbers are averaged over processes (flags and
+    shaping counts are already global)."""
+    out = {**sample_metrics(samples), **update.metrics(),
+           "group/trained": 0 if batch is None else int(batch.groups.unique().numel())}
+    out = {k: procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
+           for k, v in out.items()}
+    out.update(hack_monitor.step_metrics(flags))
+    if shaping.graded:
+        out["samples/shaping_only_frac"] = shaping.shaping_only / shaping.graded
+    roll = samples.rollout
+    generated = roll.generated_tokens * procs.world
+    out.update({
+        "lr": lr,
+        "time/step_s": times.step_s,
+        "time/generate_s": samples.generate_s,
+        "time/score_s": samples.score_s,
+        "time/train_s": times.train_s,
+        "tokens_per_s": procs.mean(generated / times.step_s),
+        "tokens_per_s/generate": procs.mean(generated / max(samples.generate_s, 1e-9)),
+        "tokens_per_s/train": procs.mean(update.trained_tokens * procs.world
+                                         / max(times.train_s, 1e-9)),
+    })
+    return out
+
+
+def sample_metrics(samples: StepSamples) -> dict[str, Any]:
+    """This process's rewards, accuracy, groups and lengths (sandbox failures left out)."""
+    graded, scores, roll = samples.graded, samples.scores, samples.rollout
+    rewards = torch.tensor(scores.rewards, dtype=torch.float64)[graded]  # the env's reward
+    n = max(int(graded.sum()), 1)
+    out: dict[str, Any] = {
+        "reward/mean": float(rewards.mean()) if rewards.numel() else float("nan"),
+        "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+    }
+    for name in sorted({k for comp in scores.components for k in comp}):
+        out[f"reward/{name}"] = sum(comp.get(name, 0.0) for comp, ok in
+                                    zip(scores.components, graded.tolist(), strict=True) if ok) / n
+    if samples.shaping is not None:  # the same keys on every process: they are averaged
+        out["reward/overlong"] = float(samples.shaping[graded].mean()) if graded.any() else 0.0
+    out.update({
+        "accuracy": sum(p for p, ok in zip(scores.passed, graded.tolist(), strict=True) if ok) / n,
+        "group/std_mean": float(samples.moments.std.mean()),
+        "group/frac_zero_std": float((~samples.informative).float().mean()),
+        "group/sampling_tries": samples.tries,
+        "samples/sandbox_errors": int((~graded).sum()),
+        "completion/len_mean": float(roll.lengths.float().mean()),
+        "completion/truncated_frac": float(roll.truncated.float().mean()),
+    })
+    if roll.action_mask is not None:
+        out.update(episode_metrics(scores.infos, graded.tolist(), roll.action_mask.sum(-1)))
+    return out

@@ -1,0 +1,229 @@
+"""The update of one step: the reference pass, the policy's loss passes (``--num-iterations``
+of them over ``--gradient-accumulation-steps`` micro-batches) and an optimizer step after each.
+
+The first pass runs the policy that generated the samples, so its log-probs are the ratio's
+"old" ones, reused by every later iteration. Until the first optimizer step of the run the
+policy is the reference itself: its KL and the KL's gradient are then exactly 0, so the
+reference pass is not run (its log-probs are the first pass's own). Running it anyway gives a
+KL gradient of float noise (~1e-7), which AdamW's first step, normalising by its own magnitude,
+turns into a full-size random update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from torch import Tensor
+
+from learner.config import Config
+from learner.training import grpo
+from learner.training.batching import Batch
+from learner.training.distributed import Processes
+from learner.training.forward import completion_logprobs
+
+
+@dataclass
+class UpdateStats:
+    """What an update measured, on its last iteration (None: not measured). ``clip_frac`` is
+    the share of loss tokens whose objective was clipped; at the sequence level (GSPO) the
+    ratio is clipped per sequence, and ``clip_frac_sequence`` is the share of sequences."""
+
+    skipped: bool = False  # no process had a row to compute: no update at all
+    loss: float | None = None
+    kl: float | None = None
+    clip_frac: float | None = None
+    clip_frac_sequence: float | None = None
+    entropy: float | None = None
+    grad_norm: float | None = None
+    nonfinite_skipped: int = 0  # iterations whose optimizer step a non-finite value cancelled
+    trained_tokens: int = 0  # prompt and completion tokens through the loss passes, all iterations
+
+    def metrics(self) -> dict[str, Any]:
+        out = {"skipped": self.skipped, "loss": self.loss, "kl": self.kl,
+               "clip_frac": self.clip_frac, "entropy": self.entropy,
+               "grad_norm": self.grad_norm, "nonfinite_skipped": self.nonfinite_skipped}
+        if self.clip_frac_sequence is not None:
+            out["clip_frac/sequence"] = self.clip_frac_sequence
+        return out
+
+
+class PolicyUpdate:
+    """Owns what an update changes: the policy, its optimizer and schedule, and whether the
+    policy is still the reference."""
+
+    def __init__(self, config: Config, accelerator: Accelerator, procs: Processes, model: Any,
+                 ref_model: Any, optimizer: Any, scheduler: Any, *, max_tokens: int,
+                 deepspeed: bool):
+        self.config, self.accelerator, self.procs = config, accelerator, procs
+        self.model, self.ref_model = model, ref_model
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.max_tokens, self.deepspeed = max_tokens, deepspeed
+        self.policy_is_reference = True
+
+    # -- log-probs -------------------------------------------------------------------------
+    def logprobs(self, model: Any, mb: Batch, entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+        """(B, T) log-probs of the completion tokens under the sampling distribution (the
+        run's temperature and top-p), and the entropy there (detached)."""
+        c = self.config
+        # Gradient checkpointing and a KV cache that carries gradients do not mix.
+        return completion_logprobs(model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids,
+                                   mb.completion_mask, mb.groups, temperature=c.temperature,
+                                   top_p=c.top_p, entropy=entropy,
+                                   share_prompts=not c.gradient_checkpointing)
+
+    @torch.no_grad()
+    def ref_logprobs(self, mb: Batch) -> Tensor:
+        """The reference's log-probs, computed exactly as the policy's are (same autocast, so
+        bf16 on a GPU), so that the KL at step 0 is 0 rather than the precision gap."""
+        with self.accelerator.autocast():
+            if self.ref_model is not None:
+                return self.logprobs(self.ref_model, mb)[0]
+            with self.accelerator.unwrap_model(self.model).disable_adapter():  # LoRA: the base
+                return self.logprobs(self.model, mb)[0]
+
+    # -- the update ------------------------------------------------------------------------
+    def __call__(self, batch: Batch) -> UpdateStats:
+        c = self.config
+        # As many micro-batches on every process (each ends in collectives): a process with
+        # fewer rows than --gradient-accumulation-steps (a placeholder row) sets the count.
+        parts = min(c.gradient_accumulation_steps, *self.procs.gather_ints(len(batch)))
+        micro = [mb.to(self.accelerator.device) for mb in batch.split(parts)]
+        norm = self._normalisers(batch)
+        # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
+        # dropout (LoRA's included) and gradient checkpointing apply as configured.
+        self.model.train()
+        own_ref = c.beta > 0 and self.policy_is_reference
+        ref = [self.ref_logprobs(mb) if c.beta > 0 and not own_ref else None for mb in micro]
+        old: list[Tensor] = []
+        stats = UpdateStats(trained_tokens=batch.tokens * c.num_iterations)
+        tally = _Tally(batch)
+        for it in range(c.num_iterations):
+            last_iteration = it == c.num_iterations - 1
+            finite = True
+            for i, mb in enumerate(micro):
+                with self._sync(last=i == len(micro) - 1), self.accelerator.autocast():
+                    logp, entropy = self.logprobs(self.model, mb, entropy=last_iteration)
+                    if it == 0:  # the generating policy: its log-probs are the "old" ones
+                        old.append(logp.detach())
+                        if own_ref:
+                            ref[i] = old[i]
+                    loss, aux = grpo.grpo_loss(
+                        logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
+                        eps_low=c.eps_low, eps_high=c.eps_high, loss_type=c.loss_type,
+                        importance_level=c.importance_sampling_level, **norm)
+                # One non-finite micro-batch anywhere cancels this iteration's step everywhere.
+                if self.procs.mean(float(torch.isfinite(loss))) == 1.0:
+                    self._backward(loss, last=i == len(micro) - 1)
+                else:
+                    finite = False
+                if last_iteration:
+                    tally.add(mb, loss, aux, entropy)
+            stats.grad_norm, stepped = self._optimizer_step(finite)
+            stats.nonfinite_skipped += not stepped
+        tally.write(stats, sequence_level=c.importance_sampling_level == "sequence")
+        if c.beta == 0:
+            stats.kl = None  # no reference: nothing was measured (null, not a KL of 0)
+        return stats
+
+    def skip(self) -> UpdateStats:
+        """No process has a row to compute: no update, and the schedule still counts the step.
+        Nothing was measured, so the step logs no loss figures (null in metrics.jsonl, a gap
+        in the plots) rather than numbers that read as measurements."""
+        for _ in range(self.config.num_iterations):
+            self._scheduler_step()
+        return UpdateStats(skipped=True)
+
+    def _normalisers(self, batch: Batch) -> dict[str, float]:
+        # Gradients are averaged over processes, so the normalisers are the per-process means of
+        # the counts: the averaged gradient then equals the global sum over the global count.
+        # Dr. GRPO's is a constant, P * G (* L in ``aggregate``).
+        c = self.config
+        sequences = (c.prompts_per_step * c.group_size / self.procs.world
+                     if c.loss_type == "dr_grpo" else self.procs.mean(batch.n_sequences))
+        return {"total_sequences": sequences, "total_tokens": self.procs.mean(batch.n_tokens),
+                "max_tokens": self.max_tokens}
+
+    def _sync(self, last: bool) -> contextlib.AbstractContextManager:
+        # DDP all-reduces gradients on the last micro-batch only (DeepSpeed is told in backward).
+        if last or self.deepspeed:
+            return contextlib.nullcontext()
+        return self.accelerator.no_sync(self.model)
+
+    def _backward(self, loss: Tensor, last: bool) -> None:
+        if self.deepspeed:
+            self.model.set_gradient_accumulation_boundary(last)
+            self.model.backward(loss)  # the engine reduces gradients on the boundary
+        else:
+            self.accelerator.backward(loss)
+
+    def _optimizer_step(self, finite: bool) -> tuple[float | None, bool]:
+        """Clip, step and zero the gradients; returns the gradient norm and whether the policy
+        moved (not when a loss or the gradient was non-finite)."""
+        grad_norm, stepped = None, False
+        if self.deepspeed:
+            # The engine clips (config "gradient_clipping"), steps and zeroes the gradients.
+            if finite:
+                self.model.step()
+                norm = self.model.get_global_grad_norm()
+                grad_norm, stepped = (math.nan if norm is None else float(norm)), True
+            else:
+                self.model.zero_grad()
+        elif finite:
+            grad_norm = self._grad_norm()
+            if math.isfinite(grad_norm):
+                self.optimizer.step()
+                stepped = True
+        if stepped:
+            self.policy_is_reference = False
+        self._scheduler_step()
+        if not self.deepspeed:
+            self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm, stepped
+
+    def _grad_norm(self) -> float:
+        """The gradient's norm, after clipping it to ``--max-grad-norm`` when that is set."""
+        if self.config.max_grad_norm > 0:
+            return float(self.accelerator.clip_grad_norm_(self.model.parameters(),
+                                                          self.config.max_grad_norm))
+        return float(torch.norm(torch.stack([p.grad.norm() for p in self.model.parameters()
+                                             if p.grad is not None])))
+
+    def _scheduler_step(self) -> None:
+        with warnings.catch_warnings():
+            # The schedule counts steps, skipped ones included; torch's warning that the
+            # scheduler stepped before the optimizer ever did reads like a bug to a user.
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler")
+            self.scheduler.step()
+
+
+class _Tally:
+    """The last iteration's figures, summed over micro-batches: token means over the batch's
+    loss tokens, and the share of its sequences whose (sequence-level) ratio was clipped."""
+
+    def __init__(self, batch: Batch):
+        self.tokens = max(int(batch.loss_mask.sum()), 1)
+        self.sequences = max(int((batch.loss_mask.sum(-1) > 0).sum()), 1)
+        self.loss = self.kl = self.clipped = self.clipped_rows = self.entropy = 0.0
+
+    @torch.no_grad()
+    def add(self, mb: Batch, loss: Tensor, aux: dict[str, Tensor], entropy: Tensor) -> None:
+        m = mb.loss_mask.bool()
+        self.loss += float(loss)
+        self.kl += float(aux["kl"][m].sum())
+        self.clipped += float(aux["clipped"][m].float().sum())
+        self.clipped_rows += float((aux["clipped"] & m).any(-1).sum())
+        self.entropy += float(entropy[m].sum())
+
+    def write(self, stats: UpdateStats, sequence_level: bool) -> None:
+        stats.loss = self.loss
+        stats.kl = self.kl / self.tokens
+        stats.clip_frac = self.clipped / self.tokens
+        stats.entropy = self.entropy / self.tokens
+        if sequence_level:
+            stats.clip_frac_sequence = self.clipped_rows / self.sequences
