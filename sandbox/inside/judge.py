@@ -37,7 +37,7 @@ from typing import Any
 from sandbox.inside import frames, no_signals, plain_data
 
 # After these the program's process may be mid-message or stuck: it is replaced.
-BREAKING = ("timeout", "unserializable_return", "program_exited")
+BREAKING = ("timeout", "program_exited")
 
 
 class CaseTimeout(BaseException):
@@ -95,6 +95,7 @@ class Program:
         self.req = self.rep = -1
         self.seq = 0
         self.guarded = False
+        self.broken = False  # out of step with its channel: replace it before the next case
 
     def start(self, deadline: float) -> str | None:
         """Start and load the program; the load error, or None."""
@@ -145,6 +146,7 @@ class Program:
                 os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             self.proc = None
+        self.broken = False
         for fd in (self.req, self.rep):
             if fd >= 0:
                 os.close(fd)
@@ -160,6 +162,7 @@ class Program:
         except frames.Timeout:
             raise CaseTimeout() from None
         except frames.FrameTooLarge as exc:
+            self.broken = True  # the rest of the frame is still in the pipe
             raise UnserializableReturn(str(exc)) from None
         if not isinstance(reply, dict) or reply.get("seq") != self.seq:
             raise ProgramGone("the program's process ended during the call")
@@ -284,7 +287,7 @@ class Judge:
             self.run_record["passed"].append(i)
         else:
             self.run_record["errors"][str(i)] = error or reason
-        if reason in BREAKING:
+        if reason in BREAKING or self.program.broken:
             self.program.stop()
             self.running = False
 
