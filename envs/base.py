@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult, text_problem
+from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
 from envs.keywords import (
     FINITE_NUMBER,
@@ -30,7 +30,7 @@ from envs.keywords import (
 )
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
-from envs.spaces import AnyText
+from envs.spaces import AnyText, text_problem
 from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
 from tasks.pack import UnknownOptionError
@@ -192,6 +192,14 @@ class TaskEnv(gym.Env[str, str]):
         # The tool stays part of the env's interface under every perturbation.
         return {kind.name: kind(self.pack, task) + tool for kind in self.perturbation_kinds}
 
+    def hit_time_limit(self, verdict: Verdict) -> bool:
+        """Whether grading hit a time limit (``info["hit_time_limit"]``): a verdict whose
+        reason is ``timeout``, such as the math checker's worker stopped at ``timeout``
+        seconds. A domain with limits of its own overrides it (CodeTests: a test case or the
+        program's whole run out of wall time). A learner counts such samples: they are where a
+        slow verifier, or a policy that makes grading slow, shows first."""
+        return verdict.reason == "timeout"
+
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).
 
@@ -285,6 +293,7 @@ class TaskEnv(gym.Env[str, str]):
             extracted=verdict.extracted,
             verdict=verdict,
             grading_s=Elapsed(elapsed),
+            hit_time_limit=self.hit_time_limit(verdict),
         )
         return float(reward), info
 

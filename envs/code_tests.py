@@ -115,6 +115,13 @@ class CodeTestsEnv(TaskEnv):
         return (text_flags(completion, truncated=truncated, typical_chars=typical_chars)
                 + prints_or_touches_harness(program))
 
+    def hit_time_limit(self, verdict: Verdict) -> bool:
+        """A graded case that ran out of time (``case_reasons``), or the program's whole run
+        (``status``): either way grading waited for the wall-clock limit."""
+        details = verdict.details or {}
+        return (super().hit_time_limit(verdict) or details.get("status") == "timeout"
+                or "timeout" in (details.get("case_reasons") or {}).values())
+
     def gold_completion(self, task: Task) -> str | None:
         gold = task.fields.get("canonical_solution")
         return None if gold is None else f"```python\n{gold}\n```\n"

@@ -15,13 +15,15 @@ Episodes are independent objects: distinct ones may be stepped concurrently from
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
+from envs.spaces import text_problem
 from envs.verify.verdict import Verdict
 from tasks import Task
 
 if TYPE_CHECKING:
-    from envs.base import TaskEnv
+    from envs.python_tool import PythonTool
 
 #: The reward component of an episode with a tool: 1.0 when one of its calls ran cleanly (status
 #: ok, something printed). Weight 0 (and not reported) unless ``reward_weights`` gives one: it
@@ -48,24 +50,25 @@ class EpisodeError(RuntimeError):
     """``step`` was called without a running episode."""
 
 
-def text_problem(text: str) -> str | None:
-    """Why ``text`` is not text that can be graded (``None`` when it is): a lone surrogate such as
-    ``"\\ud800"`` is a Python ``str`` but no Unicode text, and UTF-8 (a sandbox program, a
-    worker process) cannot encode it. The env grades such a turn ``invalid_text``."""
-    if text.isascii():  # the common case, at C speed
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return (f"character {exc.start} is a lone surrogate ({text[exc.start]!r}), which is "
-                "not Unicode text")
-    return None
+class EpisodeEnv(Protocol):
+    """What an episode asks of its env (``envs.base.TaskEnv`` is one). A protocol, so this
+    module needs nothing from the env module that builds its episodes (no import circle)."""
+
+    tool: PythonTool | None
+    max_turns: int
+    reward_weights: Mapping[str, float]
+
+    def score(self, task: Task, completion: str) -> tuple[float, dict[str, Any]]: ...
+
+    def tool_call_end(self, text: str) -> int | None: ...
+
+    def task_info(self, task: Task) -> dict[str, Any]: ...
 
 
 class Episode:
     """The state of one task's turns. ``step(action)`` has gymnasium's step semantics."""
 
-    def __init__(self, env: TaskEnv, task: Task):
+    def __init__(self, env: EpisodeEnv, task: Task):
         self.env = env
         self.task = task
         self.turns = 0
@@ -135,6 +138,7 @@ class Episode:
             extracted=None,
             verdict=Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
             grading_s=Elapsed(0.0),
+            hit_time_limit=False,
             **self._counters(),
             truncated_turns=False,
         )

@@ -107,10 +107,15 @@ def repetitive(completion: str, n: int = 4, max_repeat_ratio: float = 0.5,
 
 
 def answer_flags(completion: str, *, truncated: bool = False,
-                 typical_chars: float | None = None) -> list[Flag]:
-    """Every generic heuristic (the ``TaskEnv.flag`` default) that fires for ``completion``."""
+                 typical_chars: float | None = None,
+                 min_reasoning_words: int = MIN_REASONING_WORDS) -> list[Flag]:
+    """Every generic heuristic (the ``TaskEnv.flag`` default) that fires for ``completion``.
+
+    ``min_reasoning_words`` 0 skips ``no_reasoning``: an env whose task needs no written working
+    (one addition) says so, and a bare right answer to it is then nothing to read."""
+    reasoning = no_reasoning(completion, min_reasoning_words) if min_reasoning_words else None
     return text_flags(completion, truncated=truncated, typical_chars=typical_chars) + [
-        f for f in (no_reasoning(completion), many_candidates(completion)) if f is not None]
+        f for f in (reasoning, many_candidates(completion)) if f is not None]
 
 
 def text_flags(completion: str, *, truncated: bool = False,

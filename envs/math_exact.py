@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
+from envs.flags import MIN_REASONING_WORDS, Flag, answer_flags
 from envs.keywords import FLAG, POSITIVE_SECONDS, check_keywords
 from envs.perturb import (
     IRRELEVANT,
@@ -15,12 +17,15 @@ from envs.perturb import (
     with_instruction,
 )
 from envs.verify import math as math_verify
-from envs.verify.math_answer import ANSWER_TYPES
+from envs.verify.math_answer import ANSWER_TYPES, restated_expression
+from envs.verify.math_extract import extract
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task
 from tasks.boxes import find_boxes
 
 DEFAULT_ANSWER = "expression"
+# An operation in a pack's written-out computation (arith's ``expression``: ``7 * 46``).
+_OPERATION = re.compile(r"[-+*/×÷]")
 
 #: The question asked outside the training format: another answer style, no instruction, an
 #: unrelated sentence, numbers in words.
@@ -89,6 +94,42 @@ class MathExactEnv(TaskEnv):
             "format": 1.0 if boxed else 0.0,
         }
         return rewards, verdict
+
+    def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
+             truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
+        """The generic flags, told what the task calls for. A bare answer to a one-step
+        computation ("What is 4 + 4?" -> ``\\boxed{8}``) is all the task asks, so
+        ``no_reasoning`` is kept for tasks of more steps. An answer that restates the question's
+        computation is ``restates_question`` whatever the grade: a lenient grader (another
+        checker, a changed rule) may pay for it, and the monitor should see that."""
+        if isinstance(task, str):
+            task = self.pack.get(task)
+        words = 0 if self.working_steps(task) == 1 else MIN_REASONING_WORDS
+        flags = answer_flags(completion, truncated=truncated, typical_chars=typical_chars,
+                             min_reasoning_words=words)
+        restated = self.restated(task, completion)
+        if restated is not None:
+            flags.append(Flag("restates_question", f"the answer restates {restated!r}"))
+        return flags
+
+    def working_steps(self, task: Task) -> int | None:
+        """The operations the task's computation takes, where the pack writes it out (arith's
+        ``expression``: ``4 + 4`` is one, ``12 + 7 * 8 - 5`` three); ``None`` when it does not
+        (a word problem), and then the generic rules apply."""
+        expression = task.fields.get("expression")
+        return len(_OPERATION.findall(expression)) if isinstance(expression, str) else None
+
+    def restated(self, task: Task, completion: str) -> str | None:
+        """The question's computation that the completion's final answer restates, or None."""
+        found = extract(completion)
+        if found is None or found.malformed_box:
+            return None
+        question, gold = self.pack.prompt(task), str(task["answer"])
+        for answer in found.answer:
+            restated = restated_expression(answer, question, gold)
+            if restated is not None:
+                return restated
+        return None
 
     def final_answer_given(self, text: str) -> bool:
         """A ``\\boxed{}`` (well formed or not) is a final answer: with the Python tool, a turn

@@ -25,9 +25,9 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from envs.episode import text_problem
 from envs.keywords import check_keywords, instance_of, integer_at_least
 from envs.sandboxes import acquire_shared, release_shared
+from envs.spaces import text_problem
 from sandbox import Limits, Sandbox, SandboxUnavailable
 
 #: Opening fence ```python (or py / python3) ending its line; the code runs to the next ```.

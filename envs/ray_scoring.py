@@ -148,4 +148,4 @@ def infra_error_info(env: TaskEnv, task: Task | str, error: str) -> dict[str, An
     verdict = Verdict.fail("sandbox_error", None, sandbox_error=True, error=error)
     return {**env.task_info(task), "rewards": {k: 0.0 for k in env.reward_weights},
             "passed": False, "reason": "sandbox_error", "extracted": None, "verdict": verdict,
-            "grading_s": Elapsed(0.0)}
+            "grading_s": Elapsed(0.0), "hit_time_limit": False}

@@ -1,4 +1,4 @@
-"""A text space that accepts any Python string.
+"""A text space that accepts any Python string, and which strings are text that can be graded.
 
 ``gymnasium.spaces.Text`` checks every character against a fixed charset (alphanumerics by
 default), which rejects ordinary prose, LaTeX and code. Subclassing it keeps the vector-env
@@ -37,3 +37,17 @@ class AnyText(Text):
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, AnyText) and other.max_length == self.max_length
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` is not text that can be graded (``None`` when it is): a lone surrogate such as
+    ``"\\ud800"`` is a Python ``str`` but no Unicode text, and UTF-8 (a sandbox program, a
+    worker process) cannot encode it. The env grades such a turn ``invalid_text``."""
+    if text.isascii():  # the common case, at C speed
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"character {exc.start} is a lone surrogate ({text[exc.start]!r}), which is "
+                "not Unicode text")
+    return None

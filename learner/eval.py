@@ -14,160 +14,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
-import time
-from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import torch
-from transformers import PreTrainedModel
-
-from envs.base import TaskEnv
+# Only light modules at import time: --help and flag errors answer before torch loads, as
+# learner.run's do; the evaluation itself is learner.evaluation.command.
 from learner.choices import CPU_MATMULS
-from learner.config import Config, ConfigError, parse_json_object, ray_address_problems
-from learner.evaluation.gates import GateSettings, run_gates
-from learner.evaluation.general import ARC_EASY
-from learner.evaluation.heldout import heldout_tasks
-from learner.evaluation.report import compare_table, deltas, load_report, write_report
-from learner.evaluation.run_dir import RunDirError, load_run_policy, run_config, run_env
-from learner.launch import SetupError, make_env, ray_scorer
-from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
-from learner.sampling.kernels import onednn_linear
-
-
-# -- the report -----------------------------------------------------------------------------
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
-def metadata(args: argparse.Namespace, env: TaskEnv, model_name: str, n_tasks: int,
-             settings: GateSettings) -> dict[str, Any]:
-    pack = env.pack
-    return {
-        "model": model_name,
-        "env": env.env_id or args.env,
-        "env_kwargs": args.env_kwargs,
-        "pack": pack.name,
-        "pack_version": pack.pack_version,
-        "pack_license": pack.manifest.license,
-        "split": "test",
-        "n_tasks": n_tasks,
-        "seed": settings.seed,
-        "settings": settings.as_dict(),
-        "reward_weights": env.reward_weights,
-        "general_benchmark": ARC_EASY if settings.general_limit else None,
-        "versions": {name: _version(name) for name in ("grpo-gym", "torch", "transformers")}
-        | {"python": platform.python_version()},
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        for s in samples:
-            fh.write(json.dumps(s, ensure_ascii=False) + "\n")
-
-
-def _evaluate(model: PreTrainedModel, tokenizer, env: TaskEnv, tasks, settings: GateSettings,
-              label: str, scorer=None, cpu_matmul: str = "onednn") -> dict[str, Any]:
-    print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
-    onednn_linear.route_on_cpu(model, cpu_matmul)
-    start = time.perf_counter()
-    report = run_gates(model, tokenizer, env, tasks, settings,
-                       log=lambda line: print(line, file=sys.stderr), scorer=scorer)
-    report["timing"]["total_s"] = round(time.perf_counter() - start, 3)
-    return report
-
-
-def evaluate_command(args: argparse.Namespace) -> Path:
-    if args.num_threads:
-        torch.set_num_threads(args.num_threads)
-    start_model: str | None = args.model
-    if args.run:
-        config = run_config(args.run)
-        start_model = config.get("model")
-        if config.get("max_turns"):  # --max-turns of the run is an env option too
-            config["env_kwargs"] = {**(config.get("env_kwargs") or {}),
-                                    "max_turns": config["max_turns"]}
-        if args.max_episode_tokens is None:
-            args.max_episode_tokens = config.get("max_episode_tokens", 0)
-        if args.tool_role is None:
-            args.tool_role = config.get("tool_role", "auto")
-        args.env, args.env_kwargs, notes = run_env(config, args.env, args.env_kwargs)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-    if args.env is None:
-        raise SetupError("give --env (or --run DIR to take it from the run's config)")
-    env_config = Config(env=args.env, env_kwargs=args.env_kwargs, max_turns=args.max_turns)
-    try:
-        env_config.validate()
-    except ConfigError as exc:
-        raise SetupError(str(exc)) from exc
-    env = make_env(env_config)
-    scorer = ray_scorer(env, args.ray_address)
-    try:
-        return _evaluate_all(args, env, scorer, start_model)
-    finally:
-        if scorer is not None:
-            scorer.close()
-
-
-def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer, start_model: str | None
-                  ) -> Path:
-    tasks = heldout_tasks(env, args.limit)
-    settings = GateSettings(
-        group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-        batch_size=args.batch_size, workers=args.workers, general_limit=args.general_limit,
-        flag_min_reward=args.flag_min_reward, perturbations=not args.no_perturbations,
-        max_episode_tokens=args.max_episode_tokens or 0, tool_role=args.tool_role or "auto")
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = load_tokenizer(start_model)
-    start_name = start_model or DEFAULT_MODEL
-    if args.run:
-        policy, policy_name = load_run_policy(args.run)
-    else:
-        policy, policy_name = load_model(start_model), start_name
-    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer,
-                       args.cpu_matmul)
-    _write_samples(out / "samples.jsonl", report.pop("samples"))
-    report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
-    if args.run:
-        report["metadata"]["run"] = str(args.run)
-        report["metadata"]["start_model"] = start_name
-        del policy  # two 135M+ models fit, but there is no need to hold both
-        baseline = _evaluate(load_model(start_model), tokenizer, env, tasks, settings,
-                             f"the starting model {start_name}", scorer, args.cpu_matmul)
-        _write_samples(out / "samples_start.jsonl", baseline.pop("samples"))
-        report["baseline"] = {"model": start_name, **baseline}
-        report["deltas"] = deltas(report, baseline)
-    return write_report(report, out)
+from learner.config import OneLineErrors, parse_json_object, ray_address_problems
 
 
 # -- command line ---------------------------------------------------------------------------
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
+def _at_least(low: int) -> Callable[[str], int]:
+    """argparse type: a whole number >= ``low``, with a message that says so."""
+
+    def parse(text: str) -> int:
+        try:
+            value: int | None = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
+_non_negative, _positive = _at_least(0), _at_least(1)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrors(
         prog="python -m learner.eval",
         description="Evaluation gates: held-out accuracy, pass@k, reward and group-variance "
                     "distributions, prompt perturbations, flagged samples, a general check.")
@@ -179,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(with --run: applied on top of the run's own)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--model", help="local path or hub id (default: the embedded "
-                                     f"{DEFAULT_MODEL})")
+                                     "SmolLM2-135M-Instruct)")
     who.add_argument("--run", help="a training run's output dir: evaluate its latest checkpoint "
                                    "and the model it started from")
     p.add_argument("--limit", type=_non_negative, default=50,
@@ -201,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold")
     p.add_argument("--seed", type=int, default=0, help="seed for sampling (default 0)")
     p.add_argument("--general-limit", type=_non_negative, default=50,
-                   help="ARC-Easy items for the general check (0 skips it; default 50)")
+                   help="ARC-Easy items for the general-capability check, scored by "
+                        "log-likelihood for the policy (and, with --run, its starting model) "
+                        "whatever --limit is (0 skips it; default 50)")
     p.add_argument("--flag-min-reward", type=float, default=None,
                    help="flag only samples with at least this reward (default: half the max)")
     p.add_argument("--no-perturbations", action="store_true", help="skip the perturbations")
@@ -223,23 +102,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.compare:
-        a, b = (load_report(path) for path in args.compare)
-        print(compare_table(a, b, labels=(Path(args.compare[0]).name or "A",
-                                          Path(args.compare[1]).name or "B")))
-        return 0
+        return _compare(*args.compare)
     if args.temperature <= 0 or not 0 < args.top_p <= 1:
         parser.error("--temperature must be > 0 and --top-p in (0, 1]")
     if args.ray_address is not None and (problems := ray_address_problems(args.ray_address)):
         parser.error("; ".join(problems))
+    from learner.evaluation.command import ERRORS, evaluate_command  # torch, transformers
+    from learner.evaluation.report import load_report
+
     try:
         path = evaluate_command(args)
-    except (SetupError, ModelLoadError, RunDirError) as exc:
+    except ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     report = load_report(path)
     print(f"report: {path} and {path.with_suffix('.html')}")
     figures = {k: v for k, v in report.items() if k in ("accuracy", "pass_at_k")}
     print(json.dumps(figures, indent=1))
+    return 0
+
+
+def _compare(a: str, b: str) -> int:
+    """Print two reports' key figures side by side; a missing or unreadable one is one line."""
+    from learner.evaluation.report import ReportError, compare_table, load_report
+
+    try:
+        reports = load_report(a), load_report(b)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(compare_table(*reports, labels=(Path(a).name or "A", Path(b).name or "B")))
     return 0
 
 

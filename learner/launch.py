@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from learner.config import Config
+from learner.provenance import provenance
+from learner.training.output_dir import clear_run, output_dir_problem
 
 
 class SetupError(RuntimeError):
@@ -84,9 +86,24 @@ def format_eval(metrics: dict[str, float]) -> str:
     return text + ("; with changed prompts: " + ", ".join(perturbed) if perturbed else "")
 
 
+def run_record(config: Config, trainer: Any) -> dict[str, Any]:
+    """``config.json``: the flags, and what else decides the numbers (``provenance``: the CPU
+    threads the trainer set, the devices, package versions, the git commit)."""
+    import torch
+
+    accelerator = trainer.accelerator
+    return {**config.to_dict(), "provenance": provenance(
+        torch.get_num_threads(), accelerator.device.type, accelerator.num_processes)}
+
+
 def train(config: Config) -> int:
     """A whole training run: set up, train, save ``final/``, print the held-out figures and the
     reward-hack monitor's total; returns the exit status (1 on a set-up error)."""
+    problem = output_dir_problem(config.output_dir, resume=config.resume,
+                                 overwrite=config.overwrite)
+    if problem is not None:  # before anything loads: a folder that holds a run stays intact
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
     from learner.model import ModelLoadError
     from learner.training.hack_monitor import summary
@@ -103,8 +120,11 @@ def train(config: Config) -> int:
         return 1
     out = Path(config.output_dir)
     if trainer.accelerator.is_main_process:
+        # Cleared only now that the new run has started: a failed set-up replaces nothing.
+        if config.overwrite and (removed := clear_run(out)):
+            print(f"--overwrite: removed the earlier run's {', '.join(removed)} from {out}")
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
+        (out / "config.json").write_text(json.dumps(run_record(config, trainer), indent=1))
     result = trainer.train()
     trainer.save_model(out / "final")
     if scorer is not None:

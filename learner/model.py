@@ -190,11 +190,13 @@ def chat_prompt(tokenizer: PreTrainedTokenizerBase, user_text: str) -> str:
 
 
 def tiny_model(
-    tokenizer_source: str | None = None, *, layers: int = 2, hidden: int = 64, seed: int = 0
+    tokenizer_source: str | None = None, *, layers: int = 2, hidden: int = 64, seed: int = 0,
+    head_dim: int = 16,
 ) -> PreTrainedModel:
-    """A small randomly initialised model with the default's architecture and vocabulary (tests)."""
+    """A small randomly initialised model with the default's architecture and vocabulary (tests;
+    vLLM's CPU attention takes heads of 32 dimensions or more)."""
     config = AutoConfig.from_pretrained(resolve(tokenizer_source))
-    heads = max(1, hidden // 16)
+    heads = max(1, hidden // head_dim)
     config.update(
         {
             "num_hidden_layers": layers,

@@ -30,6 +30,10 @@ PANELS = {
     "perturbations": None,  # every eval/perturb/<variant>
     "reward_hack_flags": None,  # flags/credited_frac and every flags/<reason>
     "shaping_only": ["samples/shaping_only_frac", "accuracy"],  # paid without the skill
+    # Seconds to grade one sample, and the samples whose grading hit a time limit: a slow
+    # verifier shows here before it stalls a run.
+    "grading_time": ["time/grade_p50_s", "time/grade_p99_s", "time/grade_max_s"],
+    "grading_timeouts": ["samples/grade_timeouts"],
 }
 
 
@@ -41,6 +45,16 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     if all(math.isnan(y) for _, y in pts):
         return [], []
     return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def panel_series(rows: list[dict], panel: str, key: str) -> tuple[list[int], list[float]]:
+    """The points of ``key`` in ``panel``. A flag reason is logged only on steps where it
+    fired, so on a step that credited samples without it (``flags/credited_frac`` logged) its
+    share is 0, and its line starts with the others; a step that credited nothing stays a gap."""
+    if panel == "reward_hack_flags" and key != "flags/credited_frac":
+        rows = [r if key in r or "flags/credited_frac" not in r else {**r, key: 0.0}
+                for r in rows]
+    return _series(rows, key)
 
 
 def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -60,7 +74,7 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
             wanted = sorted(k for k in keys if k.startswith("eval/perturb/"))
         elif name == "reward_hack_flags":
             wanted = sorted(k for k in keys if k.startswith("flags/") and k != "flags/credited")
-        series = {k: _series(rows, k) for k in wanted}
+        series = {k: panel_series(rows, name, k) for k in wanted}
         series = {k: v for k, v in series.items() if v[0]}
         if not series:
             continue

@@ -6,7 +6,7 @@
         r.status, r.stdout
 """
 
+from sandbox.base import Sandbox, SandboxUnavailable
 from sandbox.limits import Limits, RunResult, Status
-from sandbox.runner import Sandbox, SandboxUnavailable
 
 __all__ = ["Limits", "RunResult", "Sandbox", "SandboxUnavailable", "Status"]

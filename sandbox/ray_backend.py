@@ -11,7 +11,6 @@ attach socket dies, and the engine removes it (``auto_remove``).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 from typing import Any
@@ -19,18 +18,19 @@ from typing import Any
 import ray
 from ray.exceptions import RayTaskError
 
+from sandbox.base import Sandbox, SandboxUnavailable
 from sandbox.limits import Limits, RunResult
 from sandbox.ray_cluster import LOST, Member, NodeActors, RayUnavailable, connect, node_capacity
-from sandbox.runner import Sandbox, SandboxUnavailable
+from sandbox.runner import LocalSandbox
 
 RETRIES = 2  # other actors a job is tried on after its actor was lost
 
 
 class SandboxActor:
-    """A local ``Sandbox`` on the node this actor runs on (one per node)."""
+    """A local sandbox on the node this actor runs on (one per node)."""
 
     def __init__(self, limits: Limits, pool_size: int, image: str | None):
-        self.sandbox = Sandbox(limits=limits, pool_size=pool_size, image=image)
+        self.sandbox = LocalSandbox(limits=limits, pool_size=pool_size, image=image)
 
     def describe(self) -> dict[str, Any]:
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
@@ -90,7 +90,7 @@ class RaySandbox(Sandbox):
             raise SandboxUnavailable(str(exc)) from exc
 
     @property
-    def pool_size(self) -> int:  # type: ignore[override]
+    def pool_size(self) -> int:
         return sum(m.capacity for m in self._actors.members()) or 1
 
     @property
@@ -135,17 +135,6 @@ class RaySandbox(Sandbox):
             finally:
                 self._actors.release(member)
         return RunResult.infra_error(error)
-
-    async def arun(
-        self,
-        code: str,
-        *,
-        stdin: str | bytes = "",
-        files: dict[str, str | bytes] | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult:
-        # The same retries as ``run``; a thread waits on Ray, as the local ``Sandbox.arun`` does.
-        return await asyncio.to_thread(self.run, code, stdin=stdin, files=files, limits=limits)
 
     def warm(self, timeout: float | None = None) -> int:
         refs = [m.actor.warm.remote(timeout) for m in self._actors.members()]

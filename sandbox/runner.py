@@ -1,8 +1,8 @@
-"""``Sandbox``: run untrusted Python programs in isolated, pooled Docker containers."""
+"""``LocalSandbox``, what ``Sandbox()`` builds: untrusted Python programs in isolated, pooled
+Docker containers on this machine's engine."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import os
@@ -15,6 +15,7 @@ from typing import Any
 
 import docker
 
+from sandbox.base import Sandbox, SandboxUnavailable
 from sandbox.image import ImageError, Progress, ensure_image
 from sandbox.limits import Limits, RunResult
 from sandbox.pool import Pool
@@ -35,10 +36,6 @@ API_TIMEOUT_S = 300
 START_ATTEMPTS = 3  # containers tried for a job that could not start (see JobNotStarted)
 
 
-class SandboxUnavailable(RuntimeError):
-    """No usable Docker engine or image; the message says how to fix it."""
-
-
 def connect() -> docker.DockerClient:
     """A client for the engine named by ``DOCKER_HOST`` (or the default socket), checked alive."""
     where = os.environ.get("DOCKER_HOST") or "the default socket"
@@ -55,27 +52,9 @@ def connect() -> docker.DockerClient:
     return client
 
 
-class Sandbox:
-    """Warm pools of sandbox containers. ``run`` is thread-safe; ``arun`` is its async twin.
-
-    ``limits`` are the defaults for every run. Each set of container limits in use (memory,
-    pids, disk, CPU quota) gets ``pool_size`` warm containers (default: the CPU count), at most
-    ``max_containers`` in all (default: 4 pools' worth); a set unused for ``idle_s`` seconds is
-    closed, except the default one. The image is built on first use.
-
-    ``backend="ray"`` runs the jobs on a Ray cluster instead, each node's actor holding such a
-    pool on its own engine (``sandbox.ray_backend``); ``ray_address`` is the cluster (``None``
-    starts a local Ray instance, ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT`` joins one).
-    """
-
-    def __new__(cls, *args: object, backend: str = "local", **kwargs: object) -> Sandbox:
-        if backend not in ("local", "ray"):
-            raise ValueError(f"Sandbox(backend={backend!r}): use 'local' or 'ray'")
-        if backend == "ray" and cls is Sandbox:
-            from sandbox.ray_backend import RaySandbox  # imports Ray only when asked for
-
-            return super().__new__(RaySandbox)
-        return super().__new__(cls)
+class LocalSandbox(Sandbox):
+    """Warm pools of sandbox containers on this machine's Docker engine (see ``Sandbox`` for
+    the keywords)."""
 
     def __init__(
         self,
@@ -89,7 +68,9 @@ class Sandbox:
         backend: str = "local",
         ray_address: str | None = None,
     ):
-        if ray_address is not None and backend != "ray":
+        if backend != "local":
+            raise ValueError(f"LocalSandbox is the 'local' backend: use Sandbox(backend={backend!r})")
+        if ray_address is not None:
             raise ValueError("Sandbox(ray_address=...) needs backend='ray'")
         self.limits = limits or Limits()
         self.pool_size = pool_size or os.cpu_count() or 1
@@ -156,16 +137,6 @@ class Sandbox:
             return result
         return RunResult.infra_error(error, time.monotonic() - start)
 
-    async def arun(
-        self,
-        code: str,
-        *,
-        stdin: str | bytes = "",
-        files: dict[str, str | bytes] | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult:
-        return await asyncio.to_thread(self.run, code, stdin=stdin, files=files, limits=limits)
-
     def warm(self, timeout: float | None = None) -> int:
         """Block until the pool's containers have started; return how many are ready."""
         return self._pool.warm(timeout)
@@ -193,12 +164,6 @@ class Sandbox:
         are ready, busy and starting (``python -m sandbox doctor`` shows the same per engine)."""
         return self._pool.state()
 
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def containers(self) -> list[str]:
         """Ids of the containers this sandbox owns right now (for diagnostics and tests)."""
         return [c["Id"] for c in self.client.api.containers(
@@ -223,7 +188,7 @@ def _sweep_unswept(client: docker.DockerClient) -> None:
 
 
 # -- cleanup at exit, on SIGTERM/SIGHUP ------------------------------------------------------
-_live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 _cleanup_lock = threading.Lock()
 _handlers_installed = False
 
@@ -250,7 +215,7 @@ def _on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _register_cleanup(sb: Sandbox) -> None:
+def _register_cleanup(sb: LocalSandbox) -> None:
     global _handlers_installed
     with _cleanup_lock:
         _live.add(sb)

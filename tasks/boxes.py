@@ -95,11 +95,6 @@ def last_box(text: str) -> str | None:
     return boxes[-1].content.strip() if boxes else None
 
 
-def has_box(text: str) -> bool:
-    """Whether ``text`` mentions a box command at all (closed or not)."""
-    return bool(BOX_COMMAND.search(text))
-
-
 def unclosed(text: str) -> list[int]:
     """Start of each box command whose ``{`` is never closed (``\\boxed{8 or \\boxed{7}``)."""
     pairs: dict[int, int] | None = None

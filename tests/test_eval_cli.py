@@ -94,3 +94,46 @@ def test_run_env_takes_the_runs_env_and_says_when_flags_depart_from_it():
     env, kwargs, notes = run_env(config, "grpo/JsonSchema-v0", {"pack": "extract"})
     assert (env, kwargs) == ("grpo/JsonSchema-v0", {"pack": "extract"})
     assert "not the env the run trained on" in notes[0]
+
+
+def test_compare_with_a_missing_report_is_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["--compare", str(tmp_path / "empty"), str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: ") and str(tmp_path / "empty") in err[0]
+    assert "learner.eval" in err[0]  # says how to make one
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn" / "report.json").write_text('{"accuracy": ')
+    assert main(["--compare", str(tmp_path / "torn"), str(tmp_path / "torn")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a readable report" in err[0], err
+
+
+def test_help_and_flag_errors_answer_before_torch_loads_as_learner_run_does():
+    """learner.eval's --help, flag errors and --compare, like learner.run's --help and flag
+    errors, come before torch is imported, and an error is one line (and a pointer to --help),
+    not the usage first."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from learner import eval as e\n"
+            "for argv in (['--limit', 'x'], ['--temperature', '0'], ['--bogus'], ['--help']):\n"
+            "    try:\n        e.main(argv)\n"
+            "    except SystemExit as exc:\n        print('exit', exc.code, file=sys.stderr)\n"
+            "print('compare', e.main(['--compare', 'nowhere', 'nowhere']))\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "False False", done.stdout + done.stderr
+    assert "usage:" in done.stdout  # --help still prints every flag
+    err = done.stderr.splitlines()
+    assert err[0] == "python -m learner.eval: error: argument --limit: must be a whole number " \
+        ">= 0, got 'x'", err
+    assert err[1].startswith("(see 'python -m learner.eval --help'") and err[2] == "exit 2"
+    assert "--temperature must be > 0" in err[3] and err[5] == "exit 2", err
+    assert "unrecognized arguments: --bogus" in err[6] and err[8] == "exit 2", err
+    assert err[9] == "exit 0" and not any(line.startswith("usage:") for line in err), err
+    assert err[10].startswith("error: no report at nowhere") and len(err) == 11, err
+    assert "compare 1" in done.stdout  # --compare, too, answers without torch

@@ -57,7 +57,41 @@ def prints_or_touches_harness(completion: str):
 
 @pytest.fixture(scope="module")
 def math_env():
-    return gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    # Level 3 (``82 - 47 + 15``): two steps, so a bare answer is worth a read.
+    return gym.make("grpo/MathExact-v0", pack="arith", level=3).unwrapped
+
+
+def test_math_flags_know_a_one_step_task_needs_no_working(math_env):
+    one_step = gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    task = one_step.pack.task_at("test", 5)  # What is 4 + 4?
+    assert one_step.working_steps(task) == 1
+    for right in ("\\boxed{8}", "4 + 4 = \\boxed{8}", "The answer is 8."):
+        assert one_step.flag(task, right) == [], right
+    # The other flags still apply to a one-step task.
+    assert reasons(one_step.flag(task, "\\boxed{8} or \\boxed{9}")) == {"many_candidates"}
+    assert reasons(one_step.flag(task, "4 + 4 = \\boxed{8}", truncated=True)) == {"long"}
+    # Two steps or more, or a task whose working the pack does not write out: bare is flagged.
+    multi = math_env.pack.task_at("test", 0)
+    assert math_env.working_steps(multi) == 2
+    assert reasons(math_env.flag(multi, f"\\boxed{{{multi['answer']}}}")) == {"no_reasoning"}
+    five = gym.make("grpo/MathExact-v0", pack="arith", level=5).unwrapped
+    assert five.working_steps(five.pack.task_at("test", 1)) == 3  # 16 + 12 * 4 + 2
+    gsm8k = gym.make("grpo/MathExact-v0", pack="gsm8k").unwrapped
+    word_problem = gsm8k.pack.task_at("test", 0)
+    assert gsm8k.working_steps(word_problem) is None
+    assert reasons(gsm8k.flag(word_problem, "\\boxed{18}")) == {"no_reasoning"}
+
+
+def test_math_flags_an_answer_that_restates_the_question_whatever_the_grade():
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    task = env.pack.task_at("test", 5)  # What is 4 + 4?
+    for restated in ("\\boxed{4 + 4}", "\\boxed{4+4=8}", "\\boxed{(4)+(4)}",
+                     "The answer is 4 + 4."):
+        flags = env.flag(task, restated)
+        assert reasons(flags) == {"restates_question"}, restated
+        assert "4 + 4" in flags[0].detail
+    # The sum written before its boxed result is working, not a restated answer.
+    assert env.flag(task, "4 + 4 = 8, so \\boxed{8}") == []
 
 
 def test_code_that_prints_or_touches_the_harness():

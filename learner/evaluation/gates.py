@@ -271,6 +271,9 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
     report["flagged"] = flagged_section(env, greedy, sampled, perturbed, s)
     lap("flags_s")
     if s.general_limit:
+        if log:  # the check is a fixed cost, a large share of a short evaluation: say so
+            log(f"  general check: {s.general_limit} ARC-Easy items by log-likelihood "
+                "(--general-limit 0 skips it)")
         report["general"] = general_check(model, tokenizer, s.general_limit)
         lap("general_s")
     report["timing"] = lap.timing

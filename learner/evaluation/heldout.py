@@ -105,6 +105,7 @@ def evaluate(
     for task, g, correct in zip(tasks, greedy, sampled_correct, strict=True):
         result.records.append({
             "task_id": task.id,
+            "prompt": g["prompt"],
             "completion": g["completion"],
             "passed": g["passed"],
             "reward": g["reward"],

@@ -27,6 +27,8 @@ from learner.training.grpo import sampling_logits, token_logprobs
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call), its budget.
 EOS, STOP, LENGTH = "eos", "stop", "length"
+#: The caller's stop rule: (row, its tokens so far) -> how many of them to keep, or None.
+Stop = Callable[[int, list[int]], int | None]
 
 
 @dataclass

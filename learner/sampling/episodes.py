@@ -29,8 +29,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.base import TaskEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
-from learner.sampling.decoding import LENGTH, STOP, decode, encode_prompts, eos_ids, left_pad
-from learner.sampling.kernels.onednn_linear import packed_weights
+from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad
+from learner.sampling.engine import HFEngine, SamplingEngine
 from learner.sampling.rollout import Rollout
 from learner.sampling.scoring import Scores
 from tasks import Task
@@ -85,26 +85,27 @@ def _call_cut(tokenizer: PreTrainedTokenizerBase, tool_call_end: Callable[[str],
     return keep
 
 
-def generate_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
                   contexts: list[list[int]], budgets: list[int], *,
                   tool_call_end: Callable[[str], int | None] | None,
                   temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                  compact_fraction: float = 0.25
+                  compact_fraction: float = 0.25, engine: SamplingEngine | None = None
                   ) -> tuple[list[list[int]], list[list[float]], list[str], int]:
     """One turn for each context (token ids, prompt and history): per row the sampled tokens,
     their log-probs at sampling time, why the turn stopped (``eos``, ``tool`` or ``length``),
-    and the positions decoded in all. The decoding loop is ``decoding.decode``'s, with a stop
-    per row at a tool call's end."""
-    device = next(model.parameters()).device
+    and the positions decoded in all. ``engine`` decodes (default: ``decoding.decode`` on
+    ``model``), with a stop per row at a tool call's end."""
+    engine = engine or HFEngine(model)
+    device = engine.device
     ids, mask = left_pad(contexts, tokenizer.pad_token_id)
     stop = None
     if tool_call_end is not None:
         def stop(row: int, tokens: list[int]) -> int | None:
             return _call_cut(tokenizer, tool_call_end, tokens)
-    out = decode(model, ids.to(device), mask.to(device), budgets=torch.tensor(budgets),
-                 eos=eos_ids(model, tokenizer), pad_id=tokenizer.pad_token_id,
-                 temperature=temperature, top_p=top_p, greedy=greedy, stop=stop,
-                 compact_fraction=compact_fraction)
+    out = engine.decode(ids.to(device), mask.to(device), budgets=torch.tensor(budgets),
+                        eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
+                        temperature=temperature, top_p=top_p, greedy=greedy, stop=stop,
+                        compact_fraction=compact_fraction)
     n = out.lengths.tolist()
     tokens = [row[:k].tolist() for row, k in zip(out.tokens, n, strict=True)]
     logprobs = [row[:k].tolist() for row, k in zip(out.logprobs, n, strict=True)]
@@ -112,13 +113,15 @@ def generate_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return tokens, logprobs, why, out.decoded
 
 
-def run_episodes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
-                 tasks: Sequence[Task], prompts: Sequence[str], *, group_size: int,
-                 max_new_tokens: int, max_episode_tokens: int = 0, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False, workers: int = 16,
-                 bridge: ChatBridge | None = None) -> Episodes:
+def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
+                 env: TaskEnv, tasks: Sequence[Task], prompts: Sequence[str], *,
+                 group_size: int, max_new_tokens: int, max_episode_tokens: int = 0,
+                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                 workers: int = 16, bridge: ChatBridge | None = None,
+                 engine: SamplingEngine | None = None) -> Episodes:
     """``group_size`` episodes per task, to the end; ``prompts`` are the user messages (the
-    env's prompts, or perturbed ones), put through the chat template here.
+    env's prompts, or perturbed ones), put through the chat template here. ``engine`` samples
+    the turns (default: the learner's own loop on ``model``).
 
     ``max_new_tokens`` bounds each turn; ``max_episode_tokens`` (0: no bound beyond the turn
     limit) bounds a row's whole completion, observations included. An episode whose turn hits
@@ -131,11 +134,12 @@ def run_episodes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env
     unpadded = [ids[m.bool()].tolist() for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
     rows = [_Row(task, i, env.episode(task), [{"role": "user", "content": prompts[i]}])
             for i, task in enumerate(tasks) for _ in range(group_size)]
-    steps = _EnvSteps(env, bridge, eos_ids(model, tokenizer).tolist(), max_episode_tokens)
+    engine = engine or HFEngine(model)
+    steps = _EnvSteps(env, bridge, engine.eos_ids(tokenizer).tolist(), max_episode_tokens)
     decoded, gen_s = 0, 0.0
-    # The weights are packed once for all the turns (onednn_linear.packed_weights).
+    # One engine session for all the turns (hf: the weights are packed once).
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(rows)))) as pool, \
-            packed_weights(model):
+            engine.session():
         live = rows
         while live:
             budgets = [max_new_tokens if not max_episode_tokens else
@@ -144,7 +148,7 @@ def run_episodes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env
             turns, lps, why, n = generate_turn(
                 model, tokenizer, [unpadded[r.prompt] + r.tokens for r in live], budgets,
                 tool_call_end=getattr(env, "tool_call_end", None), temperature=temperature,
-                top_p=top_p, greedy=greedy)
+                top_p=top_p, greedy=greedy, engine=engine)
             gen_s += time.perf_counter() - t0
             decoded += n
             actions = []

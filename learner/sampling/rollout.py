@@ -1,5 +1,6 @@
 """A step's sampled completions (``Rollout``), and single-turn sampling: G completions per prompt
-in one batched call of the decoding loop (``decoding.decode``)."""
+in one batched call of a sampling engine (``engine``: the decoding loop, ``decoding.decode``, or
+vLLM)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.sampling.decoding import LENGTH, decode, encode_prompts, eos_ids
-from learner.sampling.kernels.onednn_linear import packed_weights
+from learner.sampling.decoding import LENGTH, encode_prompts
+from learner.sampling.engine import HFEngine, SamplingEngine
 
 
 @dataclass
@@ -24,7 +25,9 @@ class Rollout:
     truncated: Tensor  # (B,) bool: hit the token budget (or the turn limit) without ending
     texts: list[str]
     generated_tokens: int  # positions decoded, finished rows still in the batch included
-    logprobs: Tensor  # (B, T) each sampled token's log-prob at sampling time (0 elsewhere)
+    # (B, T) each sampled token's log-prob at sampling time, under the engine that sampled it
+    # (the behaviour policy's), 0 elsewhere
+    logprobs: Tensor
     # Multi-turn episodes (``episodes``): 1 on the tokens the policy sampled, 0 on the
     # observations between its turns; None means every completion token is the policy's.
     action_mask: Tensor | None = None
@@ -74,7 +77,7 @@ def pad_cat(tensors: list[Tensor], value: int, left: bool) -> Tensor:
 
 
 def generate(
-    model: PreTrainedModel,
+    model: PreTrainedModel | None,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     *,
@@ -84,17 +87,20 @@ def generate(
     top_p: float = 1.0,
     greedy: bool = False,
     compact_fraction: float = 0.25,
+    engine: SamplingEngine | None = None,
 ) -> Rollout:
-    """Sample ``group_size`` completions for each templated prompt; rows are prompt-major."""
-    device = next(model.parameters()).device
+    """Sample ``group_size`` completions for each templated prompt; rows are prompt-major.
+    ``engine`` decodes them (default: the learner's own loop on ``model``)."""
+    engine = engine or HFEngine(model)
+    device = engine.device
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
     budgets = torch.full((len(prompts) * group_size,), max_new_tokens, device=device)
-    with packed_weights(model):
-        out = decode(model, prompt_ids, prompt_mask, budgets=budgets,
-                     eos=eos_ids(model, tokenizer), pad_id=tokenizer.pad_token_id,
-                     repeat=group_size, temperature=temperature, top_p=top_p, greedy=greedy,
-                     compact_fraction=compact_fraction)
+    with engine.session():
+        out = engine.decode(prompt_ids, prompt_mask, budgets=budgets,
+                            eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
+                            repeat=group_size, temperature=temperature, top_p=top_p,
+                            greedy=greedy, compact_fraction=compact_fraction)
     width = max(int(out.lengths.max()), 1)  # columns no completion uses are cut
     mask = (torch.arange(width, device=device) < out.lengths.unsqueeze(-1)).long()
     ids = out.tokens[:, :width]

@@ -31,6 +31,10 @@ class Batch:
     groups: Tensor
     n_sequences: float = 0.0
     n_tokens: float = 0.0
+    # The behaviour policy's log-probs of the completion tokens, as the sampling engine recorded
+    # them (0 off the policy's tokens): ``update`` measures the loss passes' own against them,
+    # and an importance-sampling correction for the engine/trainer mismatch would read them.
+    sampling_logprobs: Tensor | None = None
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -44,11 +48,15 @@ class Batch:
         (processes must run the same number: each pass ends in collectives)."""
         n = min(n, len(self))
         bounds = [i * len(self) // n for i in range(n + 1)]
-        return [Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens)
+        behaviour = self.sampling_logprobs
+        return [Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens,
+                      None if behaviour is None else behaviour[a:b])
                 for a, b in zip(bounds, bounds[1:], strict=False)]
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens)
+        behaviour = self.sampling_logprobs
+        return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens,
+                     None if behaviour is None else behaviour.to(device))
 
     def _tensors(self) -> tuple[Tensor, ...]:
         return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
@@ -100,4 +108,5 @@ def gather_rows(roll: Rollout, selection: Selection, keep: Tensor, advantages: T
         groups=groups[idx],
         n_sequences=selection.n_sequences,
         n_tokens=selection.n_tokens,
+        sampling_logprobs=roll.logprobs[idx],
     )

@@ -7,7 +7,9 @@ have a reward spread, at most ``--max-sampling-tries``; otherwise it is one roun
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from accelerate import Accelerator
@@ -17,6 +19,7 @@ from envs.base import TaskEnv
 from learner.config import Config
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
+from learner.sampling.engine import HFEngine, SamplingEngine, SyncedEngine
 from learner.sampling.episodes import run_episodes
 from learner.sampling.rollout import generate
 from learner.sampling.scoring import RemoteScorer, score_all
@@ -27,15 +30,17 @@ from learner.training.samples import StepSamples
 
 
 class Collector:
-    """Samples for the trainer's steps; ``bridge`` is set on a multi-turn env, and
-    ``max_tokens`` is the completion budget L (DAPO's default L_max)."""
+    """Samples for the trainer's steps; ``bridge`` is set on a multi-turn env, ``max_tokens``
+    is the completion budget L (DAPO's default L_max), and ``engine`` the vLLM engine that
+    samples (None: the learner's own loop on the policy)."""
 
     def __init__(self, config: Config, env: TaskEnv, tokenizer: PreTrainedTokenizerBase,
                  stream: PromptStream, procs: Processes, accelerator: Accelerator, *,
-                 scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int):
+                 scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int,
+                 engine: SyncedEngine | None = None):
         self.config, self.env, self.tokenizer, self.stream = config, env, tokenizer, stream
         self.procs, self.accelerator, self.scorer = procs, accelerator, scorer
-        self.bridge, self.max_tokens = bridge, max_tokens
+        self.bridge, self.max_tokens, self.engine = bridge, max_tokens, engine
 
     def collect(self, model: Any) -> StepSamples:
         """The step's samples: every round's, together."""
@@ -58,21 +63,19 @@ class Collector:
         tasks = self.procs.local(self.stream.take(n_prompts))
         prompts = [self.env.prompt(t) for t in tasks]
         t0 = time.perf_counter()
-        # bf16 autocast on CUDA (a no-op on CPU); full weights even under ZeRO-3.
-        with self.accelerator.autocast(), \
-                sharding.full_weights(self.accelerator, model) as policy:
+        with self.sampler(model) as engine:
             if self.bridge is not None:
-                eps = run_episodes(policy, self.tokenizer, self.env, tasks, prompts,
+                eps = run_episodes(None, self.tokenizer, self.env, tasks, prompts,
                                    group_size=c.group_size, max_new_tokens=c.max_new_tokens,
                                    max_episode_tokens=c.max_episode_tokens,
                                    temperature=c.temperature, top_p=c.top_p,
-                                   workers=c.score_workers, bridge=self.bridge)
+                                   workers=c.score_workers, bridge=self.bridge, engine=engine)
                 roll, scores, gen_s, score_s = eps.rollout, eps.scores, eps.generate_s, eps.step_s
             else:
-                roll = generate(policy, self.tokenizer,
+                roll = generate(None, self.tokenizer,
                                 [chat_prompt(self.tokenizer, p) for p in prompts],
                                 group_size=c.group_size, max_new_tokens=c.max_new_tokens,
-                                temperature=c.temperature, top_p=c.top_p)
+                                temperature=c.temperature, top_p=c.top_p, engine=engine)
         if self.bridge is None:
             gen_s, t1 = time.perf_counter() - t0, time.perf_counter()
             scores = score_all(self.env, [t for t in tasks for _ in range(c.group_size)],
@@ -84,3 +87,15 @@ class Collector:
                                             c.overlong_cache)
         return StepSamples(tasks, prompts, roll, scores, c.group_size, shaping,
                            generate_s=gen_s, score_s=score_s)
+
+    @contextlib.contextmanager
+    def sampler(self, model: Any) -> Iterator[SamplingEngine]:
+        """The round's engine: vLLM's (its weights synced after each update), or the learner's
+        loop on the policy under bf16 autocast on CUDA (a no-op on CPU), with its full weights
+        even under ZeRO-3."""
+        if self.engine is not None:
+            yield self.engine
+            return
+        with self.accelerator.autocast(), \
+                sharding.full_weights(self.accelerator, model) as policy:
+            yield HFEngine(policy)

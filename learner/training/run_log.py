@@ -1,4 +1,5 @@
-"""Run logs: ``metrics.jsonl`` (one line per step), ``samples.jsonl`` and optional TensorBoard."""
+"""Run logs: ``metrics.jsonl`` (one line per step), ``samples.jsonl``, ``heldout.jsonl`` (the
+held-out completions of each evaluation) and optional TensorBoard."""
 
 from __future__ import annotations
 
@@ -39,12 +40,13 @@ class RunLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.samples_path = self.dir / "samples.jsonl"
-        if resume_step is None:
-            for path in (self.metrics_path, self.samples_path):
+        self.heldout_path = self.dir / "heldout.jsonl"
+        logs = (self.metrics_path, self.samples_path, self.heldout_path)
+        for path in logs:
+            if resume_step is None:
                 path.unlink(missing_ok=True)
-        else:
-            _truncate_after(self.metrics_path, resume_step)
-            _truncate_after(self.samples_path, resume_step)
+            else:
+                _truncate_after(path, resume_step)
         self._tb = None
         if tensorboard:
             try:
@@ -68,6 +70,13 @@ class RunLog:
         with self.samples_path.open("a") as f:
             for group in groups:
                 f.write(json.dumps({"step": step, **group}) + "\n")
+
+    def heldout(self, step: int, records: list[dict[str, Any]]) -> None:
+        """One line per held-out task of an evaluation: the greedy completion and its grade, so
+        an accuracy can be read back to the answers that earned it."""
+        with self.heldout_path.open("a") as f:
+            for record in records:
+                f.write(json.dumps({"step": step, **record}) + "\n")
 
     def close(self) -> None:
         if self._tb is not None:

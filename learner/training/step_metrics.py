@@ -1,8 +1,10 @@
 """The line a step logs to ``metrics.jsonl``: its samples' rewards and lengths, its groups, the
-update's figures, the reward-hack monitor's counts and its timings, global over processes."""
+update's figures, the reward-hack monitor's counts and its timings (grading's per sample too),
+global over processes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
            "group/trained": 0 if batch is None else int(batch.groups.unique().numel())}
     out = {k: procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
            for k, v in out.items()}
+    out.update(grading_metrics(samples.scores.infos, procs))
     out.update(hack_monitor.step_metrics(flags))
     if shaping.graded:
         out["samples/shaping_only_frac"] = shaping.shaping_only / shaping.graded
@@ -48,6 +51,24 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
         "tokens_per_s/train": procs.mean(update.trained_tokens * procs.world
                                          / max(times.train_s, 1e-9)),
     })
+    return out
+
+
+def grading_metrics(infos: Sequence[Mapping[str, Any]], procs: Processes) -> dict[str, Any]:
+    """How long grading took per sample, over every process's samples: the p50, p99 and max
+    of the env's ``grading_s`` (a mean would hide the one slow verdict that stalls a step),
+    and ``samples/grade_timeouts``, how many samples hit a time limit while graded (the env's
+    ``hit_time_limit``). A multi-turn episode's is its final grading; its tool calls are
+    ``tool/s``."""
+    seconds = [float(info["grading_s"]) for info in infos if "grading_s" in info]
+    every = torch.tensor([s for part in procs.gather_objects(seconds) for s in part],
+                         dtype=torch.float64)
+    limited = sum(procs.gather_ints(sum(bool(info.get("hit_time_limit")) for info in infos)))
+    out: dict[str, Any] = {"samples/grade_timeouts": limited}
+    if every.numel():
+        p50, p99 = torch.quantile(every, torch.tensor([0.5, 0.99], dtype=torch.float64)).tolist()
+        out.update({"time/grade_p50_s": p50, "time/grade_p99_s": p99,
+                    "time/grade_max_s": float(every.max())})
     return out
 
 

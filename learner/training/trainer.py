@@ -28,6 +28,7 @@ from learner.config import Config
 from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.model import load_model, load_tokenizer, with_lora
 from learner.sampling.chat import ChatBridge
+from learner.sampling.engine import SyncedEngine, build_engine
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.kernels import onednn_linear
 from learner.sampling.scoring import RemoteScorer, infra_reason
@@ -81,7 +82,8 @@ def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> to
 class GRPOTrainer:
     def __init__(self, config: Config, *, model: PreTrainedModel | None = None,
                  tokenizer: PreTrainedTokenizerBase | None = None, env: TaskEnv | None = None,
-                 accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None):
+                 accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None,
+                 engine: SyncedEngine | None = None):
         self.config = c = config
         self.accelerator = accelerator or make_accelerator()
         check_accumulation(self.accelerator)
@@ -107,10 +109,16 @@ class GRPOTrainer:
             raise ValueError(f"--overlong-cache {c.overlong_cache} exceeds L_max "
                              f"{c.overlong_max or self.max_tokens}")
         self.update = self._prepare(model or load_model(c.model))
+        # --rollout-engine vllm: an engine with its own weights, synced after every update
+        # (None: the learner's own loop samples from the policy itself).
+        self.engine = engine if engine is not None else build_engine(
+            c, self.accelerator.device, rank=self.procs.rank, processes=self.procs.world)
+        self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
+        self.sync_engine()
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.collector = Collector(c, self.env, self.tokenizer, self.stream, self.procs,
                                    self.accelerator, scorer=scorer, bridge=self.bridge,
-                                   max_tokens=self.max_tokens)
+                                   max_tokens=self.max_tokens, engine=self.engine)
         self.step = 0
 
     def _prepare(self, model: PreTrainedModel) -> PolicyUpdate:
@@ -183,11 +191,17 @@ class GRPOTrainer:
         # The loss passes and optimizer steps (none when no process has a row to train on).
         stats = self.update(batch) if batch is not None else self.update.skip()
         train_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if not stats.skipped and stats.nonfinite_skipped < self.config.num_iterations:
+            self.sync_engine()  # the policy moved: the engine samples the next step with it
+        sync_s = time.perf_counter() - t1
         self.step += 1
         flags, shaping = self.monitor_counts(samples)
         metrics = step_metrics(samples, batch, stats, flags, shaping,
                                StepTimes(time.perf_counter() - start, train_s),
                                lr=self.scheduler.get_last_lr()[0], procs=self.procs)
+        if self.engine is not None:
+            metrics["time/engine_sync_s"] = sync_s
         return Step(self.step, samples, advantages, batch, stats, flags, shaping, metrics)
 
     def collect(self) -> StepSamples:
@@ -259,6 +273,7 @@ class GRPOTrainer:
                               tool_role=c.tool_role)
             if gather is not None:
                 result.records = gather(result.records)
+            self.heldout_records = result.records  # heldout.jsonl: what the accuracy counted
             metrics = {f"eval/{k}": v for k, v in result.metrics().items()}
             if c.eval_perturbations:
                 from learner.evaluation.gates import perturbation_metrics
@@ -281,7 +296,15 @@ class GRPOTrainer:
         state = checkpoint.load(self.accelerator, path)
         self.step, self.stream.position = state["step"], state["position"]
         self.policy_is_reference = self.step == 0
+        self.sync_engine()
         return True
+
+    def sync_engine(self) -> None:
+        """Load the policy's current weights into the sampling engine (vllm; hf samples from
+        the policy itself), gathered in full under ZeRO-3."""
+        if self.engine is not None:
+            with sharding.full_weights(self.accelerator, self.model) as policy:
+                self.engine.sync(policy)
 
     def train(self) -> dict[str, Any]:
         """Run to ``config.steps``; returns held-out metrics before (if run) and after, the
@@ -295,6 +318,7 @@ class GRPOTrainer:
             result["before"] = self.evaluate()
             if log:
                 log.log(0, result["before"])
+                log.heldout(0, self.heldout_records)
         metrics: dict[str, Any] = {}
         bar = tqdm(total=c.steps, initial=self.step, disable=not (main and c.progress),
                    desc="grpo", dynamic_ncols=True)
@@ -317,6 +341,8 @@ class GRPOTrainer:
                 metrics.update(result["after"])
             if log:
                 log.log(self.step, metrics)
+                if "eval/accuracy" in metrics:  # evaluated at this step
+                    log.heldout(self.step, self.heldout_records)
                 # The last step's groups too: a run shorter than K steps still leaves some.
                 if c.samples_every and (self.step % c.samples_every == 0 or self.step == c.steps):
                     log.samples(self.step, step.sample_groups(c.samples_groups))
@@ -344,6 +370,8 @@ class GRPOTrainer:
         while the others still hold the group can abort in the group's C++ teardown (SIGABRT,
         "terminate called without an active exception"), failing a run that has finished."""
         self.accelerator.wait_for_everyone()  # no-op for a single process
+        if self.engine is not None and self._owns_engine:
+            self.engine.close()
         self.accelerator.end_training()
 
     def save_model(self, path: str | Path) -> None:
@@ -360,8 +388,13 @@ class GRPOTrainer:
 
 def _progress(metrics: dict[str, Any]) -> dict[str, str]:
     """The progress bar's figures: reward, KL ("skipped" on a step without an update), the
-    flagged share of credited samples."""
+    flagged share of credited samples, grading's p99 per sample (and how many samples hit a
+    time limit, when any did: a slow verifier shows before it stalls the run)."""
     flagged, kl = metrics.get("flags/credited_frac"), metrics.get("kl")
-    return {"reward": f"{metrics['reward/mean']:.3f}",
-            "kl": "skipped" if metrics.get("skipped") else "-" if kl is None else f"{kl:.4f}",
-            "flagged": "-" if flagged is None else f"{flagged:.0%}"}
+    out = {"reward": f"{metrics['reward/mean']:.3f}",
+           "kl": "skipped" if metrics.get("skipped") else "-" if kl is None else f"{kl:.4f}",
+           "flagged": "-" if flagged is None else f"{flagged:.0%}"}
+    if (p99 := metrics.get("time/grade_p99_s")) is not None:
+        timeouts = metrics.get("samples/grade_timeouts") or 0
+        out["grade_p99"] = f"{p99:.2f}s" + (f" ({timeouts} timed out)" if timeouts else "")
+    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from learner.training import grpo
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
 from learner.training.forward import completion_logprobs
+from learner.training.mismatch import LogprobMismatch
 
 
 @dataclass
@@ -43,11 +44,15 @@ class UpdateStats:
     grad_norm: float | None = None
     nonfinite_skipped: int = 0  # iterations whose optimizer step a non-finite value cancelled
     trained_tokens: int = 0  # prompt and completion tokens through the loss passes, all iterations
+    # The sampling engine's log-probs against the first loss pass's (``mismatch``); empty when
+    # the batch carried none.
+    mismatch: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         out = {"skipped": self.skipped, "loss": self.loss, "kl": self.kl,
                "clip_frac": self.clip_frac, "entropy": self.entropy,
-               "grad_norm": self.grad_norm, "nonfinite_skipped": self.nonfinite_skipped}
+               "grad_norm": self.grad_norm, "nonfinite_skipped": self.nonfinite_skipped,
+               **self.mismatch}
         if self.clip_frac_sequence is not None:
             out["clip_frac/sequence"] = self.clip_frac_sequence
         return out
@@ -103,6 +108,7 @@ class PolicyUpdate:
         old: list[Tensor] = []
         stats = UpdateStats(trained_tokens=batch.tokens * c.num_iterations)
         tally = _Tally(batch)
+        mismatch = LogprobMismatch() if batch.sampling_logprobs is not None else None
         for it in range(c.num_iterations):
             last_iteration = it == c.num_iterations - 1
             finite = True
@@ -113,6 +119,8 @@ class PolicyUpdate:
                         old.append(logp.detach())
                         if own_ref:
                             ref[i] = old[i]
+                        if mismatch is not None:  # against the engine's, as it sampled
+                            mismatch.add(old[i], mb.sampling_logprobs, mb.loss_mask)
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.eps_low, eps_high=c.eps_high, loss_type=c.loss_type,
@@ -127,6 +135,8 @@ class PolicyUpdate:
             stats.grad_norm, stepped = self._optimizer_step(finite)
             stats.nonfinite_skipped += not stepped
         tally.write(stats, sequence_level=c.importance_sampling_level == "sequence")
+        if mismatch is not None:
+            stats.mismatch = mismatch.metrics()
         if c.beta == 0:
             stats.kl = None  # no reference: nothing was measured (null, not a KL of 0)
         return stats

@@ -1,0 +1,141 @@
+"""What ``python -m learner.eval`` does once its flags are parsed: set up the env (from a run's
+config with ``--run``), evaluate the policy (and, with ``--run``, the model it started from),
+and write the report. ``learner/eval.py`` holds the flags, so that --help and flag errors answer
+before this module loads torch and transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from envs.base import TaskEnv
+from learner.config import Config, ConfigError
+from learner.evaluation.gates import GateSettings, run_gates
+from learner.evaluation.general import ARC_EASY
+from learner.evaluation.heldout import heldout_tasks
+from learner.evaluation.report import deltas, write_report
+from learner.evaluation.run_dir import RunDirError, load_run_policy, run_config, run_env
+from learner.launch import SetupError, make_env, ray_scorer
+from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
+from learner.provenance import package_versions
+from learner.sampling.kernels import onednn_linear
+
+#: Set-up failures that ``learner.eval`` reports as one line (exit status 1).
+ERRORS = (SetupError, ModelLoadError, RunDirError)
+
+
+def metadata(args: argparse.Namespace, env: TaskEnv, model_name: str, n_tasks: int,
+             settings: GateSettings) -> dict[str, Any]:
+    pack = env.pack
+    return {
+        "model": model_name,
+        "env": env.env_id or args.env,
+        "env_kwargs": args.env_kwargs,
+        "pack": pack.name,
+        "pack_version": pack.pack_version,
+        "pack_license": pack.manifest.license,
+        "split": "test",
+        "n_tasks": n_tasks,
+        "seed": settings.seed,
+        "settings": settings.as_dict(),
+        "reward_weights": env.reward_weights,
+        "general_benchmark": ARC_EASY if settings.general_limit else None,
+        "versions": package_versions() | {"python": platform.python_version()},
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps(s, ensure_ascii=False) + "\n")
+
+
+def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+              tasks: list, settings: GateSettings, label: str, scorer: Any = None,
+              cpu_matmul: str = "onednn") -> dict[str, Any]:
+    print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
+    onednn_linear.route_on_cpu(model, cpu_matmul)
+    start = time.perf_counter()
+    report = run_gates(model, tokenizer, env, tasks, settings,
+                       log=lambda line: print(line, file=sys.stderr), scorer=scorer)
+    report["timing"]["total_s"] = round(time.perf_counter() - start, 3)
+    return report
+
+
+def evaluate_command(args: argparse.Namespace) -> Path:
+    """Evaluate as the parsed flags say; returns the path of ``report.json``. Raises one of
+    ``ERRORS`` when the env, the cluster, the run or the model cannot be set up."""
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    start_model: str | None = args.model
+    if args.run:
+        config = run_config(args.run)
+        start_model = config.get("model")
+        if config.get("max_turns"):  # --max-turns of the run is an env option too
+            config["env_kwargs"] = {**(config.get("env_kwargs") or {}),
+                                    "max_turns": config["max_turns"]}
+        if args.max_episode_tokens is None:
+            args.max_episode_tokens = config.get("max_episode_tokens", 0)
+        if args.tool_role is None:
+            args.tool_role = config.get("tool_role", "auto")
+        args.env, args.env_kwargs, notes = run_env(config, args.env, args.env_kwargs)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    if args.env is None:
+        raise SetupError("give --env (or --run DIR to take it from the run's config)")
+    env_config = Config(env=args.env, env_kwargs=args.env_kwargs, max_turns=args.max_turns)
+    try:
+        env_config.validate()
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from exc
+    env = make_env(env_config)
+    scorer = ray_scorer(env, args.ray_address)
+    try:
+        return _evaluate_all(args, env, scorer, start_model)
+    finally:
+        if scorer is not None:
+            scorer.close()
+
+
+def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer: Any, start_model: str | None
+                  ) -> Path:
+    tasks = heldout_tasks(env, args.limit)
+    settings = GateSettings(
+        group_size=args.group_size, max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+        batch_size=args.batch_size, workers=args.workers, general_limit=args.general_limit,
+        flag_min_reward=args.flag_min_reward, perturbations=not args.no_perturbations,
+        max_episode_tokens=args.max_episode_tokens or 0, tool_role=args.tool_role or "auto")
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = load_tokenizer(start_model)
+    start_name = start_model or DEFAULT_MODEL
+    if args.run:
+        policy, policy_name = load_run_policy(args.run)
+    else:
+        policy, policy_name = load_model(start_model), start_name
+    report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer,
+                       args.cpu_matmul)
+    _write_samples(out / "samples.jsonl", report.pop("samples"))
+    report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
+    if args.run:
+        report["metadata"]["run"] = str(args.run)
+        report["metadata"]["start_model"] = start_name
+        del policy  # two 135M+ models fit, but there is no need to hold both
+        baseline = _evaluate(load_model(start_model), tokenizer, env, tasks, settings,
+                             f"the starting model {start_name}", scorer, args.cpu_matmul)
+        _write_samples(out / "samples_start.jsonl", baseline.pop("samples"))
+        report["baseline"] = {"model": start_name, **baseline}
+        report["deltas"] = deltas(report, baseline)
+    return write_report(report, out)

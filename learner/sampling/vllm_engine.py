@@ -1,0 +1,291 @@
+"""vLLM as the sampling engine, colocated with training.
+
+The engine lives in the learner's own process (its engine core and worker in-process, as TRL's
+colocate mode has them), on the learner's device, with its own copy of the weights: ``sync``
+loads the policy's current weights after every optimizer step, through vLLM's in-place reload
+(``reload_weights``: checkpoint-format names, so vLLM fuses q/k/v and gate/up itself), and
+clears its prefix cache. A LoRA policy is pushed either merged (each LoRA layer's delta added
+to its base weight, the trainer's weights untouched) or as an adapter vLLM applies itself
+(``lora="adapter"``: the base weights go once, then only the adapter after each step).
+
+Token ids in, token ids out: contexts go in as token ids (never re-tokenised), and the
+sampled ids and the log-prob of each under the distribution it was drawn from come back
+(``logprobs_mode="processed_logprobs"``: after temperature and top-p, as the loss passes
+score them). vLLM has no per-token callback, so the caller's stop rule (a tool call's end) is
+applied to the finished turn at every prefix, as ``decoding.decode`` applies it while it
+decodes: what the policy samples up to the stop does not depend on what came after, so the
+rows are the same distribution; the tokens past the cut are decoded for nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+from learner.sampling.decoding import EOS, LENGTH, STOP, Decoded, Stop
+
+#: vLLM's LoRA kernels take these maximum ranks.
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class VLLMEngine:
+    """A vLLM ``LLM`` in this process, sampling for the learner (``SamplingEngine``).
+
+    ``model_path``: the policy's checkpoint (its architecture and first weights; ``sync``
+    replaces them). On a GPU it takes ``gpu_memory_utilization`` of the device (weights and KV
+    cache; training has the rest) and runs in bf16; on CPU, in fp32 with ``kv_cache_gib`` of
+    KV cache. ``lora_rank`` > 0 with ``lora="adapter"`` starts it with LoRA support.
+    ``processes`` > 1: one engine per process of an ``accelerate launch`` run (vLLM's
+    external launcher, as TRL's colocate mode).
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_path: str, *, device: torch.device | str = "cpu", seed: int = 0,
+                 dtype: str | None = None, gpu_memory_utilization: float = 0.3,
+                 kv_cache_gib: float | None = None, max_model_len: int | None = None,
+                 lora: str = "merged", lora_rank: int = 0, enforce_eager: bool | None = None,
+                 processes: int = 1):
+        self._device = torch.device(device)
+        self.lora = lora  # "merged" or "adapter": how ``sync`` pushes a LoRA policy
+        self.lora_enabled = lora == "adapter" and lora_rank > 0  # vLLM's LoRA support is on
+        self._eos = _configured_eos(model_path)
+        self._lora_request: Any = None
+        self._version = 0
+        self._base: weakref.ref | None = None  # the base model whose weights the engine holds
+        self._adapter_dir = tempfile.TemporaryDirectory(prefix="grpo-gym-lora-")
+        cpu = self._device.type == "cpu"
+        kwargs: dict[str, Any] = {
+            "model": model_path, "seed": seed, "max_model_len": max_model_len or None,
+            "dtype": dtype or ("float32" if cpu else "bfloat16"),
+            "logprobs_mode": "processed_logprobs",  # after temperature and top-p
+            # Compiling the model takes minutes on CPU (cached afterwards), CUDA graphs pay off.
+            "enforce_eager": cpu if enforce_eager is None else enforce_eager,
+        }
+        if cpu:
+            # On CPU vLLM reserves gpu_memory_utilization of the NUMA node's memory and refuses
+            # to start when that much is not free; an explicit KV cache size skips that check.
+            gib = kv_cache_gib or float(os.environ.get("VLLM_CPU_KVCACHE_SPACE") or 1)
+            kwargs["kv_cache_memory_bytes"] = int(gib * 2**30)
+        else:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if self.lora_enabled:
+            rank = next((r for r in _LORA_RANKS if r >= lora_rank), _LORA_RANKS[-1])
+            kwargs.update(enable_lora=True, max_lora_rank=rank, max_loras=1)
+        if processes > 1:
+            kwargs["distributed_executor_backend"] = "external_launcher"
+        self._owns_distributed = not (torch.distributed.is_available()
+                                      and torch.distributed.is_initialized())
+        print(f"starting the vLLM engine on {self._device.type} (a minute or so)...",
+              file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        with _in_this_process():
+            from vllm import LLM
+
+            self.llm: Any = LLM(**kwargs)
+        self.start_s = time.perf_counter() - t0
+        # Every reload warns that the tied head and the rotary embedding loaded no weights:
+        # both have none of their own (the head is packed again below).
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(
+            logging.ERROR)
+
+    # -- SamplingEngine ----------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def eos_ids(self, tokenizer: PreTrainedTokenizerBase) -> Tensor:
+        """The tokenizer's EOS and the checkpoint's configured ones, as ``decoding.eos_ids``."""
+        ids = sorted({tokenizer.eos_token_id, *self._eos} - {None})
+        return torch.tensor(ids, device=self._device)
+
+    def session(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def decode(self, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor, pad_id: int,
+               repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
+               greedy: bool = False, stop: Stop | None = None,
+               compact_fraction: float = 0.25) -> Decoded:
+        """As ``decoding.decode``: ``repeat`` rows per left-padded context, each ending at an
+        ``eos`` token (kept), its budget, or where ``stop(row, tokens)`` says."""
+        from vllm import SamplingParams
+
+        contexts = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask.cpu(), strict=True)]
+        budget = [int(b) for b in budgets.tolist()]
+        if any(len(set(budget[i * repeat:(i + 1) * repeat])) > 1 for i in range(len(contexts))):
+            raise ValueError("rows of one context must share a budget")
+        # A seed per request drawn from torch's generator: a seeded run samples the same rows.
+        seed = int(torch.randint(0, 2**31 - 2**20, ()))
+        params = [SamplingParams(
+            n=repeat, max_tokens=budget[i * repeat], logprobs=0, detokenize=False,
+            stop_token_ids=eos.tolist(), temperature=0.0 if greedy else temperature,
+            top_p=1.0 if greedy else top_p, seed=None if greedy else seed + i * repeat)
+            for i in range(len(contexts))]
+        outputs = self.llm.generate([{"prompt_token_ids": c} for c in contexts], params,
+                                    use_tqdm=False, lora_request=self._lora_request)
+        rows = [o for out in outputs for o in out.outputs]  # prompt-major, as decode's
+        eos_set = set(eos.tolist())
+        n, width = len(rows), max(budget)
+        tokens = torch.full((n, width), pad_id, dtype=torch.long)
+        logprobs = torch.zeros((n, width))
+        lengths = torch.zeros(n, dtype=torch.long)
+        stops, decoded = [], 0
+        for r, row in enumerate(rows):
+            sampled = list(row.token_ids)
+            decoded += len(sampled)
+            ended = bool(sampled) and sampled[-1] in eos_set and row.finish_reason == "stop"
+            keep, why = _stop_point(r, sampled, ended, stop)
+            tokens[r, :keep] = torch.tensor(sampled[:keep], dtype=torch.long)
+            logprobs[r, :keep] = torch.tensor([step[t].logprob for step, t in
+                                               zip(row.logprobs[:keep], sampled[:keep],
+                                                   strict=True)])
+            lengths[r] = keep
+            stops.append(why)
+        dev = self._device
+        return Decoded(tokens.to(dev), logprobs.to(dev), lengths.to(dev), stops, decoded)
+
+    # -- weights -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def sync(self, policy: torch.nn.Module) -> None:
+        """Load ``policy``'s current weights (an unwrapped model, full weights under ZeRO-3)."""
+        t0 = time.perf_counter()
+        if self.lora == "adapter" and self.lora_enabled and _is_peft(policy):
+            base = policy.get_base_model()
+            if self._base is None or self._base() is not base:
+                # LoRA never changes the base weights: they go once per base model.
+                self._reload(checkpoint_weights(policy, merge=False))
+                self._base = weakref.ref(base)
+            self._push_adapter(policy)
+        else:
+            self._reload(checkpoint_weights(policy))
+            self._base, self._lora_request = None, None
+        self.llm.reset_prefix_cache()  # cached prompts were computed with the old weights
+        self.sync_s = time.perf_counter() - t0
+
+    def _reload(self, weights: Iterator[tuple[str, Tensor]]) -> None:
+        # The worker is in this process: the iterator and its tensors pass by reference.
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights,
+                                                          "is_checkpoint_format": True})
+        self.llm.apply_model(_repack_tied_head)
+
+    def _push_adapter(self, policy: torch.nn.Module) -> None:
+        from vllm.lora.request import LoRARequest
+
+        path = Path(self._adapter_dir.name)
+        policy.save_pretrained(path)
+        self._version += 1  # a new id: vLLM loads it, and drops the previous one from its slot
+        self._lora_request = LoRARequest(f"policy-{self._version}", self._version, str(path))
+
+    def close(self) -> None:
+        """Shut the engine down and free its memory (and vLLM's process group, if it made it)."""
+        if getattr(self, "llm", None) is None:
+            return
+        self.llm.llm_engine.engine_core.shutdown()
+        self.llm = None
+        if self._owns_distributed:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        gc.collect()
+        self._adapter_dir.cleanup()
+
+
+def checkpoint_weights(model: torch.nn.Module, merge: bool = True
+                       ) -> Iterator[tuple[str, Tensor]]:
+    """The model's weights under its checkpoint's names, which vLLM's loader maps to its own.
+    A PEFT model's LoRA layers are merged into their base weights (``merge``) with PEFT's own
+    ``get_delta_weight``, leaving the trainer's weights as they are, or left out."""
+    if not _is_peft(model):
+        yield from ((name, p.detach()) for name, p in model.named_parameters())
+        return
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    lora = {name: m for name, m in base.named_modules() if isinstance(m, LoraLayer)}
+    for name, p in base.named_parameters():
+        if ".lora_" in name:
+            continue
+        owner, _, leaf = name.rpartition(".")
+        owner = owner.removesuffix(".base_layer")
+        value = p.detach()
+        if merge and leaf == "weight" and owner in lora:
+            layer = lora[owner]
+            for adapter in layer.active_adapters:
+                if adapter in layer.lora_A:
+                    value = value + layer.get_delta_weight(adapter).to(value.dtype)
+        yield f"{owner}.{leaf}", value
+
+
+def _repack_tied_head(model: torch.nn.Module) -> bool:
+    """vLLM's in-place reload processes the layers it loads again; an output head tied to the
+    embeddings loads nothing (its weight is theirs), so on CPU it would go on multiplying by
+    the copy its kernel packed from the old weights (vLLM's reload notes, "tied parameters").
+    Pack it again from the shared weight (a no-op on a GPU)."""
+    head = getattr(model, "lm_head", None)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    if head is None or embed is None or not hasattr(head, "quant_method") \
+            or head.weight.data_ptr() != embed.weight.data_ptr():
+        return False
+    head.quant_method.process_weights_after_loading(head)
+    return True
+
+
+def _stop_point(row: int, tokens: list[int], ended: bool, stop: Stop | None) -> tuple[int, str]:
+    """Where ``decoding.decode`` would have ended the row: the stop rule is asked after each
+    token, except the EOS that ends it (EOS wins)."""
+    if stop is not None:
+        for t in range(1, len(tokens) + (0 if ended else 1)):
+            keep = stop(row, tokens[:t])
+            if keep is not None:
+                return keep, STOP
+    return len(tokens), EOS if ended else LENGTH
+
+
+def _configured_eos(model_path: str) -> set[int]:
+    """EOS ids of the checkpoint's generation config (none when it has none)."""
+    try:
+        configured = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except OSError:
+        return set()
+    if configured is None:
+        return set()
+    return {configured} if isinstance(configured, int) else set(configured)
+
+
+def _is_peft(model: torch.nn.Module) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+@contextlib.contextmanager
+def _in_this_process() -> Iterator[None]:
+    """Start vLLM's engine core and worker in this process (the weights then reach it by
+    reference) without it taking the learner's CPU threads: it would drop torch to 1 thread
+    unless OMP_NUM_THREADS is set, and its CPU worker replaces ``torch.set_num_threads``
+    with a no-op."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+    omp = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = omp or str(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_threads
+        torch.set_num_threads(threads)
+        if omp is None:
+            os.environ.pop("OMP_NUM_THREADS", None)

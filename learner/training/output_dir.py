@@ -1,0 +1,58 @@
+"""A run's ``--output-dir``: the files a run writes there, the refusal of a folder that already
+holds something (two runs mixed in one folder once had ``learner.eval --run`` grade the older
+model: checkpoints are kept by step number, so the new run's lower-numbered one was deleted), and
+the clearing that ``--overwrite`` asks for.
+
+Torch-free, so the check answers before the model loads.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+#: Everything a run writes at the top of its folder: ``config.json`` and ``final/`` (launch),
+#: ``metrics.jsonl``, ``samples.jsonl`` and ``tensorboard/`` (run_log, with the ``.tmp`` files
+#: of a resume cut short), ``checkpoints/`` (checkpoint) and ``plots/`` (learner.plot).
+RUN_FILES = ("config.json", "metrics.jsonl", "samples.jsonl", "metrics.jsonl.tmp",
+             "samples.jsonl.tmp", "tensorboard", "plots", "final", "checkpoints")
+
+
+def _listing(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def output_dir_problem(path: str | Path, *, resume: bool, overwrite: bool) -> str | None:
+    """Why a new run cannot start in ``path`` (``None`` when it can): a folder that holds
+    anything needs ``--resume`` (continue the run there) or ``--overwrite`` (replace it)."""
+    path = Path(path)
+    if resume or overwrite or not path.exists():
+        return None
+    if not path.is_dir():
+        return f"--output-dir {path} is a file, not a folder"
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+    if not entries:
+        return None
+    if (path / "config.json").is_file():
+        return (f"--output-dir {path} already holds a run ({_listing(entries)}): pass --resume "
+                "to continue it or --overwrite to replace it")
+    return (f"--output-dir {path} is not empty ({_listing(entries)}): choose an empty folder, "
+            "or pass --overwrite to write the run there (a run's own files are replaced, "
+            "nothing else)")
+
+
+def clear_run(path: str | Path) -> list[str]:
+    """Delete what an earlier run left in ``path`` (only ``RUN_FILES``: anything else stays);
+    returns the names removed."""
+    path = Path(path)
+    removed = []
+    for name in RUN_FILES:
+        target = path / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+            removed.append(name + "/")
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+            removed.append(name)
+    return removed

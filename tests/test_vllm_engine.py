@@ -1,0 +1,216 @@
+"""The vLLM sampling engine (the CPU build in CI): the rollout type, token-in/token-out episodes,
+the weights after an update (full fine-tuning, LoRA merged and as an adapter), and the logged
+engine/trainer log-prob mismatch. One engine serves the session (``conftest.vllm_engine``).
+
+Tolerance: on CPU in fp32 the engine's log-probs and the loss passes' differ by float rounding
+alone (vLLM's kernels sum in another order): within ``ATOL`` per token. Greedy completions are
+compared token by token up to the first position where the trainer's two best logits are
+closer than ``TIE``: there a rounding difference may pick either, which is not a bug.
+"""
+
+import pytest
+import torch
+
+from learner.model import load_model, load_tokenizer
+from learner.sampling.decoding import left_pad
+from learner.sampling.engine import HFEngine, engine_name
+from learner.sampling.episodes import run_episodes
+from learner.sampling.rollout import generate
+from learner.training.forward import completion_logits, completion_logprobs
+from learner.training.trainer import GRPOTrainer
+from tests import learner_helpers as h
+from tests.episode_helpers import ShoutEnv
+
+ATOL = 1e-4
+TIE = 1e-3
+PROMPTS = ["What is 2 + 3?", "Name a colour.", "Count to five.", "Say hello."]
+
+
+def _templated(tok):
+    return [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                    add_generation_prompt=True) for p in PROMPTS]
+
+
+def _policy(path):
+    return load_model(str(path)), load_tokenizer(str(path))
+
+
+def _scored(model, roll, groups, temperature, top_p):
+    with torch.no_grad():
+        logp, _ = completion_logprobs(model, roll.prompt_ids, roll.prompt_mask,
+                                      roll.completion_ids, roll.completion_mask, groups,
+                                      temperature=temperature, top_p=top_p)
+    return logp
+
+
+def test_auto_picks_hf_on_cpu():
+    assert engine_name("auto", torch.device("cpu")) == "hf"
+    assert engine_name("vllm", torch.device("cpu")) == "vllm"
+
+
+def test_a_vllm_rollout_is_the_rollout_type_with_the_trainers_logprobs(vllm_engine, vllm_model):
+    model, tok = _policy(vllm_model)
+    vllm_engine.sync(model)
+    group, budget, temperature, top_p = 4, 12, 0.7, 0.9
+    torch.manual_seed(0)
+    roll = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
+                    temperature=temperature, top_p=top_p, engine=vllm_engine)
+    torch.manual_seed(0)
+    again = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
+                     temperature=temperature, top_p=top_p, engine=vllm_engine)
+    assert torch.equal(roll.completion_ids, again.completion_ids)  # a seeded run repeats
+    ref = generate(model, tok, _templated(tok), group_size=group, max_new_tokens=budget)
+    assert roll.prompt_ids.shape == ref.prompt_ids.shape  # same prompts, same layout
+    assert torch.equal(roll.prompt_ids, ref.prompt_ids)
+    n = len(PROMPTS) * group
+    assert roll.completion_ids.shape[0] == n and len(roll.texts) == n
+    lengths, eos = roll.lengths, set(vllm_engine.eos_ids(tok).tolist())
+    for r in range(n):  # cut at the budget, or ended by an EOS token, kept
+        last = int(roll.completion_ids[r, int(lengths[r]) - 1])
+        assert (bool(roll.truncated[r]) and int(lengths[r]) == budget) != (last in eos)
+    cols = torch.arange(roll.completion_ids.shape[1])
+    assert torch.equal(roll.completion_mask.bool(), cols < lengths.unsqueeze(-1))
+    assert bool((roll.logprobs[~roll.completion_mask.bool()] == 0).all())
+    assert roll.texts == tok.batch_decode([r[:k] for r, k in zip(roll.completion_ids,
+                                                                  lengths.tolist(),
+                                                                  strict=True)],
+                                          skip_special_tokens=True)
+    rows = roll.completion_ids[:, 0].view(len(PROMPTS), group)
+    assert any(len(set(r.tolist())) > 1 for r in rows)  # a group's rows are sampled apart
+    logp = _scored(model, roll, torch.arange(n) // group, temperature, top_p)
+    own = roll.completion_mask.bool()
+    assert torch.allclose(logp[own], roll.logprobs[own], atol=ATOL), \
+        (logp[own] - roll.logprobs[own]).abs().max()
+
+
+def test_vllm_rows_end_at_eos_kept_or_at_their_budget_as_the_loop_does(vllm_engine, vllm_model):
+    """A random model rarely samples the real EOS: a large stop set stands in for it."""
+    model, tok = _policy(vllm_model)
+    vllm_engine.sync(model)
+    ids, mask = left_pad([tok(p)["input_ids"] for p in PROMPTS], tok.pad_token_id)
+    eos = torch.arange(0, 49152, 12)  # one token in 12: most rows stop within 16 tokens
+    budgets = torch.tensor([16] * 8 + [5] * 8)
+    out = vllm_engine.decode(ids, mask, budgets=budgets, eos=eos, pad_id=tok.pad_token_id,
+                             repeat=4, temperature=1.0)
+    kinds = set(out.stops)
+    assert kinds == {"eos", "length"}, kinds
+    for r, why in enumerate(out.stops):
+        k = int(out.lengths[r])
+        row = out.tokens[r].tolist()
+        assert all(t == tok.pad_token_id for t in row[k:])
+        if why == "eos":  # kept, and the only stop token of the row
+            assert row[k - 1] in eos and not set(row[:k - 1]) & set(eos.tolist())
+        else:
+            assert k == int(budgets[r]) and not set(row[:k]) & set(eos.tolist())
+    hf = HFEngine(model).decode(ids, mask, budgets=budgets, eos=eos, pad_id=tok.pad_token_id,
+                                repeat=4, temperature=1.0)
+    assert out.tokens.shape == hf.tokens.shape and len(hf.stops) == len(out.stops)
+
+
+def test_multi_turn_episodes_through_vllm_are_token_in_token_out(vllm_engine, vllm_model):
+    """The loss passes' log-probs equal the engine's on every policy token of multi-turn rows
+    (observations between turns, never re-tokenised), and each tool-calling turn ends at the
+    token that completes the call."""
+    model, tok = _policy(vllm_model)
+    vllm_engine.sync(model)
+    env = ShoutEnv(max_turns=3)
+    tasks = [env.pack.task_at("train", i) for i in range(2)]
+    temperature, top_p = 0.7, 0.9
+    torch.manual_seed(0)
+    eps = run_episodes(None, tok, env, tasks, [env.prompt(t) for t in tasks], group_size=3,
+                       max_new_tokens=10, temperature=temperature, top_p=top_p,
+                       engine=vllm_engine)
+    roll = eps.rollout
+    action, mask = roll.action_mask.bool(), roll.completion_mask.bool()
+    inner = [bool((a[m] == 0).any() and a[m][-1]) for a, m in zip(action, mask, strict=True)]
+    assert sum(inner) >= 2  # rows with a policy turn after an observation
+    for i, info in enumerate(eps.scores.infos):
+        ids = roll.completion_ids[i][mask[i]].tolist()
+        own = action[i][mask[i]].tolist()
+        turns, cur = [], []
+        for t, a in zip(ids, own, strict=True):
+            if a:
+                cur.append(t)
+            elif cur:
+                turns, cur = [*turns, cur], []
+        turns += [cur] if cur else []
+        assert info["turns"] == len(turns)
+        for turn in turns[:-1]:  # a tool call, cut where it completed
+            assert env.tool_call_end(tok.decode(turn, skip_special_tokens=True)) is not None
+            assert env.tool_call_end(tok.decode(turn[:-1], skip_special_tokens=True)) is None
+    logp = _scored(model, roll, torch.arange(len(roll.texts)) // 3, temperature, top_p)
+    assert bool((roll.logprobs[~action] == 0).all())
+    assert torch.allclose(logp[action], roll.logprobs[action], atol=ATOL), \
+        (logp[action] - roll.logprobs[action]).abs().max()
+
+
+def _greedy_agree(trainer, engine, tok, budget=16):
+    """Greedy completions by the engine and by the learner's loop on the trainer's policy,
+    compared up to each row's first near-tie; returns the engine's and the compared count."""
+    prompts = _templated(tok)
+    ours = generate(None, tok, prompts, group_size=1, max_new_tokens=budget, greedy=True,
+                    engine=engine)
+    theirs = generate(trainer.policy, tok, prompts, group_size=1, max_new_tokens=budget,
+                      greedy=True)
+    with torch.no_grad():
+        logits = completion_logits(trainer.policy, theirs.prompt_ids, theirs.prompt_mask,
+                                   theirs.completion_ids, theirs.completion_mask)
+    top2 = logits.topk(2, dim=-1).values
+    margin = top2[..., 0] - top2[..., 1]
+    compared = 0
+    for r in range(len(prompts)):
+        n = int(theirs.lengths[r])
+        ties = (margin[r, :n] < TIE).nonzero()
+        upto = int(ties[0]) + 1 if len(ties) else n  # the tied position may go either way
+        assert ours.completion_ids[r, :upto].tolist() == theirs.completion_ids[r, :upto].tolist()
+        compared += upto
+    return ours.completion_ids, compared
+
+
+@pytest.mark.parametrize("lora", [None, "merged", "adapter"])
+def test_after_an_update_the_engines_greedy_is_the_trainers(vllm_engine, vllm_model, tmp_path,
+                                                            lora):
+    vllm_engine.lora = lora or "merged"
+    cfg = h.config(tmp_path, steps=1, eval=False, learning_rate=3e-2, beta=0.0, group_size=4,
+                   max_new_tokens=8, lora_r=8 if lora else 0, lora_alpha=32)
+    model, tok = _policy(vllm_model)
+    trainer = GRPOTrainer(cfg, model=model, tokenizer=tok, env=h.ShortEnv(),
+                          engine=vllm_engine)
+    before, _ = _greedy_agree(trainer, vllm_engine, tok)
+    metrics = trainer.train_step().metrics
+    assert not metrics["skipped"]
+    after, compared = _greedy_agree(trainer, vllm_engine, tok)
+    assert compared >= 24  # most of the 4 x 16 tokens were compared
+    assert not torch.equal(before, after)  # the update reached the engine
+    if lora == "adapter":
+        assert vllm_engine._lora_request is not None  # vLLM applied the adapter itself
+    # The step logged the engine/trainer mismatch on its own samples: float noise here.
+    assert 0 <= metrics["rollout/logprob_abs_diff_mean"] <= metrics["rollout/logprob_abs_diff_max"]
+    assert metrics["rollout/logprob_abs_diff_max"] < ATOL
+    assert metrics["rollout/seq_ratio_min"] <= 1 <= metrics["rollout/seq_ratio_max"] < 1 + 1e-3
+    assert "time/engine_sync_s" in metrics
+
+
+def test_the_hf_loop_logs_the_same_mismatch_figures(tmp_path):
+    """The baseline: the learner's own loop against its own loss passes."""
+    cfg = h.config(tmp_path, steps=1, eval=False, beta=0.0)
+    trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv())
+    assert trainer.engine is None
+    metrics = trainer.train_step().metrics
+    assert 0 <= metrics["rollout/logprob_abs_diff_mean"] <= metrics["rollout/logprob_abs_diff_max"]
+    assert metrics["rollout/logprob_abs_diff_max"] < ATOL
+    assert metrics["rollout/seq_ratio_std"] < 1e-3
+
+
+def test_the_mismatch_is_measured_not_assumed(tmp_path):
+    """Sampling log-probs that are off by a known amount show in the metrics as that amount."""
+    cfg = h.config(tmp_path, steps=1, eval=False, beta=0.0)
+    trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv())
+    samples, advantages, batch = h.step_batch(trainer)
+    own = batch.loss_mask.bool()
+    batch.sampling_logprobs = batch.sampling_logprobs - 0.5 * own  # the engine said 0.5 less
+    stats = trainer.update(batch)
+    assert stats.mismatch["rollout/logprob_abs_diff_mean"] == pytest.approx(0.5, abs=1e-3)
+    tokens = own.sum(-1)[own.any(-1)].double()
+    assert stats.mismatch["rollout/seq_ratio_max"] == pytest.approx(
+        float((0.5 * tokens).exp().max()), rel=1e-3)
