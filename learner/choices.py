@@ -4,6 +4,8 @@ flags before torch is loaded (``learner.training.grpo`` implements them)."""
 SCALE_REWARDS = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 IMPORTANCE_LEVELS = ("token", "sequence")
+# The engine/trainer mismatch correction (truncated importance sampling), off or at a level.
+IS_CORRECTIONS = ("none", "token", "sequence")
 CPU_MATMULS = ("onednn", "torch")  # the Linear layers' kernel on CPU (learner.sampling.kernels.onednn_linear)
 ROLLOUT_ENGINES = ("auto", "hf", "vllm")  # what samples the completions (learner.sampling.engine)
 VLLM_LORA = ("merged", "adapter")  # how a LoRA policy reaches the vLLM engine

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import importlib.util
 import json
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from learner.choices import (
     CPU_MATMULS,
     IMPORTANCE_LEVELS,
+    IS_CORRECTIONS,
     LOSS_TYPES,
     ROLLOUT_ENGINES,
     SCALE_REWARDS,
@@ -77,6 +79,14 @@ class Config:
         "GiB (default 1)")
     vllm_max_model_len: int = _opt(0, "--rollout-engine vllm: longest prompt + completion the "
                                    "engine holds (0 = the model's context length)")
+    async_steps: int = _opt(
+        0, "1: sample step k+1 in a background thread while step k trains, with the weights as "
+        "they were before step k's update (hf: a frozen copy of the policy; vllm: the engine "
+        "synced one step late); the ratio is then taken against the sampling policy's log-probs "
+        "(off-policy PPO), or with --is-correction against the trainer's with the truncated weight "
+        "pi_trainer / pi_sampling (decoupled PPO); rollout/staleness logs the lag. One process "
+        "only: refused under accelerate launch with several processes or DeepSpeed",
+        choices=(0, 1))
     vllm_lora: str = _opt("merged", "--rollout-engine vllm with --lora-r: push the merged "
                           "weights after each update, or only the adapter (vLLM applies it)",
                           choices=VLLM_LORA)
@@ -102,6 +112,14 @@ class Config:
     importance_sampling_level: str = _opt(
         "token", "importance ratio per token (GRPO) or per sequence (GSPO)",
         choices=IMPORTANCE_LEVELS)
+    is_correction: str = _opt(
+        "none", "truncated importance sampling for the sampling engine's log-probs differing from "
+        "the trainer's (use it with --rollout-engine vllm, whose kernels and bf16 weights sample "
+        "a slightly different distribution): token weights each token's policy-gradient term by "
+        "min(pi_trainer / pi_engine, --is-cap), sequence each completion's by the capped ratio of "
+        "its whole probability; the KL term is not weighted; none: off", choices=IS_CORRECTIONS)
+    is_cap: float = _opt(3.0, "--is-correction: the cap C on the weights (TRL's default for "
+                         "vllm_importance_sampling_clip_max)")
     overlong_cache: int = _opt(
         0, "DAPO's soft overlong punishment: over the last N tokens before --overlong-max the "
         "reward loses up to 1, linearly, and a completion at or past it loses 1 (0: off)")
@@ -201,10 +219,18 @@ class Config:
         if self.beta < 0 or self.eps_low < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
-                     "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora"):
+                     "is_correction", "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora",
+                     "async_steps"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        if not self.is_cap > 0:  # also refuses NaN
+            problems.append(f"--is-cap must be > 0, got {self.is_cap}")
+        if self.async_steps and (int(os.environ.get("WORLD_SIZE") or 1) > 1 or os.environ.get(
+                "ACCELERATE_USE_DEEPSPEED", "").lower() == "true"):
+            # The background draw's collectives would interleave with the update's.
+            problems.append("--async-steps 1 runs in one process without DeepSpeed, not under "
+                            "accelerate launch with several processes or --use_deepspeed")
         if self.resume and self.overwrite:
             problems.append("--resume continues the run in --output-dir and --overwrite "
                             "replaces it: give one")

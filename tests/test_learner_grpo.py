@@ -188,3 +188,61 @@ def test_dr_grpo_constant_is_the_completion_budget():
     assert grpo.dr_grpo_max_tokens(96, max_turns=3) == 288  # T per turn, K turns
     assert grpo.dr_grpo_max_tokens(96, max_turns=3, max_episode_tokens=320) == 288
     assert grpo.dr_grpo_max_tokens(96, max_turns=4, max_episode_tokens=320) == 320
+
+
+def _is_case():
+    """Two completions, the second with a padded last token (engine log-prob 0 there)."""
+    trainer = torch.log(torch.tensor([[0.5, 0.2, 0.3], [0.6, 0.3, 0.9]]))
+    engine = torch.log(torch.tensor([[0.25, 0.4, 0.1], [0.5, 0.6, 1.0]]))
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    return trainer, engine, mask
+
+
+def test_truncated_is_weights_by_hand():
+    trainer, engine, mask = _is_case()
+    # pi_trainer / pi_engine per token: row 0 (2, 0.5, 3), row 1 (1.2, 0.5, and 1 off the mask).
+    weights, cut = grpo.truncated_is_weights(trainer, engine, mask, "token", cap=2.5)
+    assert weights.flatten().tolist() == pytest.approx([2.0, 0.5, 2.5, 1.2, 0.5, 1.0], rel=1e-6)
+    assert cut.tolist() == [[False, False, True], [False, False, False]]
+    # Per sequence: row 0's product 2 * 0.5 * 3 = 3 is capped at 2.5; row 1's 1.2 * 0.5 = 0.6.
+    weights, cut = grpo.truncated_is_weights(trainer, engine, mask, "sequence", cap=2.5)
+    assert weights.flatten().tolist() == pytest.approx([2.5] * 3 + [0.6] * 3, rel=1e-6)
+    assert cut.tolist() == [[True] * 3, [False] * 3]
+    # Detached: the correction is a constant of the gradient, as TRL's and verl's.
+    grad_logp = trainer.clone().requires_grad_(True)
+    assert not grpo.truncated_is_weights(grad_logp, engine, mask)[0].requires_grad
+    with pytest.raises(ValueError):
+        grpo.truncated_is_weights(trainer, engine, mask, "none")
+
+
+def test_the_is_weights_multiply_the_surrogate_and_not_the_kl():
+    trainer, engine, mask = _is_case()
+    ref = trainer - math.log(2)  # pi_ref = pi / 2 on every token: k3 = 0.5 + log 2 - 1
+    kl0 = 0.5 + math.log(2) - 1
+    adv = torch.tensor([1.0, -0.5])
+    kw = dict(beta=0.1, eps_low=0.2, eps_high=0.2, loss_type="grpo", total_sequences=2,
+              total_tokens=5, max_tokens=3)
+    token, _ = grpo.truncated_is_weights(trainer, engine, mask, "token", cap=2.5)
+    loss, _ = grpo.grpo_loss(trainer, trainer, ref, adv, mask, is_weights=token, **kw)
+    # Ratio 1, so each token's surrogate is its advantage, times its weight:
+    # row 0: -1 * (2, 0.5, 2.5), mean -5/3; row 1: +0.5 * (1.2, 0.5), mean 0.425.
+    # The KL adds 0.1 * kl0 to each row's mean, unweighted; grpo averages the two rows.
+    assert float(loss) == pytest.approx((-5 / 3 + 0.425 + 2 * 0.1 * kl0) / 2, rel=1e-6)
+    seq, _ = grpo.truncated_is_weights(trainer, engine, mask, "sequence", cap=2.5)
+    loss, _ = grpo.grpo_loss(trainer, trainer, ref, adv, mask, is_weights=seq, **kw)
+    # row 0: -1 * 2.5; row 1: +0.5 * 0.6 = 0.3.
+    assert float(loss) == pytest.approx((-2.5 + 0.3 + 2 * 0.1 * kl0) / 2, rel=1e-6)
+
+
+def test_no_is_correction_leaves_the_loss_exactly_as_it_was():
+    torch.manual_seed(3)
+    logp, old, ref = torch.randn(3, 4) - 2, torch.randn(3, 4) - 2, torch.randn(3, 4) - 2
+    adv, mask = torch.tensor([0.7, -1.2, 0.0]), (torch.rand(3, 4) > 0.2).long()
+    kw = dict(beta=0.04, eps_low=0.2, eps_high=0.28, loss_type="dapo", total_sequences=3,
+              total_tokens=int(mask.sum()), max_tokens=4)
+    # The loss as written before the correction existed: -surrogate + beta * k3, aggregated.
+    surrogate, _ = grpo.clipped_surrogate(logp, old, adv, 0.2, 0.28, mask)
+    today = grpo.aggregate(-surrogate + 0.04 * grpo.kl_k3(logp, ref), mask, "dapo",
+                           total_sequences=3, total_tokens=kw["total_tokens"], max_tokens=4)
+    assert torch.equal(grpo.grpo_loss(logp, old, ref, adv, mask, **kw)[0], today)
+    assert torch.equal(grpo.grpo_loss(logp, old, ref, adv, mask, is_weights=None, **kw)[0], today)

@@ -14,6 +14,11 @@ function is stateless so it can be checked by hand; the trainer only wires them 
   ``ratio = pi_theta / pi_old`` per token (``eps_high > eps_low`` is DAPO's clip-higher), or with
   GSPO's sequence-level ratio ``exp(mean_t log(pi_theta / pi_old))`` shared by every token of a
   completion (Zheng et al. 2025, ``importance_sampling_level="sequence"``).
+- Engine/trainer mismatch (truncated importance sampling, Yao et al. 2025, as TRL's
+  ``vllm_importance_sampling_correction`` and verl's rollout IS): the tokens were sampled by an
+  engine whose log-probs differ from the trainer's, so the policy-gradient term of each token is
+  weighted by ``min(pi_trainer_old / pi_engine, C)`` (per token), or each completion's by
+  ``min(prod_t pi_trainer_old / pi_engine, C)`` (per sequence); detached, the KL term unweighted.
 - KL: the unbiased, always-positive k3 estimator
   ``pi_ref / pi_theta - log(pi_ref / pi_theta) - 1`` (DeepSeekMath eq. 4), weighted by ``beta``.
 - Aggregation over the whole batch, groups with zero reward spread included (their KL term
@@ -31,9 +36,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from learner.choices import IMPORTANCE_LEVELS, LOSS_TYPES, SCALE_REWARDS
+from learner.choices import IMPORTANCE_LEVELS, IS_CORRECTIONS, LOSS_TYPES, SCALE_REWARDS
 
-__all__ = ["IMPORTANCE_LEVELS", "LOSS_TYPES", "SCALE_REWARDS"]  # re-exported with the math
+# Re-exported with the math.
+__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "LOSS_TYPES", "SCALE_REWARDS"]
 
 # Rows of logits sorted at a time to find their nucleus: bounds the sort's extra memory.
 _NUCLEUS_CHUNK = 256
@@ -179,6 +185,25 @@ def clipped_surrogate(
     return torch.minimum(unclipped, clipped), (clipped < unclipped)
 
 
+def truncated_is_weights(trainer_logp: Tensor, engine_logp: Tensor, mask: Tensor,
+                         level: str = "token", cap: float = 3.0) -> tuple[Tensor, Tensor]:
+    """Truncated importance-sampling weights (B, T) for the engine/trainer mismatch, detached,
+    and where the cap cut them (bool (B, T)).
+
+    ``token``: ``min(exp(trainer - engine), cap)`` per token; ``sequence``: one weight per row,
+    ``min(exp(sum_t m_t (trainer - engine)), cap)``, repeated over its tokens. Off the ``mask``
+    the difference counts as 0 (the engine records nothing there; the loss ignores them).
+    """
+    if level not in IS_CORRECTIONS[1:]:
+        raise ValueError(f"is-correction level must be one of {IS_CORRECTIONS[1:]}, got {level!r}")
+    diff = (trainer_logp.detach() - engine_logp.to(trainer_logp)).masked_fill(~mask.bool(), 0.0)
+    if level == "sequence":
+        diff = diff.sum(-1, keepdim=True)
+    raw = torch.exp(diff)  # an overflow to inf is capped like any ratio above the cap
+    weights, truncated = raw.clamp(max=cap), raw > cap
+    return weights.expand_as(trainer_logp), truncated.expand_as(trainer_logp)
+
+
 def dr_grpo_max_tokens(max_new_tokens: int, max_turns: int = 1, max_episode_tokens: int = 0) -> int:
     """Dr. GRPO's ``L``, the most policy tokens one completion can hold: ``max_new_tokens``
     per turn over ``max_turns`` turns, or ``max_episode_tokens`` when that is set and smaller
@@ -235,11 +260,17 @@ def grpo_loss(
     total_tokens: float,
     max_tokens: int,
     importance_level: str = "token",
+    is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The GRPO loss to minimise, -(surrogate - beta * KL), and per-token diagnostics."""
+    """The GRPO loss to minimise, -(w * surrogate - beta * KL), and per-token diagnostics.
+    ``is_weights`` (B, T), from ``truncated_is_weights``, weight the surrogate alone: the KL is
+    a penalty on the trainer's own policy, not an estimate under the engine's samples (as TRL
+    applies it). None leaves the loss exactly as without a correction."""
     surrogate, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high, mask,
                                            importance_level)
     per_token = -surrogate
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     kl = None
     if ref_logp is not None and beta != 0.0:
         kl = kl_k3(logp, ref_logp)

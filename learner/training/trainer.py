@@ -6,6 +6,10 @@ optimizer steps (``update``), then the reward-hack monitor's counts and the metr
 It runs unchanged as one process or under ``accelerate launch`` (DDP, DeepSpeed): every process
 takes its share of the step's prompts, groups never span processes, gradients are averaged by
 the wrapped model, and the few numbers that must be global go through ``distributed``.
+
+With ``--async-steps 1`` (one process) the next step's samples are drawn while a step trains,
+by the policy as it was before the step's update (``ahead``); the update is told how stale
+they are.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from learner.sampling.episodes import is_multi_turn
 from learner.sampling.kernels import onednn_linear
 from learner.sampling.scoring import RemoteScorer, infra_reason
 from learner.training import checkpoint, grpo, hack_monitor, sharding
+from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
 from learner.training.data import PromptStream
@@ -109,16 +114,23 @@ class GRPOTrainer:
             raise ValueError(f"--overlong-cache {c.overlong_cache} exceeds L_max "
                              f"{c.overlong_max or self.max_tokens}")
         self.update = self._prepare(model or load_model(c.model))
+        if c.async_steps and (self.procs.world > 1 or self.update.deepspeed):
+            raise sharding.UnsupportedBackend(
+                "--async-steps 1 runs in one process without DeepSpeed: the background draw's "
+                "collectives would interleave with the update's")
         # --rollout-engine vllm: an engine with its own weights, synced after every update
         # (None: the learner's own loop samples from the policy itself).
         self.engine = engine if engine is not None else build_engine(
             c, self.accelerator.device, rank=self.procs.rank, processes=self.procs.world)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
+        self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
         self.stream = PromptStream(self.env, "train", seed=c.seed)
         self.collector = Collector(c, self.env, self.tokenizer, self.stream, self.procs,
                                    self.accelerator, scorer=scorer, bridge=self.bridge,
                                    max_tokens=self.max_tokens, engine=self.engine)
+        # --async-steps 1: the next step's samples, drawn while this one trains.
+        self.ahead = DrawAhead(self.collector.collect) if c.async_steps else None
         self.step = 0
 
     def _prepare(self, model: PreTrainedModel) -> PolicyUpdate:
@@ -184,25 +196,53 @@ class GRPOTrainer:
     # -- one step ---------------------------------------------------------------------------
     def train_step(self) -> Step:
         start = time.perf_counter()
-        samples = self.collect()  # sample -> score
+        drawn = self.ahead.take() if self.ahead is not None else None  # drawn during the last step
+        wait_s = time.perf_counter() - start
+        if drawn is None:
+            drawn = Drawn(self.collect(), self.update.version)  # sample -> score
+        samples = drawn.samples
+        sync_s = None
+        if self.ahead is not None and self.step + 1 < self.config.steps:
+            sync_s = self.draw_ahead()  # the next step's, with the weights before this update
+        staleness = self.update.version - drawn.version  # optimizer steps since the draw
         advantages = self.advantages(samples)
         batch = self.batch(samples, advantages)
         t0 = time.perf_counter()
         # The loss passes and optimizer steps (none when no process has a row to train on).
-        stats = self.update(batch) if batch is not None else self.update.skip()
+        stats = self.update(batch, staleness) if batch is not None else self.update.skip()
         train_s = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        if not stats.skipped and stats.nonfinite_skipped < self.config.num_iterations:
-            self.sync_engine()  # the policy moved: the engine samples the next step with it
-        sync_s = time.perf_counter() - t1
+        if self.ahead is None:
+            t1 = time.perf_counter()
+            if not stats.skipped and stats.nonfinite_skipped < self.config.num_iterations:
+                self.sync_engine()  # the policy moved: the engine samples the next step with it
+            sync_s = time.perf_counter() - t1
         self.step += 1
         flags, shaping = self.monitor_counts(samples)
         metrics = step_metrics(samples, batch, stats, flags, shaping,
                                StepTimes(time.perf_counter() - start, train_s),
                                lr=self.scheduler.get_last_lr()[0], procs=self.procs)
-        if self.engine is not None:
+        if self.engine is not None and sync_s is not None:
             metrics["time/engine_sync_s"] = sync_s
+        if self.ahead is not None:
+            metrics["rollout/staleness"] = staleness
+            metrics["time/sample_wait_s"] = wait_s  # 0 when the draw kept up with training
         return Step(self.step, samples, advantages, batch, stats, flags, shaping, metrics)
+
+    def draw_ahead(self) -> float | None:
+        """Start drawing the next step's samples with the policy's weights now; returns how
+        long syncing the engine took (None: nothing to sync). A vLLM engine is synced here, one
+        step late: its last draw is done, and the update that follows reaches it next time."""
+        sync_s = None
+        if self.engine is not None:
+            model = self.model  # the engine samples with its own weights
+            if self._synced_version != self.update.version:
+                t0 = time.perf_counter()
+                self.sync_engine()
+                sync_s = time.perf_counter() - t0
+        else:
+            model = self.ahead.frozen_copy(self.policy)
+        self.ahead.start(model, self.update.version, self.stream.position)
+        return sync_s
 
     def collect(self) -> StepSamples:
         """Generate and score until the step has its P groups (``collect``)."""
@@ -286,8 +326,11 @@ class GRPOTrainer:
         return metrics
 
     def save(self) -> None:
+        # A draw in flight holds the next step's prompts: a resumed run draws them again.
+        pending = self.ahead is not None and self.ahead.pending
+        position = self.ahead.position if pending else self.stream.position
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,
-                        {"position": self.stream.position}, keep=self.config.keep_checkpoints)
+                        {"position": position}, keep=self.config.keep_checkpoints)
 
     def resume(self) -> bool:
         path = checkpoint.latest(self.config.output_dir)
@@ -305,6 +348,7 @@ class GRPOTrainer:
         if self.engine is not None:
             with sharding.full_weights(self.accelerator, self.model) as policy:
                 self.engine.sync(policy)
+            self._synced_version = self.update.version
 
     def train(self) -> dict[str, Any]:
         """Run to ``config.steps``; returns held-out metrics before (if run) and after, the
@@ -370,6 +414,8 @@ class GRPOTrainer:
         while the others still hold the group can abort in the group's C++ teardown (SIGABRT,
         "terminate called without an active exception"), failing a run that has finished."""
         self.accelerator.wait_for_everyone()  # no-op for a single process
+        if self.ahead is not None:
+            self.ahead.close()  # before the engine it may be sampling with
         if self.engine is not None and self._owns_engine:
             self.engine.close()
         self.accelerator.end_training()

@@ -7,6 +7,12 @@ policy is the reference itself: its KL and the KL's gradient are then exactly 0,
 reference pass is not run (its log-probs are the first pass's own). Running it anyway gives a
 KL gradient of float noise (~1e-7), which AdamW's first step, normalising by its own magnitude,
 turns into a full-size random update.
+
+The ratio's denominator is the first pass's log-probs, unless the samples are stale
+(``--async-steps 1``: drawn by the policy before the last optimizer step); then it is the
+sampling policy's own, as recorded (off-policy PPO), or, with ``--is-correction``, it stays the
+first pass's and the truncated weight pi_first / pi_sampling corrects for the sampling policy
+(decoupled PPO: the clip bounds the step from the policy the update starts at).
 """
 
 from __future__ import annotations
@@ -47,12 +53,14 @@ class UpdateStats:
     # The sampling engine's log-probs against the first loss pass's (``mismatch``); empty when
     # the batch carried none.
     mismatch: dict[str, float] = field(default_factory=dict)
+    # --is-correction: the weights' mean and the share the cap cut (empty when off).
+    is_correction: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         out = {"skipped": self.skipped, "loss": self.loss, "kl": self.kl,
                "clip_frac": self.clip_frac, "entropy": self.entropy,
                "grad_norm": self.grad_norm, "nonfinite_skipped": self.nonfinite_skipped,
-               **self.mismatch}
+               **self.mismatch, **self.is_correction}
         if self.clip_frac_sequence is not None:
             out["clip_frac/sequence"] = self.clip_frac_sequence
         return out
@@ -70,6 +78,7 @@ class PolicyUpdate:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.max_tokens, self.deepspeed = max_tokens, deepspeed
         self.policy_is_reference = True
+        self.version = 0  # optimizer steps taken: how far a sample's policy lags is a difference
 
     # -- log-probs -------------------------------------------------------------------------
     def logprobs(self, model: Any, mb: Batch, entropy: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -93,7 +102,8 @@ class PolicyUpdate:
                 return self.logprobs(self.model, mb)[0]
 
     # -- the update ------------------------------------------------------------------------
-    def __call__(self, batch: Batch) -> UpdateStats:
+    def __call__(self, batch: Batch, staleness: int = 0) -> UpdateStats:
+        """Train on ``batch``, drawn ``staleness`` optimizer steps ago (0: by this policy)."""
         c = self.config
         # As many micro-batches on every process (each ends in collectives): a process with
         # fewer rows than --gradient-accumulation-steps (a placeholder row) sets the count.
@@ -105,26 +115,41 @@ class PolicyUpdate:
         self.model.train()
         own_ref = c.beta > 0 and self.policy_is_reference
         ref = [self.ref_logprobs(mb) if c.beta > 0 and not own_ref else None for mb in micro]
-        old: list[Tensor] = []
+        correct = c.is_correction != "none"
+        behaviour_ratio = staleness > 0 and not correct  # see the module's docstring
+        if (correct or behaviour_ratio) and batch.sampling_logprobs is None:
+            raise ValueError("the batch carries no sampling log-probs: --is-correction and stale "
+                             "samples (--async-steps 1) need them")
+        first: list[Tensor] = []  # the first pass: the policy as the update found it
+        old: list[Tensor] = []  # the ratio's denominator
+        weights: list[Tensor | None] = [None] * len(micro)  # --is-correction's, else none
         stats = UpdateStats(trained_tokens=batch.tokens * c.num_iterations)
         tally = _Tally(batch)
         mismatch = LogprobMismatch() if batch.sampling_logprobs is not None else None
+        is_tally = _ISTally(c.is_correction) if correct else None
         for it in range(c.num_iterations):
             last_iteration = it == c.num_iterations - 1
             finite = True
             for i, mb in enumerate(micro):
                 with self._sync(last=i == len(micro) - 1), self.accelerator.autocast():
                     logp, entropy = self.logprobs(self.model, mb, entropy=last_iteration)
-                    if it == 0:  # the generating policy: its log-probs are the "old" ones
-                        old.append(logp.detach())
+                    if it == 0:  # the policy before this step's updates
+                        first.append(logp.detach())
+                        old.append(mb.sampling_logprobs if behaviour_ratio else first[i])
                         if own_ref:
-                            ref[i] = old[i]
+                            ref[i] = first[i]
                         if mismatch is not None:  # against the engine's, as it sampled
-                            mismatch.add(old[i], mb.sampling_logprobs, mb.loss_mask)
+                            mismatch.add(first[i], mb.sampling_logprobs, mb.loss_mask)
+                        if is_tally is not None:
+                            weights[i], cut = grpo.truncated_is_weights(
+                                first[i], mb.sampling_logprobs, mb.loss_mask, c.is_correction,
+                                c.is_cap)
+                            is_tally.add(weights[i], cut, mb.loss_mask)
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.eps_low, eps_high=c.eps_high, loss_type=c.loss_type,
-                        importance_level=c.importance_sampling_level, **norm)
+                        importance_level=c.importance_sampling_level, is_weights=weights[i],
+                        **norm)
                 # One non-finite micro-batch anywhere cancels this iteration's step everywhere.
                 if self.procs.mean(float(torch.isfinite(loss))) == 1.0:
                     self._backward(loss, last=i == len(micro) - 1)
@@ -137,6 +162,8 @@ class PolicyUpdate:
         tally.write(stats, sequence_level=c.importance_sampling_level == "sequence")
         if mismatch is not None:
             stats.mismatch = mismatch.metrics()
+        if is_tally is not None:
+            stats.is_correction = is_tally.metrics(self.procs)
         if c.beta == 0:
             stats.kl = None  # no reference: nothing was measured (null, not a KL of 0)
         return stats
@@ -191,6 +218,7 @@ class PolicyUpdate:
                 stepped = True
         if stepped:
             self.policy_is_reference = False
+            self.version += 1
         self._scheduler_step()
         if not self.deepspeed:
             self.optimizer.zero_grad(set_to_none=True)
@@ -237,3 +265,31 @@ class _Tally:
         stats.entropy = self.entropy / self.tokens
         if sequence_level:
             stats.clip_frac_sequence = self.clipped_rows / self.sequences
+
+
+class _ISTally:
+    """--is-correction's weights over the step: per loss token at the token level, per
+    completion (with a loss token) at the sequence level."""
+
+    def __init__(self, level: str):
+        self.sequence = level == "sequence"
+        self.total = self.cut = self.n = 0.0
+
+    @torch.no_grad()
+    def add(self, weights: Tensor, cut: Tensor, loss_mask: Tensor) -> None:
+        m = loss_mask.bool()
+        if self.sequence:  # a row's weight is repeated over its tokens: count it once
+            rows = m.any(-1)
+            weights, cut = weights[:, 0][rows], cut[:, 0][rows]
+        else:
+            weights, cut = weights[m], cut[m]
+        self.total += float(weights.sum())
+        self.cut += float(cut.sum())
+        self.n += weights.numel()
+
+    def metrics(self, procs: Processes) -> dict[str, float]:
+        """Over every process's tokens (or completions); NaN when there were none."""
+        n = procs.mean(self.n)  # collectives: every process calls them
+        total, cut = procs.mean(self.total), procs.mean(self.cut)
+        return {"rollout/is_weight_mean": total / n if n else math.nan,
+                "rollout/is_clipped_frac": cut / n if n else math.nan}

@@ -1,0 +1,82 @@
+"""``--async-steps 1``: the next step's samples, drawn on a background thread while this step
+trains, by the policy as it was before this step's update (one-step off-policy).
+
+The learner's own loop samples from a frozen copy of the policy, its weights copied in before
+each draw; a vLLM engine keeps its own weights and is simply synced one step late, between two
+draws (the trainer does that). Each draw remembers the policy's version (optimizer steps
+taken) it was drawn with, so the update knows how stale its samples are, and the prompt
+stream's position before it, which is what a checkpoint saves: a resumed run draws the
+prompts of the step that was in flight again, from the resumed policy.
+
+One process only: the draw's collectives (dynamic sampling's counts) would interleave with the
+update's gradient all-reduce on another thread.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from learner.training.samples import StepSamples
+
+
+@dataclass
+class Drawn:
+    """A step's samples and the policy version (optimizer steps taken) that drew them."""
+
+    samples: StepSamples
+    version: int
+
+
+class DrawAhead:
+    """At most one draw in flight; ``collect(model)`` is the trainer's sample-and-score."""
+
+    def __init__(self, collect: Callable[[Any], StepSamples]):
+        self._collect = collect
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-draw-ahead")
+        self._pending: Future[StepSamples] | None = None
+        self._version = 0
+        self.position: int | None = None  # the stream's position before the draw in flight
+        self._frozen: torch.nn.Module | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
+
+    def frozen_copy(self, policy: torch.nn.Module) -> torch.nn.Module:
+        """``policy``'s weights now, in a copy the update does not touch (made once, then
+        overwritten in place before each draw: no draw is in flight then)."""
+        if self._frozen is None:
+            self._frozen = copy.deepcopy(policy).eval().requires_grad_(False)
+            return self._frozen
+        with torch.no_grad():
+            for mine, theirs in zip(self._frozen.parameters(), policy.parameters(), strict=True):
+                mine.copy_(theirs)
+            for mine, theirs in zip(self._frozen.buffers(), policy.buffers(), strict=True):
+                mine.copy_(theirs)
+        return self._frozen
+
+    def start(self, model: Any, version: int, position: int) -> None:
+        """Draw the next step's samples with ``model`` (the frozen copy, or the policy when a
+        synced engine samples), drawn at policy ``version``; ``position``: the stream's."""
+        if self._pending is not None:
+            raise RuntimeError("a draw is already in flight")
+        self._version, self.position = version, position
+        self._pending = self._pool.submit(self._collect, model)
+
+    def take(self) -> Drawn | None:
+        """The draw in flight, once done (its exception, if it raised); None when none is."""
+        if self._pending is None:
+            return None
+        future, self._pending, self.position = self._pending, None, None
+        return Drawn(future.result(), self._version)
+
+    def close(self) -> None:
+        """Wait for a draw in flight (a thread cannot be stopped) and drop the copy."""
+        self._pool.shutdown(wait=True)
+        self._pending, self._frozen = None, None
