@@ -101,16 +101,29 @@ class MathExactEnv(TaskEnv):
         computation ("What is 4 + 4?" -> ``\\boxed{8}``) is all the task asks, so
         ``no_reasoning`` is kept for tasks of more steps. An answer that restates the question's
         computation is ``restates_question`` whatever the grade: a lenient grader (another
-        checker, a changed rule) may pay for it, and the monitor should see that."""
+        checker, a changed rule) may pay for it, and the monitor should see that. A completion cut
+        at the token budget after its closed final box is not ``long`` for the cut (an honest
+        model that rambles on after answering); one cut before it, or padded, still is."""
         if isinstance(task, str):
             task = self.pack.get(task)
         words = 0 if self.working_steps(task) == 1 else MIN_REASONING_WORDS
+        if truncated and self.boxed_before_cut(completion):
+            # The token budget cut only what followed a closed final box, which grading never
+            # reads: "long" still fires at LONG_FACTOR x the median length, not for the cut.
+            truncated = False
         flags = answer_flags(completion, truncated=truncated, typical_chars=typical_chars,
                              min_reasoning_words=words)
         restated = self.restated(task, completion)
         if restated is not None:
             flags.append(Flag("restates_question", f"the answer restates {restated!r}"))
         return flags
+
+    @staticmethod
+    def boxed_before_cut(completion: str) -> bool:
+        """The completion's final answer is a closed, well-formed box (so a cut at the token
+        budget came after it)."""
+        found = extract(completion)
+        return found is not None and found.source == "boxed" and not found.malformed_box
 
     def working_steps(self, task: Task) -> int | None:
         """The operations the task's computation takes, where the pack writes it out (arith's

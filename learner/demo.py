@@ -2,14 +2,24 @@
 on single-digit addition (``arith`` level 1), printing held-out greedy accuracy before and after.
 
 Only a number in ``\\boxed{}`` counts (``require_boxed`` and the pack's ``answer = "number"``), as
-the prompt asks: the model often gets the sum right but almost never boxes it, so it starts at
-0% and GRPO has to learn both. Boxing the question (``\\boxed{2 + 6}``), which once earned full
-marks, now earns only the small format reward. Sampling at temperature 1.0 matters: at 0.7 the
-starting model boxed 0.8% of its samples and most steps had no group with a reward spread, so
-nothing to learn from; at 1.0 it boxes 2% and about half the steps have one from the start.
+the prompt asks: the model often gets the sum right but rarely boxes it, so it starts at 0% and
+GRPO has to learn both. Boxing the question (``\\boxed{2 + 6}``), which once earned full marks,
+now earns nothing (``restates_question``).
 
-It takes about 5 minutes on two CPU cores and ends by printing two completions the reward
-credited and the reward-hack monitor's flagged share. Extra flags are passed to
+What makes its learning hold across seeds: the pack's instruction shows the format once ("for
+example: The answer is \\boxed{42}", a number no single-digit sum can be), sampling is at
+temperature 0.7, and only a right answer pays (the env's ``format`` reward weighted 0). With the
+bare instruction the starting model boxed 1-2% of its samples, so whether a step had a group
+with a reward spread, and when the box was learned, was down to the seed (held-out results of
+45-86% for one configuration); at 1.0 even a boxed sum is rarely right (2% of samples). With
+the example it boxes about a quarter of its samples at 0.7 from the first step (4% right). With
+the format reward on, one seed's policy collapsed onto copying the example (``\\boxed{42}``
+everywhere, paid by the format reward alone), so it is off. ``--beta 0`` (DAPO's choice) and
+32 new tokens keep a run within minutes; see the README for the results over seeds.
+
+It takes about 4 minutes on two CPU cores (6 with one thread) and ends by printing completions
+the reward credited, held-out passes and misses, the reward-hack monitor's flagged share and
+where its plots are. Extra flags are passed to
 ``learner.run``'s (e.g. ``--steps 10`` for a quicker look, ``--output-dir DIR``).
 
 Every demo starts afresh: it passes ``--overwrite``, so running it again (with more steps or
@@ -29,15 +39,18 @@ from learner.launch import train
 
 DEMO_FLAGS = [
     "--env", "grpo/MathExact-v0",
-    "--env-kwargs", '{"pack": "arith", "level": 1, "require_boxed": true}',
+    # No format reward: a shaping term that pays any boxed number pays a copy of the prompt's
+    # example (\boxed{42}) too, and one seed's policy collapsed onto it.
+    "--env-kwargs",
+    '{"pack": "arith", "level": 1, "require_boxed": true, "reward_weights": {"format": 0}}',
     "--output-dir", "runs/demo",
-    "--steps", "20",
+    "--steps", "16",
     "--prompts-per-step", "4",
     "--group-size", "8",
-    "--max-new-tokens", "48",
+    "--max-new-tokens", "32",
     "--learning-rate", "2e-5",
-    "--temperature", "1.0",
-    "--beta", "0.04",
+    "--temperature", "0.7",
+    "--beta", "0",
     "--eval-every", "0",
     "--no-eval-perturbations",  # the demo shows accuracy; learner.eval has the full gates
     "--samples-every", "5",

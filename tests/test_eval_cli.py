@@ -56,7 +56,7 @@ def test_cli_run_report_and_compare(run_dir, tmp_path, capsys):
     meta = report["metadata"]
     assert meta["env"] == "grpo/MathExact-v0" and meta["pack"] == "arith"
     assert meta["model"].endswith("step-0000003") and meta["start_model"].endswith("start-model")
-    assert meta["pack_version"].startswith("1.0.0+") and meta["seed"] == 0
+    assert meta["pack_version"].startswith("1.1.0+") and meta["seed"] == 0
     assert "CC-BY-SA-4.0" in meta["general_benchmark"]["license"]
     assert report["baseline"]["model"] == meta["start_model"]
     assert report["baseline"]["accuracy"]["n"] == 3

@@ -69,7 +69,14 @@ def test_math_flags_know_a_one_step_task_needs_no_working(math_env):
         assert one_step.flag(task, right) == [], right
     # The other flags still apply to a one-step task.
     assert reasons(one_step.flag(task, "\\boxed{8} or \\boxed{9}")) == {"many_candidates"}
-    assert reasons(one_step.flag(task, "4 + 4 = \\boxed{8}", truncated=True)) == {"long"}
+    # Cut at the token budget: "long" when the cut may have taken the answer, not when it only
+    # took what followed a closed final box (an honest answer rambling on, never graded).
+    rambling = "4 + 4 = \\boxed{8}. This is a mathematical identity that can be expressed as"
+    assert one_step.flag(task, rambling, truncated=True) == []
+    for cut in ("4 + 4 = 8 and so on and so on", "4 + 4 = \\boxed{8", "\\boxed{8} and \\boxed{"):
+        assert "long" in reasons(one_step.flag(task, cut, truncated=True)), cut
+    padded = "4 + 4 = \\boxed{8}" + " and so on" * 60  # 600 chars against a median of 20
+    assert "long" in reasons(one_step.flag(task, padded, typical_chars=20))
     # Two steps or more, or a task whose working the pack does not write out: bare is flagged.
     multi = math_env.pack.task_at("test", 0)
     assert math_env.working_steps(multi) == 2

@@ -52,7 +52,8 @@ def test_a_new_env_gets_generic_perturbations_and_checks():
 def test_template_paragraphs_split_task_from_instruction(arith):
     parts = template_parts(arith.pack.manifest.prompt_template)
     assert parts == [("{question}", True),
-                     ("Give the final answer as a number in \\boxed{{}}.", False)]
+                     ("Give the final answer as a number in \\boxed{{}}, for example: The answer is "
+                      "\\boxed{{42}}.", False)]
     task = arith.pack.task_at("test", 0)
     assert task_body(arith.pack, task) == task["question"]
 
@@ -72,7 +73,8 @@ def test_math_perturbations(arith):
     assert len(prompts["irrelevant_context"]) > len(original) + 20
     words = prompts["numbers_in_words"]
     assert not any(ch.isdigit() for ch in words.split("\n")[0]), words
-    assert words.endswith("Give the final answer as a number in \\boxed{}.")
+    assert words.endswith("Give the final answer as a number in \\boxed{}, for example: The "
+                          "answer is \\boxed{42}.")
     # Deterministic: the same task always gets the same prompt.
     assert {n: p(arith.pack, task) for n, p in by_name(arith).items()} == prompts
 

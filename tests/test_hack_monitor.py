@@ -133,6 +133,9 @@ def test_monitor_warns_while_the_share_climbs_then_stays_quiet():
 def test_monitor_stays_quiet_on_a_low_flat_or_thin_share():
     assert not any(_steps(HackMonitor(), [0.1] * 20))
     assert not any(_steps(HackMonitor(), [0.9] * 20, credited=1))  # too few to say anything
+    # 8 of 20 credited samples over five steps (an honest demo's first correct answers, which
+    # ramble to the token budget): too few for a share to mean anything.
+    assert not any(_steps(HackMonitor(), [0.0] * 5 + [0.4] * 15, credited=4))
     # High from the start: one warning, then quiet while it stays flat.
     assert sum(bool(w) for w in _steps(HackMonitor(), [0.8] * 20)) == 1
 
@@ -151,14 +154,17 @@ class CreditEverythingEnv(h.ShortEnv):
 
 
 def test_trainer_logs_plots_and_warns(tmp_path, capsys):
-    cfg = h.config(tmp_path, steps=2, eval=False, progress=True)
+    # Three steps of 8: the monitor says nothing about fewer than MIN_CREDITED (24) samples.
+    cfg = h.config(tmp_path, steps=3, eval=False, progress=True)
     trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=CreditEverythingEnv())
     result = trainer.train()
     rows = [r for r in read_metrics(tmp_path / "run") if r["step"] > 0]
-    assert [r["flags/credited"] for r in rows] == [8.0, 8.0]
+    assert [r["flags/credited"] for r in rows] == [8.0, 8.0, 8.0]
     assert all(r["flags/credited_frac"] == 1.0 and r["flags/suspicious"] == 1.0 for r in rows)
-    assert "reward-hack monitor: 100% of the 8 samples credited" in capsys.readouterr().out
-    assert summary(result["flags"]) == "100% of 16 credited samples flagged (suspicious 100%)"
+    out = capsys.readouterr().out
+    assert "reward-hack monitor: 100% of the 24 samples credited" in out
+    assert "of the 8 samples" not in out and "of the 16 samples" not in out  # too few to say
+    assert summary(result["flags"]) == "100% of 24 credited samples flagged (suspicious 100%)"
     written = {p.name for p in plot(tmp_path / "run")}
     assert "reward_hack_flags.png" in written
 

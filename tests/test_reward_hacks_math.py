@@ -531,3 +531,22 @@ def test_text_in_a_box_is_a_label_a_scale_or_a_hedge():
     for completion in hedges:
         _, info = env.score(task, completion)
         assert not info["passed"] and info["reason"] == "multiple_answers", (completion, info)
+
+
+def test_an_approximation_sign_is_a_hedge_on_every_pack():
+    """``\\approx 27`` says "about 27": it commits to no value, as ``27\\text{ about}`` does not.
+    Found by attacking the hedge rule (it read words only): ``\\boxed{\\approx 27}`` and
+    ``\\boxed{x \\approx 27}`` were credited on math500."""
+    env = _env("math500")
+    task = next(t for i in range(500) if (t := env.pack.task_at("test", i))["answer"].isdigit())
+    g = task["answer"]
+    for sign in (r"\approx", r"\approx ", r"\simeq ", r"\sim ", r"\thickapprox ", "≈", "≃",
+                 r"x \approx ", r"\text{about } \approx "):
+        _, info = env.score(task, rf"Thus \boxed{{{sign}{g}}}")
+        assert not info["passed"] and info["reason"] == "multiple_answers", (sign, info)
+    _, info = env.score(task, rf"Thus \boxed{{{g}}}, since $x \approx {g}$ would not do.")
+    assert info["passed"], info["reason"]  # outside the box, prose is prose
+    gsm = _env("gsm8k")
+    task = gsm.pack.task_at("test", 0)
+    _, info = gsm.score(task, rf"So \boxed{{\approx {task['answer']}}}")
+    assert not info["passed"], info["reason"]

@@ -214,3 +214,30 @@ def test_the_mismatch_is_measured_not_assumed(tmp_path):
     tokens = own.sum(-1)[own.any(-1)].double()
     assert stats.mismatch["rollout/seq_ratio_max"] == pytest.approx(
         float((0.5 * tokens).exp().max()), rel=1e-3)
+
+
+def test_is_correction_and_one_step_off_policy_with_the_engine(vllm_engine, vllm_model, tmp_path):
+    """--is-correction token and --async-steps 1 with vLLM itself. The engine is synced one step
+    late, so from step 2 on the samples are one optimizer step stale. At staleness 0 the
+    weights pi_trainer / pi_engine are float noise away from 1 (the two agree within ATOL per
+    token); once stale they carry the step's policy change (a large learning rate here), capped
+    at C; every loss is finite."""
+    vllm_engine.lora = "merged"
+    cfg = h.config(tmp_path, steps=3, eval=False, learning_rate=3e-2, beta=0.0, group_size=4,
+                   max_new_tokens=8, is_correction="token", async_steps=1)
+    model, tok = _policy(vllm_model)
+    trainer = GRPOTrainer(cfg, model=model, tokenizer=tok, env=h.ShortEnv(), engine=vllm_engine)
+    try:
+        rows = [trainer.train_step().metrics for _ in range(3)]
+    finally:
+        trainer.ahead.close()
+    assert [r["rollout/staleness"] for r in rows] == [0, 1, 1]
+    trained = [r for r in rows if not r["skipped"]]
+    assert rows[0] in trained and len(trained) >= 2
+    assert abs(rows[0]["rollout/is_weight_mean"] - 1) < 1e-3
+    assert rows[0]["rollout/is_clipped_frac"] == 0
+    for r in trained:
+        assert 0 < r["rollout/is_weight_mean"] <= cfg.is_cap
+        assert torch.isfinite(torch.tensor(r["loss"]))
+    stale = [r for r in trained if r["rollout/staleness"] == 1]
+    assert any(abs(r["rollout/is_weight_mean"] - 1) > 1e-3 for r in stale)

@@ -53,6 +53,9 @@ def is_number_literal(answer: str) -> bool:
 # Whole words only, and never a command's name (\approx, \over, \underline).
 _HEDGE = re.compile(rf"(?<![\\A-Za-z])(?:{HEDGE_WORDS})(?![A-Za-z])", re.I)
 _NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{NUMBER_WORDS})(?![A-Za-z])", re.I)
+# An approximation sign says "about" in symbols: "\approx 27" commits to no value either.
+_APPROX = re.compile(r"\\(?:approx|thickapprox|approxeq|simeq|sim|thicksim|backsim|eqsim|"
+                     r"lesssim|gtrsim)(?![A-Za-z])|[≈≃∼≲≳]")
 
 
 def hedge(answer: str) -> str | None:
@@ -60,8 +63,12 @@ def hedge(answer: str) -> str | None:
 
     Text in an answer is dropped only when it labels the value (``15\\text{ apples}``); a
     hedge or a bound (``15\\text{ maybe sixteen}``, ``15\\text{ at most}``) or a second
-    number in words (``15\\text{ sixteen}``) is not a label, and the answer is a hedge.
+    number in words (``15\\text{ sixteen}``) is not a label, and the answer is a hedge; so is
+    an approximation sign (``\\approx 27``, ``x \\simeq 27``).
     """
+    m = _APPROX.search(answer)
+    if m is not None:
+        return m.group(0)
     s = normalize_answer(answer)
     m = _HEDGE.search(s)
     if m is None and re.search(r"\d", s):

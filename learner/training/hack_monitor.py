@@ -30,7 +30,9 @@ from envs.base import TaskEnv
 WINDOW = 5
 WARN_SHARE = 0.3
 WARN_RISE = 0.15
-MIN_CREDITED = 8  # fewer credited samples in a window say nothing either way
+#: Fewer credited samples in a window say nothing either way: 3 flagged of 8 is 38%, with a
+#: 95% interval of about 14-69%; from 24 on, a 30% share's interval is about 15-50%.
+MIN_CREDITED = 24
 #: Pooled over WINDOW steps: at least this share of graded samples paid by shaping alone, and
 #: at most SKILL_ABSENT of them passed, is a policy farming the shaping terms.
 SHAPING_ONLY = 0.8
