@@ -378,7 +378,11 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
         t.update(batch)
         grads.append(torch.cat([p.grad.flatten() for p in t.policy.parameters()
                                 if p.grad is not None]))
-    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-7)
+    # Float32 sums in another order: entries agree within 1e-4 relative, or 1e-5 of the largest
+    # gradient (one entry of 3.2 million once differed by 3.8e-7 at 1.9e-3, of 0.089 at most). A
+    # loss divided once too often or too rarely is off by a factor of 3.
+    scale = float(grads[0].abs().max())
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-5 * scale)
 
 
 def test_micro_batches_are_as_many_as_asked_whatever_the_rows():
