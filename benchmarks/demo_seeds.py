@@ -81,15 +81,10 @@ def run_demo(out: Path, seed: int, threads: int, extra: list[str]) -> tuple[int,
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line torn by a kill
-    return rows
+    """A run log's complete lines (``run_log.read_log``); none for a run that wrote none."""
+    from learner.training.run_log import read_log
+
+    return read_log(path) if path.is_file() else []
 
 
 def heldout_curve(folder: Path) -> list[tuple[int, float]]:

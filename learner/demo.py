@@ -30,12 +30,12 @@ the run in the folder further (``--resume`` takes the place of ``--overwrite``).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from learner.config import parse_config
 from learner.launch import train
+from learner.training.run_log import read_log
 
 DEMO_FLAGS = [
     "--env", "grpo/MathExact-v0",
@@ -64,16 +64,11 @@ def credited_samples(output_dir: str | Path, n: int = 2) -> list[tuple[int, str,
     if not path.is_file():
         return []
     by_step: dict[int, list[tuple[int, str, str]]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                group = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by a kill
-            for text, passed in zip(group["completions"], group.get("passed", []), strict=False):
-                if passed:
-                    by_step.setdefault(group["step"], []).append(
-                        (group["step"], group["prompt"], text))
+    for group in read_log(path):
+        for text, passed in zip(group["completions"], group.get("passed", []), strict=False):
+            if passed:
+                by_step.setdefault(group["step"], []).append(
+                    (group["step"], group["prompt"], text))
     for step in sorted(by_step, reverse=True):
         seen, out = set(), []
         for sample in by_step[step]:
@@ -90,12 +85,7 @@ def heldout_answers(output_dir: str | Path, n: int = 3) -> list[tuple[bool, str,
     path = Path(output_dir) / "heldout.jsonl"
     if not path.is_file():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line torn by a kill
+    rows = read_log(path)
     if not rows:
         return []
     last = [r for r in rows if r["step"] == max(r["step"] for r in rows)]

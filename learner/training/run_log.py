@@ -83,15 +83,19 @@ class RunLog:
             self._tb.close()
 
 
-def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
-    """Every complete line of ``metrics.jsonl``; a line torn by a kill mid-write is skipped."""
-    path = Path(output_dir) / "metrics.jsonl"
+def read_log(path: str | Path) -> list[Any]:
+    """Every complete line of a run log (``metrics``, ``samples``, ``heldout.jsonl``); a line
+    torn by a kill mid-write is skipped. Raises FileNotFoundError for a missing log."""
     rows = []
-    for line in path.read_text().splitlines():
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
-            row = json.loads(line)
+            rows.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and "step" in row:
-            rows.append(row)
     return rows
+
+
+def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    """Every complete step line of ``metrics.jsonl`` (``read_log``)."""
+    return [row for row in read_log(Path(output_dir) / "metrics.jsonl")
+            if isinstance(row, dict) and "step" in row]
