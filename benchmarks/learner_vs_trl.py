@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
+import sides
 import torch
 
 import envs  # noqa: F401  (registers the envs)
@@ -61,46 +58,18 @@ def run_ours(args, env, tokenizer) -> dict:
 
 
 def run_trl(args, env, tokenizer) -> dict:
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig
     from trl import GRPOTrainer as TRLGRPOTrainer
 
-    n = args.prompts * args.steps
-    tasks = [env.pack.task_at("train", i + args.seed * 1_000_003) for i in range(n)]
-    data = Dataset.from_list([
-        {"prompt": [{"role": "user", "content": env.prompt(t)}], "task_id": t.id} for t in tasks
-    ])
-
-    def env_reward(prompts, completions, task_id, **_):
-        texts = [c[0]["content"] for c in completions]
-        # The same concurrency as ours (score_workers): a thread pool of --reward-workers.
-        with ThreadPoolExecutor(max_workers=args.reward_workers) as pool:
-            return [r for r, _ in pool.map(env.score, task_id, texts)]
-
-    class StepTimer(TrainerCallback):
-        def __init__(self):
-            self.times, self._t = [], 0.0
-
-        def on_step_begin(self, *a, **k):
-            self._t = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            self.times.append(time.perf_counter() - self._t)
-
-    timer = StepTimer()
-    config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-"), max_steps=args.steps,
-        per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
-        max_completion_length=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
-        loss_type=args.loss_type, scale_rewards="group", temperature=1.0, logging_steps=1,
-        report_to=[],
-        save_strategy="no", use_cpu=True, seed=args.seed, shuffle_dataset=False,
-        lr_scheduler_type="constant", warmup_steps=0, adam_beta2=0.99, weight_decay=0.0,
-        disable_tqdm=True, bf16=False,  # fp32 on CPU, as ours
-        gradient_checkpointing=args.trl_gradient_checkpointing,
-    )
-    trainer = TRLGRPOTrainer(model=load_model(args.model), reward_funcs=env_reward, args=config,
+    timer = sides.trl_step_timer()
+    config = sides.trl_config(
+        steps=args.steps, prompts=args.prompts, group=args.group,
+        max_new_tokens=args.max_new_tokens, lr=args.lr, beta=args.beta, seed=args.seed,
+        loss_type=args.loss_type, use_cpu=True, bf16=False,  # fp32 on CPU, as ours
+        gradient_checkpointing=args.trl_gradient_checkpointing)
+    # The same reward concurrency as ours (score_workers): --reward-workers threads.
+    data = sides.trl_dataset(env, args.prompts * args.steps, args.seed)
+    trainer = TRLGRPOTrainer(model=load_model(args.model),
+                             reward_funcs=sides.trl_reward(env, args.reward_workers), args=config,
                              train_dataset=data, processing_class=tokenizer, callbacks=[timer])
     trainer.train()
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
@@ -157,17 +126,9 @@ def main() -> None:
             json.dump(result, f)
         return
     runs: dict[str, list[dict]] = {"ours": [], "trl": []}
-    order = []
-    for r in range(args.rounds):
-        for side in (("trl", "ours") if r % 2 == 0 else ("ours", "trl")):
-            order.append(side)
-            fd, out = tempfile.mkstemp(suffix=f"-{side}.json")
-            os.close(fd)
-            cmd = [sys.executable, __file__, *sys.argv[1:], "--side", side, "--json", out]
-            print(f"running {side} in a fresh process ...", file=sys.stderr, flush=True)
-            subprocess.run(cmd, check=True)
-            with open(out) as f:
-                runs[side].append(json.load(f))
+    order = sides.alternating(["trl", "ours"], args.rounds)
+    for side in order:
+        runs[side].append(sides.run_fresh(__file__, sys.argv[1:], side))
     # The first step of each run includes warm-up (allocations): compare median step times.
     times = {s: [t for run in runs[s] for t in run["step_s"]] for s in runs}
     t_trl, t_ours = statistics.median(times["trl"]), statistics.median(times["ours"])

@@ -4,6 +4,7 @@ with ``--eval-size``, held-out greedy accuracy after the run.
 
     python benchmarks/rollout_engines.py [--steps 6 --prompts 4 --group 8 --max-new-tokens 48]
     python benchmarks/rollout_engines.py --sides vllm,hf,trl --eval-size 64     (on a GPU)
+    python benchmarks/rollout_engines.py --sides vllm --vllm-dtype bfloat16 --is-correction token
 
 Each side runs in its own fresh Python process (``--side``), the order alternating between
 rounds (round 1 in ``--sides`` order, round 2 reversed, ...), with the same model (the embedded
@@ -11,7 +12,10 @@ SmolLM2-135M-Instruct or ``--model``), env (the demo's: ``arith`` level 1, boxed
 P, G, T, learning rate, KL coefficient, temperature, seed and torch thread count. The first
 step of each run is left out of the medians (warm-up: allocations, the engine's first batch);
 the engine's start-up is reported on its own. Generation tokens/s counts the completion tokens
-kept (the same for both engines), over the seconds spent generating.
+kept (the same for both engines), over the seconds spent generating. The log-prob mismatch
+(and, with ``--is-correction``, the truncated IS weights) is printed per step; on CPU the engine
+samples in fp32 as the trainer trains, and ``--vllm-dtype bfloat16`` gives it the low-precision
+mismatch a GPU engine has.
 
 TRL (``trl``) needs a CUDA GPU: its colocated vLLM loads weights by a route the CPU build does
 not take. ``scripts/gpu_check.py`` runs all three on a GPU in one command.
@@ -23,15 +27,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+
+import sides
+
+from learner.choices import IS_CORRECTIONS, VLLM_DTYPES
 
 MISMATCH = ("rollout/logprob_abs_diff_mean", "rollout/logprob_abs_diff_max",
-            "rollout/seq_ratio_std", "rollout/seq_ratio_min", "rollout/seq_ratio_max")
+            "rollout/seq_ratio_std", "rollout/seq_ratio_min", "rollout/seq_ratio_max",
+            "rollout/is_weight_mean", "rollout/is_clipped_frac")
 ENV_KWARGS = {"pack": "arith", "level": 1, "require_boxed": True}
 
 
@@ -46,7 +53,9 @@ def run_ours(args: argparse.Namespace, engine: str) -> dict:
                  temperature=1.0, seed=args.seed, num_threads=args.threads, eval=False,
                  eval_size=args.eval_size, eval_perturbations=False, progress=False,
                  samples_every=0, rollout_engine=engine, lora_r=args.lora_r,
-                 vllm_gpu_memory_utilization=args.gpu_memory_utilization)
+                 vllm_gpu_memory_utilization=args.gpu_memory_utilization,
+                 vllm_dtype=args.vllm_dtype, is_correction=args.is_correction,
+                 async_steps=args.async_steps)
     t0 = time.perf_counter()
     trainer = GRPOTrainer(cfg)
     setup_s = time.perf_counter() - t0
@@ -72,9 +81,6 @@ def run_trl(args: argparse.Namespace) -> dict:
     """TRL's GRPOTrainer with vLLM colocated, on the same env, settings and seed."""
     import gymnasium as gym
     import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig
     from trl import GRPOTrainer as TRLGRPOTrainer
 
     import envs  # noqa: F401  (registers the envs)
@@ -85,40 +91,18 @@ def run_trl(args: argparse.Namespace) -> dict:
         raise SystemExit("the trl side needs a CUDA GPU (TRL's colocated vLLM)")
     env = gym.make("grpo/MathExact-v0", **ENV_KWARGS).unwrapped
     tokenizer = load_tokenizer(args.model)
-    n = args.prompts * args.steps
-    tasks = [env.pack.task_at("train", i + args.seed * 1_000_003) for i in range(n)]
-    data = Dataset.from_list([
-        {"prompt": [{"role": "user", "content": env.prompt(t)}], "task_id": t.id} for t in tasks])
-
-    def env_reward(prompts, completions, task_id, **_):
-        texts = [c[0]["content"] for c in completions]
-        with ThreadPoolExecutor(max_workers=16) as pool:  # as our score_workers
-            return [r for r, _ in pool.map(env.score, task_id, texts)]
-
-    class StepTimer(TrainerCallback):
-        def __init__(self):
-            self.times, self._t = [], 0.0
-
-        def on_step_begin(self, *a, **k):
-            self._t = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            self.times.append(time.perf_counter() - self._t)
-
-    timer = StepTimer()
-    config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-vllm-"), max_steps=args.steps,
-        per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
-        max_completion_length=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
-        scale_rewards="group", temperature=1.0, logging_steps=1, report_to=[],
-        save_strategy="no", seed=args.seed, shuffle_dataset=False, lr_scheduler_type="constant",
-        warmup_steps=0, adam_beta2=0.99, weight_decay=0.0, disable_tqdm=True, bf16=True,
-        gradient_checkpointing=False, use_vllm=True, vllm_mode="colocate",
+    timer = sides.trl_step_timer()
+    config = sides.trl_config(
+        steps=args.steps, prompts=args.prompts, group=args.group,
+        max_new_tokens=args.max_new_tokens, lr=args.lr, beta=args.beta, seed=args.seed,
+        bf16=True, use_vllm=True, vllm_mode="colocate",
         vllm_gpu_memory_utilization=args.gpu_memory_utilization)
     t0 = time.perf_counter()
-    trainer = TRLGRPOTrainer(model=load_model(resolve(args.model)), reward_funcs=env_reward,
-                             args=config, train_dataset=data, processing_class=tokenizer,
-                             callbacks=[timer])
+    trainer = TRLGRPOTrainer(model=load_model(resolve(args.model)),
+                             reward_funcs=sides.trl_reward(env, 16),  # as our score_workers
+                             args=config, processing_class=tokenizer, callbacks=[timer],
+                             train_dataset=sides.trl_dataset(env, args.prompts * args.steps,
+                                                             args.seed))
     setup_s = time.perf_counter() - t0
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reward" in h]
@@ -151,6 +135,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-size", type=int, default=0,
                    help="held-out greedy accuracy on the first N test tasks after the run")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    p.add_argument("--vllm-dtype", default="auto", choices=VLLM_DTYPES,
+                   help="our vllm side's precision (auto: bfloat16 on a GPU, float32 on CPU); "
+                   "bfloat16 on CPU makes a real engine/trainer mismatch")
+    p.add_argument("--async-steps", type=int, default=0, choices=(0, 1),
+                   help="our sides sample the next step while this one trains")
+    p.add_argument("--is-correction", default="none", choices=IS_CORRECTIONS,
+                   help="our sides' truncated IS correction; its weights are then reported")
     p.add_argument("--side", help=argparse.SUPPRESS)
     p.add_argument("--json", help="write the figures to this file")
     return p.parse_args(argv)
@@ -177,23 +168,17 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(result, f)
         return
-    sides = args.sides.split(",")
-    runs: dict[str, list[dict]] = {s: [] for s in sides}
-    order = []
-    for r in range(args.rounds):
-        for side in sides if r % 2 == 0 else sides[::-1]:
-            order.append(side)
-            fd, out = tempfile.mkstemp(suffix=f"-{side}.json")
-            os.close(fd)
-            cmd = [sys.executable, __file__, *sys.argv[1:], "--side", side, "--json", out,
-                   "--threads", str(args.threads)]
-            print(f"running {side} in a fresh process ...", file=sys.stderr, flush=True)
-            subprocess.run(cmd, check=True)
-            with open(out) as f:
-                runs[side].append(json.load(f))
+    names = args.sides.split(",")
+    runs: dict[str, list[dict]] = {s: [] for s in names}
+    order = sides.alternating(names, args.rounds)
+    for side in order:
+        argv = [*sys.argv[1:], "--threads", str(args.threads)]
+        runs[side].append(sides.run_fresh(__file__, argv, side))
     summary = summarise(runs)
     print(f"setup: P={args.prompts} G={args.group} T={args.max_new_tokens} lr={args.lr} "
           f"beta={args.beta} lora_r={args.lora_r} steps={args.steps} threads={args.threads} "
+          f"vllm dtype={args.vllm_dtype} is-correction={args.is_correction} "
+          f"async-steps={args.async_steps} "
           f"order={order} load average at the end={os.getloadavg()[0]:.1f}")
     for side, s in summary.items():
         print(f"{side:>4}: median step {s['step_s']:.2f} s, generation {s['gen_tokens_per_s']:.1f} "
@@ -204,7 +189,8 @@ def main() -> None:
         for run in runs[side]:
             print(f"      step s {fmt(run['step_s'])}  reward {fmt(run['reward'], 3)}")
             for key, values in run.get("mismatch", {}).items():
-                print(f"      {key}: {fmt(values, 7)}")
+                if any(v is not None for v in values):
+                    print(f"      {key}: {fmt(values, 7)}")
     if "hf" in summary and "vllm" in summary:
         hf, vl = summary["hf"], summary["vllm"]
         print(f"ratio vllm/hf: step time {vl['step_s'] / hf['step_s']:.2f}, generation tokens/s "

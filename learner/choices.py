@@ -9,3 +9,5 @@ IS_CORRECTIONS = ("none", "token", "sequence")
 CPU_MATMULS = ("onednn", "torch")  # the Linear layers' kernel on CPU (learner.sampling.kernels.onednn_linear)
 ROLLOUT_ENGINES = ("auto", "hf", "vllm")  # what samples the completions (learner.sampling.engine)
 VLLM_LORA = ("merged", "adapter")  # how a LoRA policy reaches the vLLM engine
+# The vLLM engine's weights and arithmetic (auto: bf16 on a GPU, fp32 on CPU).
+VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")

@@ -23,6 +23,7 @@ from learner.choices import (
     LOSS_TYPES,
     ROLLOUT_ENGINES,
     SCALE_REWARDS,
+    VLLM_DTYPES,
     VLLM_LORA,
 )
 
@@ -87,6 +88,10 @@ class Config:
         "pi_trainer / pi_sampling (decoupled PPO); rollout/staleness logs the lag. One process "
         "only: refused under accelerate launch with several processes or DeepSpeed",
         choices=(0, 1))
+    vllm_dtype: str = _opt(
+        "auto", "--rollout-engine vllm: the engine's weights and arithmetic (auto: bfloat16 on a "
+        "GPU, float32 on CPU); a lower precision than the trainer's samples a slightly different "
+        "distribution, which --is-correction corrects", choices=VLLM_DTYPES)
     vllm_lora: str = _opt("merged", "--rollout-engine vllm with --lora-r: push the merged "
                           "weights after each update, or only the adapter (vLLM applies it)",
                           choices=VLLM_LORA)
@@ -220,7 +225,7 @@ class Config:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
                      "is_correction", "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora",
-                     "async_steps"):
+                     "vllm_dtype", "async_steps"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")

@@ -159,6 +159,7 @@ def _gradient_check(out: str) -> None:
     with one plain forward pass (rank 0 writes the largest difference)."""
     import dataclasses
     import json
+    import math
     import os
 
     import torch
@@ -168,15 +169,20 @@ def _gradient_check(out: str) -> None:
     from learner.training.trainer import GRPOTrainer
 
     report = {}
-    # The last case: process 1 draws only flat groups; with beta == 0 none of its rows has a
-    # loss, so it joins with a row that carries none, while its tokens still count in DAPO's
-    # normaliser.
-    cases = [("grpo", False), ("dr_grpo", False), ("dapo", False), ("dapo", True)]
-    for loss_type, flat in cases:
-        name = loss_type + ("/one_process_flat" if flat else "")
+    # "one_process_flat": process 1 draws only flat groups; with beta == 0 none of its rows has
+    # a loss, so it joins with a row that carries none, while its tokens still count in DAPO's
+    # normaliser. "is_token": --is-correction token, with engine log-probs IS_OFFSETS[rank]
+    # below the trainer's, so that every token's weight is min(e^offset, IS_CAP): the cap cuts
+    # process 1's weights only, and its share of the tokens differs from process 0's.
+    cases = [("grpo", False, False), ("dr_grpo", False, False), ("dapo", False, False),
+             ("dapo", True, False), ("grpo", False, True)]
+    for loss_type, flat, corrected in cases:
+        name = loss_type + ("/one_process_flat" if flat else "") + ("/is_token" if corrected
+                                                                       else "")
         cfg = config(Path(out) / name, steps=1, prompts_per_step=4, group_size=4,
                      eval=False, samples_every=0, loss_type=loss_type, max_grad_norm=0.0,
                      max_new_tokens=12, beta=0.0 if flat else 0.04,
+                     is_correction="token" if corrected else "none", is_cap=IS_CAP,
                      gradient_accumulation_steps=2, cpu_matmul="torch")  # the definition's kernel
         env = ConstantEnv() if flat and os.environ.get("RANK") == "1" else ShortEnv()
         t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=env)
@@ -196,16 +202,20 @@ def _gradient_check(out: str) -> None:
                                           scores=dataclasses.replace(scores, infra_error=failed))
         advantages = t.advantages(samples)
         batch = t.batch(samples, advantages)
+        if corrected:  # an engine whose log-probs are IS_OFFSETS[rank] below the trainer's
+            batch = dataclasses.replace(
+                batch, sampling_logprobs=batch.sampling_logprobs - IS_OFFSETS[rank])
         t.optimizer.step = lambda: None  # keep the weights; compare the gradients
         t.optimizer.zero_grad = lambda set_to_none=True: None
-        t.update(batch)
+        stats = t.update(batch)
         got = torch.cat([p.grad.flatten() for p in t.policy.parameters()])
         roll = samples.rollout
         mine = {"prompt_ids": roll.prompt_ids, "prompt_mask": roll.prompt_mask,
                 "completion_ids": roll.completion_ids, "completion_mask": roll.completion_mask,
                 "graded": samples.graded, "advantages": advantages,
                 "rows": len(batch), "tokens": int(batch.loss_mask.sum()),
-                "counted_tokens": batch.n_tokens}
+                "counted_tokens": batch.n_tokens, "row_tokens": batch.loss_mask.sum(-1).tolist(),
+                "logged": {**stats.mismatch, **stats.is_correction}}
         parts = [p for _, p in sorted(gather_object([(rank, mine)]), key=lambda x: x[0])]
         if rank != 0:
             continue
@@ -223,6 +233,10 @@ def _gradient_check(out: str) -> None:
         with torch.no_grad():
             ref = _plain_logprobs(reference, *args)
         surrogate = torch.exp(logp - logp.detach()) * adv  # the ratio is 1, its gradient not
+        if corrected:  # the truncated IS weight of each process's rows
+            surrogate = surrogate * torch.cat([
+                torch.full((len(p["advantages"]), 1), min(math.exp(IS_OFFSETS[r]), IS_CAP))
+                for r, p in enumerate(parts)])
         d = ref - logp
         kl = torch.exp(d) - d - 1
         dr_grpo_constant = cfg.prompts_per_step * cfg.group_size * cfg.max_new_tokens
@@ -238,7 +252,9 @@ def _gradient_check(out: str) -> None:
                         "kl_scale": float(kl_grad.abs().max()),
                         "rows": [p["rows"] for p in parts],
                         "tokens": [p["tokens"] for p in parts],
-                        "counted_tokens": [p["counted_tokens"] for p in parts]}
+                        "counted_tokens": [p["counted_tokens"] for p in parts],
+                        "row_tokens": [p["row_tokens"] for p in parts],
+                        "logged": [p["logged"] for p in parts]}
     # --scale-rewards batch divides by the std of every process's rewards, not its own.
     cfg = config(Path(out) / "batch_std", steps=1, prompts_per_step=4, group_size=4, eval=False,
                  samples_every=0, scale_rewards="batch")
@@ -255,6 +271,8 @@ def _gradient_check(out: str) -> None:
 
 
 SHORT_ENV_ID = "test/Short-v0"
+IS_OFFSETS = (0.1, 0.4)  # per rank: how far the stand-in engine's log-probs are below
+IS_CAP = 1.3  # between e^0.1 and e^0.4
 
 
 def _cli(argv: list[str]) -> int:

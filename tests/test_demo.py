@@ -75,6 +75,8 @@ def test_the_seed_benchmark_tables_each_run_and_reads_what_its_passes_were(tmp_p
     out = tmp_path / "seeds"
     _fake_run(demo_seeds.run_dir(out, 0, 1), [True, True, True, False], accuracy=(0.0, 0.75))
     _fake_run(demo_seeds.run_dir(out, 1, 1), [True, False, True, True], accuracy=(0.0, 0.5))
+    _fake_run(demo_seeds.run_dir(out, 0, 1, "vllm"), [True, False, False, False],
+              accuracy=(0.0, 0.25))
     timing = {"minutes": 6.0, "cpu_minutes": 11.0, "load_start": (2.0, 2.1, 2.2),
               "load_end": (2.5, 2.4, 2.3)}
     results = [demo_seeds.collect(out, seed, 1, 0, timing) for seed in (0, 1)]
@@ -82,8 +84,14 @@ def test_the_seed_benchmark_tables_each_run_and_reads_what_its_passes_were(tmp_p
     # Both passed "0 + 5" (an x + 0 item); seed 0 passed "4 + 7" and "3 + 8", both 11.
     assert [(r.passes, r.zero_operand_passes) for r in results] == [(3, 1), (3, 1)]
     assert (results[0].top_answer, results[0].top_answer_passes) == ("11", 2)
+    assert "median 62.5%, minimum 50.0% over 2 runs" in demo_seeds.table(results)
+    # A second engine's run is read from its own folder and summarised on its own line.
+    results.append(demo_seeds.collect(out, 0, 1, 0, timing, "vllm"))
+    assert (results[2].engine, results[2].after, results[2].passes) == ("vllm", 0.25, 1)
     text = demo_seeds.table(results)
-    assert ("| 0 | 1 | 0.0% | 75.0% | 6.0 | 11.0 | 2.0 2.1 2.2 | 2.5 2.4 2.3 | 1 of 3 | `11` x2 |"
-            in text)
-    assert "median 62.5%, minimum 50.0% over 2 runs" in text
+    assert ("| 0 | 1 | hf | 0.0% | 75.0% | 6.0 | 11.0 | 2.0 2.1 2.2 | 2.5 2.4 2.3 | 1 of 3 | "
+            "`11` x2 |" in text)
+    assert "| 0 | 1 | vllm | 0.0% | 25.0% |" in text
+    assert "held-out after (hf): median 62.5%, minimum 50.0% over 2 runs" in text
+    assert "held-out after (vllm): median 25.0%, minimum 25.0% over 1 runs" in text
     assert demo_seeds.plot_curves(out, results).stat().st_size > 0

@@ -90,7 +90,7 @@ def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
     report = json.loads((tmp_path / "gradients.json").read_text())
     std = report.pop("batch_std")
     assert std["got"] == pytest.approx(std["want"], rel=1e-9) and std["local"] != std["want"]
-    assert set(report) == {"grpo", "dr_grpo", "dapo", "dapo/one_process_flat"}
+    assert set(report) == {"grpo", "dr_grpo", "dapo", "dapo/one_process_flat", "grpo/is_token"}
     flat = report["dapo/one_process_flat"]
     assert flat["tokens"][1] == 0 and flat["rows"][1] >= 1  # process 1 only kept collectives
     assert flat["counted_tokens"][1] > 0  # ... but its tokens count in DAPO's normaliser
@@ -102,6 +102,25 @@ def test_averaged_gradient_equals_the_whole_batch_gradient(tmp_path):
         if not loss_type.endswith("flat"):  # beta > 0: the KL's own gradient is checked too
             assert r["kl_scale"] > 1e-3 * r["scale"], (loss_type, r)
     assert any(len(set(r["tokens"])) > 1 for r in report.values())  # the case that matters
+    # --is-correction's weights and the engine mismatch are logged over both processes'
+    # tokens, alike on both: a per-process figure averaged would weigh them 1:1.
+    corrected = report["grpo/is_token"]
+    n0, n1 = corrected["tokens"]
+    assert n0 != n1
+    logged = corrected["logged"][0]
+    assert corrected["logged"][1] == pytest.approx(logged, rel=1e-12)
+    weight = [min(math.exp(o), h.IS_CAP) for o in h.IS_OFFSETS]
+    assert logged["rollout/is_weight_mean"] == pytest.approx(
+        (n0 * weight[0] + n1 * weight[1]) / (n0 + n1), rel=1e-4)
+    assert logged["rollout/is_clipped_frac"] == pytest.approx(n1 / (n0 + n1))
+    assert logged["rollout/logprob_abs_diff_mean"] == pytest.approx(
+        (n0 * h.IS_OFFSETS[0] + n1 * h.IS_OFFSETS[1]) / (n0 + n1), rel=1e-3)
+    assert logged["rollout/logprob_abs_diff_max"] == pytest.approx(h.IS_OFFSETS[1], rel=1e-3)
+    # The sequence ratio e^(offset x length) ranges over both processes' rows.
+    ratios = [math.exp(o * n) for o, rows in zip(h.IS_OFFSETS, corrected["row_tokens"],
+                                                 strict=True) for n in rows if n]
+    assert logged["rollout/seq_ratio_min"] == pytest.approx(min(ratios), rel=1e-3)
+    assert logged["rollout/seq_ratio_max"] == pytest.approx(max(ratios), rel=1e-3)
 
 
 def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):

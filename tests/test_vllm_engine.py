@@ -48,6 +48,39 @@ def test_auto_picks_hf_on_cpu():
     assert engine_name("vllm", torch.device("cpu")) == "vllm"
 
 
+def test_vllm_dtype_chooses_the_engines_precision(monkeypatch, tmp_path):
+    import learner.sampling.vllm_engine as vllm_engine_module
+    from learner.sampling.engine import build_engine
+
+    made = []
+    monkeypatch.setattr(vllm_engine_module, "VLLMEngine",
+                        lambda path, **kwargs: made.append(kwargs) or kwargs)
+    for flag, want in (("auto", None), ("bfloat16", "bfloat16"), ("float32", "float32")):
+        cfg = h.config(tmp_path, rollout_engine="vllm", vllm_dtype=flag)
+        build_engine(cfg, torch.device("cpu"))
+        assert made[-1]["dtype"] == want  # None: the engine's own choice (fp32 on CPU)
+    with pytest.raises(SystemExit):  # a precision vLLM does not take is refused at the flag
+        from learner.config import parse_config
+
+        parse_config(["--rollout-engine", "vllm", "--vllm-dtype", "bf16"])
+
+
+def test_the_weights_go_to_the_engine_in_its_precision(vllm_engine, vllm_model):
+    # vLLM would cast a float32 weight into a bf16 engine itself, but warn once per tensor on
+    # every sync; sent in the engine's precision, the values are the ones it would have made.
+    from learner.sampling.vllm_engine import checkpoint_weights
+
+    assert vllm_engine.dtype == torch.float32  # the CPU default
+    model, _ = _policy(vllm_model)
+    plain = dict(checkpoint_weights(model))
+    cast = dict(checkpoint_weights(model, dtype=torch.bfloat16))
+    assert list(cast) == list(plain)
+    for name, value in plain.items():
+        assert cast[name].dtype == torch.bfloat16
+        assert torch.equal(cast[name], value.to(torch.bfloat16)), name
+    assert any(not torch.equal(cast[n].float(), plain[n]) for n in plain)  # it rounds
+
+
 def test_a_vllm_rollout_is_the_rollout_type_with_the_trainers_logprobs(vllm_engine, vllm_model):
     model, tok = _policy(vllm_model)
     vllm_engine.sync(model)
@@ -230,7 +263,9 @@ def test_is_correction_and_one_step_off_policy_with_the_engine(vllm_engine, vllm
     try:
         rows = [trainer.train_step().metrics for _ in range(3)]
     finally:
-        trainer.ahead.close()
+        trainer.close()  # its draw-ahead thread; the shared engine is not the trainer's
+    # ... nor is vLLM's process group: the engine still needs it (to shut down, among others).
+    assert torch.distributed.is_initialized()
     assert [r["rollout/staleness"] for r in rows] == [0, 1, 1]
     trained = [r for r in rows if not r["skipped"]]
     assert rows[0] in trained and len(trained) >= 2

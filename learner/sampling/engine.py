@@ -100,6 +100,7 @@ def build_engine(config: Config, device: torch.device, *, rank: int = 0,
     from learner.sampling.vllm_engine import VLLMEngine
 
     return VLLMEngine(resolve(config.model), device=device, seed=config.seed + rank,
+                      dtype=None if config.vllm_dtype == "auto" else config.vllm_dtype,
                       gpu_memory_utilization=config.vllm_gpu_memory_utilization,
                       max_model_len=config.vllm_max_model_len or None, lora=config.vllm_lora,
                       lora_rank=config.lora_r, processes=processes)

@@ -47,7 +47,8 @@ class VLLMEngine:
     ``model_path``: the policy's checkpoint (its architecture and first weights; ``sync``
     replaces them). On a GPU it takes ``gpu_memory_utilization`` of the device (weights and KV
     cache; training has the rest) and runs in bf16; on CPU, in fp32 with ``kv_cache_gib`` of
-    KV cache. ``lora_rank`` > 0 with ``lora="adapter"`` starts it with LoRA support.
+    KV cache (``dtype`` overrides either: bf16 on CPU gives it a GPU engine's mismatch).
+    ``lora_rank`` > 0 with ``lora="adapter"`` starts it with LoRA support.
     ``processes`` > 1: one engine per process of an ``accelerate launch`` run (vLLM's
     external launcher, as TRL's colocate mode).
     """
@@ -95,8 +96,14 @@ class VLLMEngine:
         with _in_this_process():
             from vllm import LLM
 
+            # A checkpoint in another precision than the engine's loads cast, as asked, with
+            # a warning per tensor: those alone are dropped.
+            logging.getLogger("vllm.model_executor.models.utils").addFilter(_cast_warning)
             self.llm: Any = LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
+        # The weights go over in the engine's precision: vLLM would cast them the same way
+        # (round to nearest), but warn once per tensor on every sync.
+        self.dtype: torch.dtype = self.llm.llm_engine.model_config.dtype
         # Every reload warns that the tied head and the rotary embedding loaded no weights:
         # both have none of their own (the head is packed again below).
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(
@@ -166,11 +173,11 @@ class VLLMEngine:
             base = policy.get_base_model()
             if self._base is None or self._base() is not base:
                 # LoRA never changes the base weights: they go once per base model.
-                self._reload(checkpoint_weights(policy, merge=False))
+                self._reload(checkpoint_weights(policy, merge=False, dtype=self.dtype))
                 self._base = weakref.ref(base)
             self._push_adapter(policy)
         else:
-            self._reload(checkpoint_weights(policy))
+            self._reload(checkpoint_weights(policy, dtype=self.dtype))
             self._base, self._lora_request = None, None
         self.llm.reset_prefix_cache()  # cached prompts were computed with the old weights
         self.sync_s = time.perf_counter() - t0
@@ -203,11 +210,17 @@ class VLLMEngine:
         self._adapter_dir.cleanup()
 
 
-def checkpoint_weights(model: torch.nn.Module, merge: bool = True
-                       ) -> Iterator[tuple[str, Tensor]]:
-    """The model's weights under its checkpoint's names, which vLLM's loader maps to its own.
-    A PEFT model's LoRA layers are merged into their base weights (``merge``) with PEFT's own
-    ``get_delta_weight``, leaving the trainer's weights as they are, or left out."""
+def checkpoint_weights(model: torch.nn.Module, merge: bool = True,
+                       dtype: torch.dtype | None = None) -> Iterator[tuple[str, Tensor]]:
+    """The model's weights under its checkpoint's names, which vLLM's loader maps to its own,
+    cast to ``dtype`` if given (one tensor at a time). A PEFT model's LoRA layers are merged
+    into their base weights (``merge``) with PEFT's own ``get_delta_weight``, leaving the
+    trainer's weights as they are, or left out."""
+    for name, value in _checkpoint_weights(model, merge):
+        yield name, value if dtype is None or not value.is_floating_point() else value.to(dtype)
+
+
+def _checkpoint_weights(model: torch.nn.Module, merge: bool) -> Iterator[tuple[str, Tensor]]:
     if not _is_peft(model):
         yield from ((name, p.detach()) for name, p in model.named_parameters())
         return
@@ -241,6 +254,11 @@ def _repack_tied_head(model: torch.nn.Module) -> bool:
         return False
     head.quant_method.process_weights_after_loading(head)
     return True
+
+
+def _cast_warning(record: logging.LogRecord) -> bool:
+    """False for vLLM's warning that a weight was cast to the engine's precision."""
+    return not str(record.msg).startswith("Attempted to load weight %s with dtype")
 
 
 def _stop_point(row: int, tokens: list[int], ended: bool, stop: Stop | None) -> tuple[int, str]:

@@ -15,6 +15,8 @@ import math
 import torch
 from torch import Tensor
 
+from learner.training.distributed import Processes
+
 
 class LogprobMismatch:
     """Summed over a step's micro-batches: the loss tokens' log-prob differences and the rows'
@@ -39,14 +41,19 @@ class LogprobMismatch:
         rows = mask.any(-1)
         self.seq_log_ratios.append(diff.sum(-1)[rows].double().cpu())
 
-    def metrics(self) -> dict[str, float]:
-        """The same keys whatever was measured (processes average them key by key); NaN when
-        no token was."""
-        ratios = torch.cat(self.seq_log_ratios).exp() if self.seq_log_ratios else torch.zeros(0)
+    def metrics(self, procs: Processes) -> dict[str, float]:
+        """Over every process's tokens and completions (a collective: every process calls it),
+        so that the mean is per token of the whole step and the max, min and spread are the
+        step's, not an average of each process's; NaN when no token was measured."""
+        parts = procs.gather_objects((self.tokens, self.abs_sum, self.abs_max,
+                                      torch.cat(self.seq_log_ratios).tolist()
+                                      if self.seq_log_ratios else []))
+        tokens = sum(p[0] for p in parts)
+        ratios = torch.tensor([r for p in parts for r in p[3]], dtype=torch.float64).exp()
         nan = math.nan
         return {
-            "rollout/logprob_abs_diff_mean": self.abs_sum / self.tokens if self.tokens else nan,
-            "rollout/logprob_abs_diff_max": self.abs_max if self.tokens else nan,
+            "rollout/logprob_abs_diff_mean": sum(p[1] for p in parts) / tokens if tokens else nan,
+            "rollout/logprob_abs_diff_max": max(p[2] for p in parts) if tokens else nan,
             "rollout/seq_ratio_std": float(ratios.std()) if ratios.numel() > 1 else nan,
             "rollout/seq_ratio_min": float(ratios.min()) if ratios.numel() else nan,
             "rollout/seq_ratio_max": float(ratios.max()) if ratios.numel() else nan,

@@ -29,7 +29,8 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
                  flags: StepFlags, shaping: StepShaping, times: StepTimes, *, lr: float,
                  procs: Processes) -> dict[str, Any]:
     """Every figure of the step; per-process numbers are averaged over processes (flags and
-    shaping counts are already global)."""
+    shaping counts, and the update's ``rollout/*`` mismatch and IS figures, are already
+    global: averaging leaves them as they are)."""
     out = {**sample_metrics(samples), **update.metrics(),
            "group/trained": 0 if batch is None else int(batch.groups.unique().numel())}
     out = {k: procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v

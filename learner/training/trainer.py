@@ -90,6 +90,10 @@ class GRPOTrainer:
                  accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None,
                  engine: SyncedEngine | None = None):
         self.config = c = config
+        # A process group that exists already (a vLLM engine's, or the caller's accelerator's)
+        # is not the run's to end: ``close`` leaves it to its owner.
+        self._group_is_ours = not (torch.distributed.is_available()
+                                   and torch.distributed.is_initialized())
         self.accelerator = accelerator or make_accelerator()
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
@@ -418,7 +422,8 @@ class GRPOTrainer:
             self.ahead.close()  # before the engine it may be sampling with
         if self.engine is not None and self._owns_engine:
             self.engine.close()
-        self.accelerator.end_training()
+        if self._group_is_ours:
+            self.accelerator.end_training()
 
     def save_model(self, path: str | Path) -> None:
         """Save the trained policy (merged with LoRA adapters) and tokenizer for later use."""

@@ -161,7 +161,7 @@ class PolicyUpdate:
             stats.nonfinite_skipped += not stepped
         tally.write(stats, sequence_level=c.importance_sampling_level == "sequence")
         if mismatch is not None:
-            stats.mismatch = mismatch.metrics()
+            stats.mismatch = mismatch.metrics(self.procs)
         if is_tally is not None:
             stats.is_correction = is_tally.metrics(self.procs)
         if c.beta == 0:
