@@ -251,6 +251,10 @@ class Pool:
                    for w in workers]
         for t in closers:
             t.start()
+        # One 30 s bound for them all, not 30 s each: a process exiting on a signal must not
+        # wait minutes on a slow engine (what is left, the engine's auto-remove or the next
+        # sandbox's sweep removes).
+        deadline = time.monotonic() + 30
         for t in closers + starting:
-            t.join(30)
+            t.join(max(0.0, deadline - time.monotonic()))
 
