@@ -217,8 +217,11 @@ def test_close_removes_every_container(client):
     assert sandbox.run("print(1)").status == "sandbox_error"
 
 
+# The child takes SIGINT as an interactive Python does (KeyboardInterrupt): an ignored SIGINT
+# is inherited through exec, and some library earlier in a test session may have ignored it.
 CHILD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sandbox import Sandbox
 sb = Sandbox(pool_size=2)
 sb.warm()
