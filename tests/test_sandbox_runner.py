@@ -245,7 +245,7 @@ def test_interrupt_leaves_no_container(client, sig):
     p, owner = _start_child()
     assert owned_by(client, owner)
     p.send_signal(sig)
-    p.wait(120)  # the pool's close is bounded at 30 s, the engine's calls are not (a loaded CI)
+    p.wait(60)
     assert wait_until(lambda: owned_by(client, owner) == [])
 
 
