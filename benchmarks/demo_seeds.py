@@ -134,7 +134,8 @@ def collect(out: Path, seed: int, threads: int, code: int, timing: dict[str, Any
             engine: str = "hf") -> RunResult:
     folder = run_dir(out, seed, threads, engine)
     curve = heldout_curve(folder)
-    result = RunResult(seed, threads, engine, before=curve[0][1] if curve and curve[0][0] == 0 else None,
+    result = RunResult(seed, threads, engine,
+                       before=curve[0][1] if curve and curve[0][0] == 0 else None,
                        after=curve[-1][1] if curve and curve[-1][0] > 0 else None,
                        exit_code=code, **timing)
     inspect_passes(result, folder)
@@ -202,14 +203,14 @@ def _pct(x: float | None) -> str:
 
 def table(results: list[RunResult]) -> str:
     """Markdown: one row per run, then the median and minimum of the final accuracy."""
-    lines = ["| seed | threads | engine | held-out before | held-out after | minutes | CPU minutes | "
-             "load at start (1/5/15 min) | load at end | passes: `x + 0` items | "
+    lines = ["| seed | threads | engine | held-out before | held-out after | minutes | "
+             "CPU minutes | load at start (1/5/15 min) | load at end | passes: `x + 0` items | "
              "passes: most common answer |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
-            f"| {r.seed} | {r.threads} | {r.engine} | {_pct(r.before)} | {_pct(r.after)} | {r.minutes:.1f} | "
-            f"{r.cpu_minutes:.1f} | {' '.join(map(str, r.load_start))} | "
+            f"| {r.seed} | {r.threads} | {r.engine} | {_pct(r.before)} | {_pct(r.after)} | "
+            f"{r.minutes:.1f} | {r.cpu_minutes:.1f} | {' '.join(map(str, r.load_start))} | "
             f"{' '.join(map(str, r.load_end))} | {r.zero_operand_passes} of {r.passes} | "
             f"`{r.top_answer}` x{r.top_answer_passes} |")
     engines = list(dict.fromkeys(r.engine for r in results))

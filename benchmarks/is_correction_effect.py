@@ -25,7 +25,6 @@ import sides
 
 from learner.choices import VLLM_DTYPES
 
-ENV_KWARGS = {"pack": "arith", "level": 1, "require_boxed": True}
 LEVELS = ("none", "token", "sequence")
 
 
@@ -40,7 +39,7 @@ def measure(args: argparse.Namespace) -> list[dict]:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    cfg = Config(env="grpo/MathExact-v0", env_kwargs=ENV_KWARGS, model=args.model,
+    cfg = Config(env="grpo/MathExact-v0", env_kwargs=sides.ENV_KWARGS, model=args.model,
                  output_dir=tempfile.mkdtemp(prefix="is-effect-"), steps=args.batches,
                  prompts_per_step=args.prompts, group_size=args.group,
                  max_new_tokens=args.max_new_tokens, beta=args.beta, temperature=1.0,

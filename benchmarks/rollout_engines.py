@@ -39,14 +39,13 @@ from learner.choices import IS_CORRECTIONS, VLLM_DTYPES
 MISMATCH = ("rollout/logprob_abs_diff_mean", "rollout/logprob_abs_diff_max",
             "rollout/seq_ratio_std", "rollout/seq_ratio_min", "rollout/seq_ratio_max",
             "rollout/is_weight_mean", "rollout/is_clipped_frac")
-ENV_KWARGS = {"pack": "arith", "level": 1, "require_boxed": True}
 
 
 def run_ours(args: argparse.Namespace, engine: str) -> dict:
     from learner.config import Config
     from learner.training.trainer import GRPOTrainer
 
-    cfg = Config(env="grpo/MathExact-v0", env_kwargs=ENV_KWARGS, model=args.model,
+    cfg = Config(env="grpo/MathExact-v0", env_kwargs=sides.ENV_KWARGS, model=args.model,
                  output_dir=tempfile.mkdtemp(prefix=f"engines-{engine}-"), steps=args.steps,
                  prompts_per_step=args.prompts, group_size=args.group,
                  max_new_tokens=args.max_new_tokens, learning_rate=args.lr, beta=args.beta,
@@ -89,7 +88,7 @@ def run_trl(args: argparse.Namespace) -> dict:
 
     if not torch.cuda.is_available():
         raise SystemExit("the trl side needs a CUDA GPU (TRL's colocated vLLM)")
-    env = gym.make("grpo/MathExact-v0", **ENV_KWARGS).unwrapped
+    env = gym.make("grpo/MathExact-v0", **sides.ENV_KWARGS).unwrapped
     tokenizer = load_tokenizer(args.model)
     timer = sides.trl_step_timer()
     config = sides.trl_config(

@@ -17,6 +17,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+#: The env the engine benchmarks train on: the demo's (arith level 1, only a boxed number counts).
+ENV_KWARGS = {"pack": "arith", "level": 1, "require_boxed": True}
+
 
 def alternating(sides: list[str], rounds: int) -> list[str]:
     """The order to run ``rounds`` rounds in: the first as given, the next reversed, and so on,
