@@ -200,6 +200,21 @@ class TaskEnv(gym.Env[str, str]):
         slow verifier, or a policy that makes grading slow, shows first."""
         return verdict.reason == "timeout"
 
+    def infra_outage(self) -> str | None:
+        """Why the grading infrastructure as a whole does not answer now (a Docker engine that
+        is down), in one line saying how to bring it back; ``None`` when it answers or the env
+        needs none. A learner asks after samples came back with ``infra_error``: one lost
+        container is dropped and training goes on, an outage stops the run (every sample
+        would fail). The default: the Python tool's sandbox when the env has a tool."""
+        return self.tool.outage() if self.tool is not None else None
+
+    def no_signal_hint(self) -> str:
+        """What to try, as a phrase ("an easier pack, or a bigger model"), when every group of
+        a learner's first steps got one reward for all its completions (no reward spread, so
+        nothing to learn): the task is out of the model's reach. A domain overrides it with an
+        easier pack or level it knows."""
+        return "an easier pack, or a bigger model"
+
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).
 

@@ -43,7 +43,7 @@ from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
 from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
-from envs.sandboxes import shared_sandbox
+from envs.sandboxes import sandbox_outage, shared_sandbox
 from envs.verify.verdict import Verdict
 from sandbox import Sandbox, SandboxUnavailable
 from sandbox.harness import TestReport, find_entry_points, parse, run_tests, run_variants
@@ -105,6 +105,14 @@ class CodeTestsEnv(TaskEnv):
     @property
     def sandbox(self) -> Sandbox:
         return self._sandbox or shared_sandbox()
+
+    def infra_outage(self) -> str | None:
+        """Every test runs in the sandbox: its engine not answering is an outage."""
+        return sandbox_outage(self._sandbox)
+
+    def no_signal_hint(self) -> str:
+        return ("a bigger model: a small one rarely writes a program that passes a test; or a "
+                "larger completion budget, in case the programs are cut off")
 
     def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
              truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:

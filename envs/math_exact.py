@@ -68,6 +68,12 @@ class MathExactEnv(TaskEnv):
     required_fields: ClassVar[tuple[str, ...]] = ("answer",)
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = MATH_PERTURBATIONS
 
+    def no_signal_hint(self) -> str:
+        # arith is procedural: level 1 is the easiest task any math pack has.
+        if self.pack.name == "arith":
+            return "level=1 (the easiest sums), or a bigger model"
+        return "pack=arith level=1 (the easiest sums), or a bigger model"
+
     def __init__(self, *args: Any, timeout: float = 5.0, require_boxed: bool = False,
                  decimal_rounding: bool = False, **kwargs: Any):
         check_keywords(self.env_id, timeout=(timeout, POSITIVE_SECONDS),

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 
 from envs.keywords import check_keywords, instance_of, integer_at_least
-from envs.sandboxes import acquire_shared, release_shared
+from envs.sandboxes import acquire_shared, release_shared, sandbox_outage
 from envs.spaces import text_problem
 from sandbox import Limits, Sandbox, SandboxUnavailable
 
@@ -114,6 +114,10 @@ class PythonTool:
         if close < 0:
             return None
         return ToolCall(m.start(), close + len(_FENCE), text[m.end():close])
+
+    def outage(self) -> str | None:
+        """Why the sandbox the calls run in does not answer at all (``sandbox_outage``)."""
+        return sandbox_outage(self._given or self._acquired)
 
     def _sandbox(self) -> Sandbox:
         if self._given is not None:

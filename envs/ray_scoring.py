@@ -26,6 +26,7 @@ from ray.exceptions import RayTaskError
 
 from envs.base import Elapsed, TaskEnv
 from envs.verify.verdict import Verdict
+from sandbox.ray_address import check_address, probe
 from sandbox.ray_cluster import LOST, Member, NodeActors, connect, node_capacity
 from tasks import Task
 
@@ -66,6 +67,7 @@ class RayScorer:
             raise ValueError("RayScorer needs an env made with gym.make (its id and kwargs are "
                              "how the nodes build their copy)")
         self.env = env
+        self.address = address
         connect(address)
         args = (spec.id, dict(spec.kwargs))
         self._actors = NodeActors(GradingActor, lambda node: (args, node_capacity(node)))
@@ -134,6 +136,23 @@ class RayScorer:
                    error: str) -> None:
         for i in rows:
             results[i] = (0.0, infra_error_info(self.env, tasks[i], error))
+
+    def unreachable(self) -> str | None:
+        """Why the cluster cannot grade at all now, in one line: its head does not answer, or
+        no grading actor is left alive; ``None`` otherwise (one lost actor is replaced)."""
+        where = self.address or "the local Ray instance"
+        try:
+            if self.address is not None:  # a TCP probe first: Ray's own calls wait minutes
+                probe(check_address(self.address))
+            self._actors.refresh(force=True)
+            alive = self._actors.members()
+        except Exception as exc:  # noqa: BLE001 - Ray raises many kinds here
+            return (f"cannot reach the Ray cluster at {where} ({' '.join(str(exc).split())}): "
+                    "start its head again (ray start --head), then resume")
+        if not alive:
+            return (f"no grading actor is alive on the Ray cluster at {where}: start its "
+                    "nodes again (ray start --address ... --resources '{\"docker\": 1}')")
+        return None
 
     def close(self) -> None:
         """End the actors, with the sandbox containers they hold. Never raises."""

@@ -58,6 +58,21 @@ def release_shared() -> None:
             _shared = None
 
 
+def sandbox_outage(sandbox: Sandbox | None = None) -> str | None:
+    """Why the sandbox that grading uses cannot run anything now (its engine does not answer),
+    in one line; ``None`` when it answers. ``sandbox``: the one an env was given; without one,
+    the shared pool, or, before it has started, the engine it would start on (pinged, so a
+    check never starts a pool)."""
+    if sandbox is None:
+        with _lock:
+            sandbox = _shared
+    if sandbox is not None:
+        return sandbox.unreachable()
+    from sandbox.runner import engine_outage  # the local backend: the shared pool's
+
+    return engine_outage()
+
+
 def _forget_after_fork() -> None:
     """A forked child (``AsyncVectorEnv``, multiprocessing) starts its own pool on first use:
     the parent's engine connections cannot be shared (``Sandbox.run`` refuses them)."""

@@ -160,7 +160,16 @@ class Config:
     save_every: int = _opt(0, "checkpoint every N steps (0: only at the end)")
     keep_checkpoints: int = _opt(1, "checkpoints kept on disk (each holds the model and the "
                                  "optimizer state, about 3x the model's size)")
-    resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir")
+    save_every_minutes: float = _opt(
+        5.0, "also checkpoint once this many minutes of wall time have passed since the last "
+        "checkpoint, so a crash or Ctrl-C loses little (0: off); only the latest "
+        "--keep-checkpoints are kept")
+    keep_final_checkpoint: bool = _opt(
+        False, "at the end of a finished run keep its last checkpoint (model and optimizer "
+        "state, about 3x the model) next to final/, so that --resume --steps N can train "
+        "further; by default only final/ (the weights) stays and the checkpoints are deleted")
+    resume: bool = _opt(False, "continue from the latest checkpoint in --output-dir (one that "
+                        "holds a run's files but no checkpoint is refused, never replaced)")
     overwrite: bool = _opt(False, "replace the run in a non-empty --output-dir: its config, "
                            "checkpoints, final/, metrics, samples, plots and tensorboard logs "
                            "are deleted once the new run has started (a non-empty folder "
@@ -210,7 +219,8 @@ class Config:
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
-                     "overlong_max", "samples_every", "num_threads", "vllm_max_model_len"):
+                     "overlong_max", "samples_every", "num_threads", "vllm_max_model_len",
+                     "save_every_minutes"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
         if self.group_size < 2:

@@ -77,6 +77,12 @@ class Sandbox:
         """Ids of the containers this sandbox owns right now (for diagnostics and tests)."""
         raise NotImplementedError
 
+    def unreachable(self) -> str | None:
+        """Why the backend as a whole cannot run jobs now (its engine or cluster does not
+        answer), in one line; ``None`` when it answers. A single lost container is not an
+        outage: its job is an ``infra_error`` and the next one runs elsewhere."""
+        return None
+
     def close(self) -> None:
         """Remove every container this sandbox started (idempotent; never raises)."""
         raise NotImplementedError

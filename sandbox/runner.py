@@ -36,6 +36,36 @@ API_TIMEOUT_S = 300
 START_ATTEMPTS = 3  # containers tried for a job that could not start (see JobNotStarted)
 
 
+#: How a user brings a local engine back (said wherever an engine that does not answer stops
+#: something).
+START_ENGINE_HINT = "start it with scripts/ensure-docker.sh (python -m sandbox doctor says what is missing)"
+
+
+def engine_outage(host: str | None = None) -> str | None:
+    """Why the Docker engine at ``host`` (``None``: ``DOCKER_HOST``; ``""``: the default socket)
+    does not answer a ping, in one line naming it and how to start it; ``None`` when it does.
+    Cheap: one short-timeout request, no pool, no image."""
+    host = host if host is not None else os.environ.get("DOCKER_HOST", "")
+    where = host or "the default socket"
+    try:
+        client = (docker.DockerClient(base_url=host, timeout=PING_TIMEOUT_S) if host
+                  else docker.from_env(timeout=PING_TIMEOUT_S, environment={}))
+    except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds here
+        return f"cannot reach the Docker engine at {where} ({_one_line(exc)}): {START_ENGINE_HINT}"
+    try:
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        return f"cannot reach the Docker engine at {where} ({_one_line(exc)}): {START_ENGINE_HINT}"
+    finally:
+        client.close()
+    return None
+
+
+def _one_line(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def connect() -> docker.DockerClient:
     """A client for the engine named by ``DOCKER_HOST`` (or the default socket), checked alive."""
     where = os.environ.get("DOCKER_HOST") or "the default socket"
@@ -75,6 +105,8 @@ class LocalSandbox(Sandbox):
         self.limits = limits or Limits()
         self.pool_size = pool_size or os.cpu_count() or 1
         self.max_containers = max_containers or 4 * self.pool_size
+        # The engine this sandbox talks to, for ``unreachable`` (DOCKER_HOST may change later).
+        self._host = os.environ.get("DOCKER_HOST") or ""
         self.client = connect()
         try:
             self.image = ensure_image(self.client, image, progress)
@@ -158,6 +190,10 @@ class LocalSandbox(Sandbox):
             _sweep(self.client, self.instance)
         except Exception:  # noqa: BLE001 - the engine is unreachable: another sandbox of this
             _unswept.add(self.instance)  # process sweeps once it reaches the engine again
+
+    def unreachable(self) -> str | None:
+        """Why this sandbox's engine does not answer (``engine_outage``); None when it does."""
+        return engine_outage(self._host)
 
     def pool_state(self) -> list[dict[str, Any]]:
         """One entry per set of container limits in use: the limits, and how many containers
