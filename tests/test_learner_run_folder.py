@@ -82,7 +82,7 @@ def test_overwrite_leaves_nothing_of_the_earlier_run_and_config_records_provenan
     flags = ["--env", h.SHORT_ENV_ID, "--model", str(tiny), "--output-dir", str(out),
              "--steps", "1", "--prompts-per-step", "2", "--group-size", "2",
              "--max-new-tokens", "4", "--no-eval", "--no-progress", "--num-threads", "1",
-             "--samples-every", "1", "--overwrite"]
+             "--samples-every", "1", "--overwrite", "--keep-final-checkpoint"]
     assert run.main(flags) == 0
     assert "--overwrite: removed the earlier run's config.json" in capsys.readouterr().out
     # The new run's checkpoint is the latest (the earlier step-40 one once outranked it, and

@@ -6,13 +6,15 @@ moment (kill -9 included) leaves either the previous checkpoint or the new one, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelerate import Accelerator
+if TYPE_CHECKING:  # torch-free at import: the command line finds checkpoints before torch loads
+    from accelerate import Accelerator
 
 STATE_FILE = "trainer_state.json"
 
@@ -52,6 +54,27 @@ def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dic
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
+
+
+def remove_all(output_dir: str | Path) -> int:
+    """Delete every checkpoint of the run in ``output_dir`` (finished ones and a ``.tmp``
+    one cut short); returns the bytes freed."""
+    root = checkpoint_dir(output_dir)
+    if not root.is_dir():
+        return 0
+    freed = folder_bytes(root)
+    shutil.rmtree(root, ignore_errors=True)
+    return freed
+
+
+def folder_bytes(path: str | Path) -> int:
+    """The size of the files under ``path`` (links not followed)."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 def load(accelerator: Accelerator, path: Path) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from learner.training import checkpoint
+
 #: Everything a run writes at the top of its folder: ``config.json`` and ``final/`` (launch),
 #: ``metrics.jsonl``, ``samples.jsonl`` and ``tensorboard/`` (run_log, with the ``.tmp`` files
 #: of a resume cut short), ``checkpoints/`` (checkpoint) and ``plots/`` (learner.plot).
@@ -40,6 +42,26 @@ def output_dir_problem(path: str | Path, *, resume: bool, overwrite: bool) -> st
     return (f"--output-dir {path} is not empty ({_listing(entries)}): choose an empty folder, "
             "or pass --overwrite to write the run there (a run's own files are replaced, "
             "nothing else)")
+
+
+def resume_problem(path: str | Path) -> str | None:
+    """Why ``--resume`` cannot continue a run in ``path`` (``None`` when it can, or when the
+    folder holds no run: then a new one starts there). A folder with a run's files but no
+    checkpoint is refused: starting over would replace its config and logs."""
+    path = Path(path)
+    if checkpoint.latest(path) is not None or not path.is_dir():
+        return None
+    found = sorted(name + ("/" if (path / name).is_dir() else "") for name in RUN_FILES
+                   if (path / name).exists())
+    if not found:
+        return None
+    if (path / "final").is_dir():
+        return (f"--resume: the run in {path} finished and kept no checkpoint to continue "
+                f"from; its weights are in {path / 'final'}: train further with a new run "
+                f"(--model {path / 'final'} --output-dir ANOTHER), or keep the last checkpoint "
+                "next time with --keep-final-checkpoint")
+    return (f"--resume: {path} holds no checkpoint to continue from (only {_listing(found)}); "
+            "pass --overwrite to start the run again there, or choose another --output-dir")
 
 
 def clear_run(path: str | Path) -> list[str]:

@@ -36,7 +36,7 @@ from learner.sampling.engine import SyncedEngine, build_engine
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.kernels import onednn_linear
 from learner.sampling.scoring import RemoteScorer, infra_reason
-from learner.training import checkpoint, grpo, hack_monitor, sharding
+from learner.training import checkpoint, grpo, hack_monitor, run_notes, sharding
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
@@ -52,6 +52,7 @@ from learner.training.hack_monitor import HackMonitor, StepFlags, StepShaping
 from learner.training.run_log import RunLog
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, step_metrics
+from learner.training.stops import GradingOutage, Interrupted, RunStopped, StopSignals
 from learner.training.update import PolicyUpdate, UpdateStats
 
 
@@ -335,6 +336,7 @@ class GRPOTrainer:
         position = self.ahead.position if pending else self.stream.position
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,
                         {"position": position}, keep=self.config.keep_checkpoints)
+        self._saved_step = self.step
 
     def resume(self) -> bool:
         path = checkpoint.latest(self.config.output_dir)
@@ -344,6 +346,10 @@ class GRPOTrainer:
         self.step, self.stream.position = state["step"], state["position"]
         self.policy_is_reference = self.step == 0
         self.sync_engine()
+        self._saved_step = self.step
+        if self.accelerator.is_main_process:
+            print(f"resumed from step {self.step} of {self.config.steps} "
+                  f"({path.relative_to(self.config.output_dir)})", flush=True)
         return True
 
     def sync_engine(self) -> None:
@@ -354,56 +360,141 @@ class GRPOTrainer:
                 self.engine.sync(policy)
             self._synced_version = self.update.version
 
+    #: Whether ``train`` checkpoints the last step. The command line turns it off unless
+    #: --keep-final-checkpoint: a finished run's final/ holds its weights.
+    save_at_end: bool = True
+    _saved_step: int | None = None
+
     def train(self) -> dict[str, Any]:
         """Run to ``config.steps``; returns held-out metrics before (if run) and after, the
-        last step's metrics and the reward-hack monitor's total."""
+        last step's metrics and the reward-hack monitor's total.
+
+        Raises ``RunStopped`` with a checkpoint saved when the run cannot or must not go on:
+        ``Interrupted`` on SIGINT/SIGTERM (after the step in progress), ``GradingOutage``
+        when samples failed because the grading engine or cluster as a whole does not answer.
+        """
         c = self.config
         resumed = c.resume and self.resume()
         main = self.accelerator.is_main_process
+        if main:
+            print(run_notes.plan_line(c, self.env, self.step), flush=True)
         log = RunLog(c.output_dir, resume_step=self.step if resumed else None) if main else None
         result: dict[str, Any] = {"resumed_from": self.step if resumed else None}
-        if c.eval and not resumed:
-            result["before"] = self.evaluate()
-            if log:
-                log.log(0, result["before"])
-                log.heldout(0, self.heldout_records)
+        with StopSignals() as signals:
+            try:
+                if c.eval and not resumed:
+                    result["before"] = self.evaluate()
+                    if log:
+                        log.log(0, result["before"])
+                        log.heldout(0, self.heldout_records)
+                result.update(self._loop(log, signals))
+            finally:
+                if log:
+                    log.close()
+        return result
+
+    def _loop(self, log: RunLog | None, signals: StopSignals) -> dict[str, Any]:
+        c = self.config
+        main = self.accelerator.is_main_process
+        result: dict[str, Any] = {}
         metrics: dict[str, Any] = {}
         bar = tqdm(total=c.steps, initial=self.step, disable=not (main and c.progress),
-                   desc="grpo", dynamic_ncols=True)
+                   desc="grpo", dynamic_ncols=True, bar_format=run_notes.BAR_FORMAT)
         monitor, infra_warned = HackMonitor(), False
-        while self.step < c.steps:
-            step = self.train_step()
-            metrics = step.metrics
-            for warning in (monitor.observe(step.number, step.flags),
-                            monitor.observe_shaping(step.number, step.shaping)):
-                if warning and main:
-                    tqdm.write(f"warning: {warning}")
-            if metrics["samples/sandbox_errors"] and not infra_warned and main:
-                # Once: a sandbox that is down fails every sample that needs it, every step.
-                infra_warned = True
-                tqdm.write(f"warning: {self._infra_notice(step)}")
-            if c.eval and c.eval_every and self.step % c.eval_every == 0 and self.step < c.steps:
-                metrics.update(self.evaluate())
-            if c.eval and self.step == c.steps:
-                result["after"] = self.evaluate()
-                metrics.update(result["after"])
-            if log:
-                log.log(self.step, metrics)
-                if "eval/accuracy" in metrics:  # evaluated at this step
-                    log.heldout(self.step, self.heldout_records)
-                # The last step's groups too: a run shorter than K steps still leaves some.
-                if c.samples_every and (self.step % c.samples_every == 0 or self.step == c.steps):
-                    log.samples(self.step, step.sample_groups(c.samples_groups))
-            if (c.save_every and self.step % c.save_every == 0) or self.step == c.steps:
-                self.save()
-            bar.set_postfix(step=self.step, **_progress(metrics), refresh=False)
-            bar.update(1)
-        bar.close()
-        if log:
-            log.close()
+        watch = run_notes.NoSignalWatch(self.env.no_signal_hint())
+        first, last_save = True, time.monotonic()
+        try:
+            while self.step < c.steps:
+                self._stop_if_asked(signals)
+                t0 = time.perf_counter()
+                step = self.train_step()
+                metrics = step.metrics
+                stop = self._stop_after(step, signals)
+                if main and first:
+                    first = False
+                    tqdm.write(run_notes.estimate_line(time.perf_counter() - t0,
+                                                       c.steps - self.step, c.eval))
+                if watch.watching:
+                    line = watch.observe(sum(self.procs.gather_ints(
+                        int(step.samples.informative.sum()))))
+                    if line and main:
+                        tqdm.write(line)
+                for warning in (monitor.observe(step.number, step.flags),
+                                monitor.observe_shaping(step.number, step.shaping)):
+                    if warning and main:
+                        tqdm.write(f"warning: {warning}")
+                if (metrics["samples/sandbox_errors"] and not infra_warned and main
+                        and stop is None):
+                    # Once: a sandbox that fails some samples may fail many.
+                    infra_warned = True
+                    tqdm.write(f"warning: {self._infra_notice(step)}")
+                if stop is None:  # a stopping run evaluates nothing more
+                    if (c.eval and c.eval_every and self.step % c.eval_every == 0
+                            and self.step < c.steps):
+                        metrics.update(self.evaluate())
+                    if c.eval and self.step == c.steps:
+                        result["after"] = self.evaluate()
+                        metrics.update(result["after"])
+                if log:
+                    log.log(self.step, metrics)
+                    if "eval/accuracy" in metrics:  # evaluated at this step
+                        log.heldout(self.step, self.heldout_records)
+                    # The last step's groups too: a run shorter than K steps still leaves some.
+                    if c.samples_every and (self.step % c.samples_every == 0
+                                            or self.step == c.steps):
+                        log.samples(self.step, step.sample_groups(c.samples_groups))
+                if stop is not None:
+                    self.save()
+                    raise stop
+                if ((c.save_every and self.step % c.save_every == 0)
+                        or (self.step == c.steps and self.save_at_end)
+                        or (self.step < c.steps and self._save_due(last_save))):
+                    self.save()
+                    last_save = time.monotonic()
+                bar.set_postfix(step=self.step, **_progress(metrics), refresh=False)
+                bar.update(1)
+        finally:
+            bar.close()
         result["final_metrics"] = metrics
         result["flags"] = monitor.total
         return result
+
+    def _save_due(self, last_save: float) -> bool:
+        """--save-every-minutes: due once that much wall time passed since the last save; rank
+        0's clock decides for every process (they must save together)."""
+        minutes = self.config.save_every_minutes
+        if not minutes:
+            return False
+        due = time.monotonic() - last_save >= minutes * 60
+        return bool(self.procs.gather_ints(int(due))[0])
+
+    def _stop_if_asked(self, signals: StopSignals) -> None:
+        """Before a step: a signal that came meanwhile (during an evaluation, say) stops the
+        run here, with a checkpoint of the steps done."""
+        signum = max(self.procs.gather_ints(signals.requested or 0))
+        if signum:
+            if self._saved_step != self.step:
+                self.save()
+            raise Interrupted(signum, self.step, self.config.steps)
+
+    def _stop_after(self, step: Step, signals: StopSignals) -> RunStopped | None:
+        """Why the run stops after ``step`` (None: it goes on), agreed by every process: a
+        signal, or samples that failed because grading as a whole is down. A sample whose
+        container alone was lost is not a reason: it is dropped, as always."""
+        outage = self.grading_outage() if step.metrics["samples/sandbox_errors"] else None
+        outages = [o for o in self.procs.gather_objects(outage) if o]
+        if outages:
+            return GradingOutage(outages[0], step.number, self.config.steps)
+        signum = max(self.procs.gather_ints(signals.requested or 0))
+        return Interrupted(signum, step.number, self.config.steps) if signum else None
+
+    def grading_outage(self) -> str | None:
+        """Why grading as a whole does not answer (one line), or None: the Ray cluster's with
+        --ray-address, else the env's own infrastructure (``TaskEnv.infra_outage``)."""
+        if self.scorer is not None:
+            check = getattr(self.scorer, "unreachable", None)
+            return check() if check is not None else None
+        return self.env.infra_outage()
 
     def _infra_notice(self, step: Step) -> str:
         n = len(step.samples.scores.rewards) * self.procs.world
@@ -439,12 +530,15 @@ class GRPOTrainer:
 
 def _progress(metrics: dict[str, Any]) -> dict[str, str]:
     """The progress bar's figures: reward, KL ("skipped" on a step without an update), the
-    flagged share of credited samples, grading's p99 per sample (and how many samples hit a
+    flagged share of credited samples, the peak memory (when step_metrics logs it), grading's
+    p99 per sample (and how many samples hit a
     time limit, when any did: a slow verifier shows before it stalls the run)."""
     flagged, kl = metrics.get("flags/credited_frac"), metrics.get("kl")
     out = {"reward": f"{metrics['reward/mean']:.3f}",
            "kl": "skipped" if metrics.get("skipped") else "-" if kl is None else f"{kl:.4f}",
            "flagged": "-" if flagged is None else f"{flagged:.0%}"}
+    if (rss := metrics.get("memory/peak_rss_gb")) is not None:
+        out["mem"] = f"{rss:.1f}G"
     if (p99 := metrics.get("time/grade_p99_s")) is not None:
         timeouts = metrics.get("samples/grade_timeouts") or 0
         out["grade_p99"] = f"{p99:.2f}s" + (f" ({timeouts} timed out)" if timeouts else "")

@@ -1,0 +1,34 @@
+"""The command that continues a run: ``python -m learner.run`` with the run's own flags (those
+that differ from the defaults, ``--output-dir`` always) and ``--resume``, printed when a run
+stops early so that a user can paste it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+
+from learner.config import Config
+
+#: Flags that say how to start, not what the run is: ``--resume`` replaces them.
+_NOT_REPEATED = {"resume", "overwrite", "output_dir"}
+
+
+def _default(f: dataclasses.Field) -> object:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def resume_command(config: Config) -> str:
+    """``python -m learner.run FLAGS --output-dir DIR --resume``, quoted for a POSIX shell."""
+    words = ["python", "-m", "learner.run"]
+    for f in dataclasses.fields(Config):
+        value = getattr(config, f.name)
+        if f.name in _NOT_REPEATED or value == _default(f):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            words += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    words += ["--output-dir", config.output_dir, "--resume"]
+    return shlex.join(words)
