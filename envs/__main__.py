@@ -12,13 +12,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every registered env id and every pack")
     check = commands.add_parser("validate", help="check pack folder(s); exit 1 on any error")
-    check.add_argument("paths", nargs="+", metavar="PATH", help="a folder holding pack.toml")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="a folder holding pack.toml, or a known pack's name")
     check.add_argument("--no-gold", action="store_true",
                        help="skip grading the gold answers (e.g. code packs without a sandbox)")
     check.add_argument("--sample", type=int, default=None, metavar="N",
                        help="tasks to check from an unbounded procedural split (default 1000)")
     show = commands.add_parser("show", help="print sample prompts and golds of an env's pack")
-    show.add_argument("env_id", help="e.g. grpo/MathExact-v0")
+    show.add_argument("env_id", help="e.g. grpo/MathExact-v0, or a pack's name (its env)")
     show.add_argument("--pack", help="pack name (default: the env's default pack)")
     show.add_argument("--split", default="train")
     show.add_argument("--n", type=int, default=3, help="number of tasks (default 3)")

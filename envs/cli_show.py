@@ -9,7 +9,8 @@ from typing import Any
 import gymnasium as gym
 
 import envs  # noqa: F401 - registers the envs
-from tasks.pack import PackError, template_fields
+from tasks.pack import Manifest, PackError, template_fields
+from tasks.registry import pack_sources
 
 MAX_FIELD_CHARS = 600
 
@@ -30,6 +31,9 @@ def parse_options(options: Sequence[str]) -> dict[str, Any]:
 
 def print_samples(env_id: str, *, pack: str | None, split: str, n: int,
                   options: Sequence[str] = ()) -> int:
+    if env_id not in gym.registry and pack is None and env_id in pack_sources():
+        # `show pyfunc`: a pack's name stands for its env with that pack.
+        env_id, pack = Manifest.read(pack_sources()[env_id].folder).env, env_id
     try:
         kwargs = parse_options(options)
         env = gym.make(env_id, pack=pack, split=split, **kwargs).unwrapped

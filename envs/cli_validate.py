@@ -1,10 +1,20 @@
-"""``python -m envs validate PATH``: print every problem of each pack folder and a summary."""
+"""``python -m envs validate PATH|PACK``: print every problem of each pack folder and a summary."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from envs.validate import UNBOUNDED_SAMPLE, validate_folder
+from tasks.registry import pack_sources
+
+
+def pack_folder(path: str) -> str:
+    """``path``, or the folder of the known pack of that name when no such path exists
+    (``python -m envs validate pyfunc``)."""
+    if not Path(path).exists() and path in pack_sources():
+        return str(pack_sources()[path].folder)
+    return path
 
 
 def print_validation(paths: Sequence[str], *, check_gold: bool = True,
@@ -12,7 +22,7 @@ def print_validation(paths: Sequence[str], *, check_gold: bool = True,
     """Returns the exit code: 1 when any folder has an error, else 0."""
     failed = False
     for path in paths:
-        report = validate_folder(path, check_gold=check_gold,
+        report = validate_folder(pack_folder(path), check_gold=check_gold,
                                  unbounded_sample=UNBOUNDED_SAMPLE if sample is None else sample)
         for problem in report.errors:
             print(f"error: {problem}")

@@ -69,7 +69,30 @@ BASELINES = {
     "the first argument": "args[0] if args else None",
     "the first argument's empty value": "type(args[0])() if args else None",
 }
-_BASELINE_FUNCTIONS = [f"baseline_{i}" for i in range(len(BASELINES))]
+#: Also checked on a record with ``strict_baselines`` (a pack whose tasks are never a bare
+#: builtin, such as the procedural ``pyfunc``), with the shown answers and the first hidden one
+#: returned as constants: simple transforms of the arguments (a name -> the returned expression;
+#: one that does not apply raises, which fails its case).
+TRANSFORMS = {
+    "the second argument": "args[1]",
+    "the first argument negated": "-args[0]",
+    "the first argument's abs": "abs(args[0])",
+    "the first argument plus 1": "args[0] + 1",
+    "the first argument minus 1": "args[0] - 1",
+    "the first argument doubled": "args[0] * 2",
+    "the first argument squared": "args[0] * args[0]",
+    "the sum of the first two arguments": "args[0] + args[1]",
+    "the difference of the first two arguments": "args[0] - args[1]",
+    "the product of the first two arguments": "args[0] * args[1]",
+    "the first argument's length": "len(args[0])",
+    "the first argument sorted": "sorted(args[0])",
+    "the first argument reversed": "args[0][::-1]",
+    "the first argument's sum": "sum(args[0])",
+    "the first argument's max": "max(args[0])",
+    "the first argument's min": "min(args[0])",
+    "the first argument in upper case": "args[0].upper()",
+    "the first argument in lower case": "args[0].lower()",
+}
 
 
 def extract_program(completion: str) -> tuple[str, bool]:
@@ -89,7 +112,8 @@ class CodeTestsEnv(TaskEnv):
     #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (imports put
     #: before the program),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
-    #: ``per_test_s`` (more time per test case) and ``canonical_solution`` (the gold).
+    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold) and
+    #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 
@@ -167,22 +191,22 @@ class CodeTestsEnv(TaskEnv):
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The ``BASELINES`` that pass every graded case of a task, per task that has any: all
         of them graded in one sandbox run per task, concurrently through the pool."""
-        program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
-                          for fn, (_, expr) in zip(_BASELINE_FUNCTIONS, BASELINES.items(),
-                                                   strict=True))
-
         def check(task: Task) -> tuple[str, list[str]]:
             names = task_entry_points(task) or find_entry_points(
                 list(task["tests"]), task.fields.get("setup", ""))
+            programs = task_baselines(task)
+            functions = [f"baseline_{i}" for i in range(len(programs))]
+            program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
+                              for fn, expr in zip(functions, programs.values(), strict=True))
             reports = run_variants(
                 self.sandbox, task.fields.get("prelude", "") + program, list(task["tests"]),
-                [dict.fromkeys(names, fn) for fn in _BASELINE_FUNCTIONS],
+                [dict.fromkeys(names, fn) for fn in functions],
                 setup=task.fields.get("setup", ""), entry_points=names,
                 per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
             shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
             if any(r.sandbox_error for r in reports):
                 raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
-            return task.id, [name for name, r in zip(BASELINES, reports, strict=True)
+            return task.id, [name for name, r in zip(programs, reports, strict=True)
                              if _fraction(r, shown) == 1.0]
 
         with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="base") as ex:
@@ -197,6 +221,43 @@ class CodeTestsEnv(TaskEnv):
         workers = max(1, self.sandbox.pool_size)
         with ThreadPoolExecutor(workers, thread_name_prefix="grade") as ex:
             return list(ex.map(self.score, tasks, completions))
+
+
+def task_baselines(task: Task) -> dict[str, str]:
+    """The trivial programs ``trivially_passed`` runs on ``task`` (a name -> the returned
+    expression): ``BASELINES``, and with ``strict_baselines`` the shown answers and the first
+    hidden answer as constants (the latter pays every case when all answers are equal) and the
+    ``TRANSFORMS``."""
+    programs = dict(BASELINES)
+    if not task.fields.get("strict_baselines"):
+        return programs
+    tests = list(task["tests"])
+    shown = set(shown_cases(tests, task.fields.get("shown_tests") or ()))
+    answers = [(i, _answer(test)) for i, test in enumerate(tests)]
+    programs.update({f"the shown answer {a}": a for i, a in answers if i in shown and a})
+    hidden = [a for i, a in answers if i not in shown and a]
+    if hidden:
+        programs[f"the first hidden answer {hidden[0]}"] = hidden[0]
+    return programs | TRANSFORMS
+
+
+def _answer(test: str) -> str | None:
+    """The literal a case compares against (``assert f(2) == 7`` -> ``7``), as source."""
+    try:
+        node = parse(test).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return None
+    compare = node.test if isinstance(node, ast.Assert) else None
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1
+            and isinstance(compare.ops[0], ast.Eq)):
+        return None
+    for side in (compare.comparators[0], compare.left):
+        try:
+            ast.literal_eval(side)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        return ast.unparse(side)
+    return None
 
 
 def task_entry_points(task: Task) -> list[str] | None:

@@ -1,0 +1,227 @@
+"""The procedural ``pyfunc`` code pack: deterministic levels, disjoint splits, golds that pass
+in the real sandbox, and no task that a trivial program earns (``CodeTestsEnv.trivially_passed``
+with the record's ``strict_baselines``, as ``python -m envs validate`` runs it)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+
+import gymnasium as gym
+import pytest
+
+import envs  # noqa: F401 - registers the envs
+from envs.__main__ import main
+from envs.code_tests import BASELINES, TRANSFORMS, CodeTestsEnv, task_baselines
+from tasks import PackError, Task, load_pack
+from tasks.pack import load_folder
+from tasks.pyfunc import N_HIDDEN, N_SHOWN, PyFuncGenerator
+from tasks.registry import pack_sources
+
+FOLDER = pack_sources()["pyfunc"].folder
+
+
+def _fresh(level: int | None = None):
+    # load_folder, not load_pack: a new generator each time, no cache shared between the two.
+    return load_folder(FOLDER, **({} if level is None else {"level": level}))
+
+
+def _key(task: Task) -> str:
+    """The function asked, whatever its name: the reference without its ``def`` line's name."""
+    head, body = task["canonical_solution"].split("\n", 1)
+    return re.sub(r"^def \w+", "def f", head) + "\n" + body
+
+
+def _call_args(test: str) -> str:
+    call = ast.parse(test).body[0].test.left
+    return ast.dump(ast.Tuple(call.args))
+
+
+def test_generation_is_deterministic():
+    for level in (None, 1, 4, 6):
+        one, two = _fresh(level), _fresh(level)
+        assert one.records("test") == two.records("test")
+        assert ([one.task_at("train", i).fields for i in range(60)]
+                == [two.task_at("train", i).fields for i in range(60)])
+    assert _fresh().pack_version == _fresh().pack_version
+
+
+def test_levels_ids_and_bad_options():
+    mixed = load_pack("pyfunc")
+    assert [mixed.task_at("train", i).id for i in range(7)] == [
+        "pyfunc/L1-0", "pyfunc/L2-1", "pyfunc/L3-2", "pyfunc/L4-3", "pyfunc/L5-4", "pyfunc/L6-5",
+        "pyfunc/L1-6"]
+    one = load_pack("pyfunc", level=1)
+    assert one.get("pyfunc/L1-17")["level"] == 1
+    assert {one.get(i)["level"] for i in one.ids("test")} == {1}
+    with pytest.raises(PackError):
+        one.get("pyfunc/L3-17")
+    by_level = Counter(mixed.get(i)["level"] for i in mixed.ids("test"))
+    assert set(by_level) == set(range(1, 7)) and min(by_level.values()) >= 25, by_level
+    for bad in (0, 7, True, 2.0):
+        with pytest.raises(PackError, match="level must be one of"):
+            load_pack("pyfunc", level=bad)
+
+
+def test_records_show_two_examples_and_hide_six_other_cases():
+    pack = load_pack("pyfunc")
+    tasks = [pack.get(i) for i in pack.ids("test")] + [pack.task_at("train", i)
+                                                        for i in range(300)]
+    for task in tasks:
+        tests, shown, name = task["tests"], task["shown_tests"], task["entry_point"]
+        assert len(tests) == N_SHOWN + N_HIDDEN and shown == tests[:N_SHOWN]
+        # Every case is on its own input, so no hidden case repeats a shown one.
+        assert len({_call_args(t) for t in tests}) == len(tests), task.id
+        prompt = pack.prompt(task)
+        assert f"`{name}(" in prompt and "```python code block" in prompt
+        assert all(t in prompt for t in shown) and not any(t in prompt for t in tests[N_SHOWN:])
+        assert task["canonical_solution"].startswith(f"def {name}(")
+        assert task["strict_baselines"] is True
+        # The reference answers its own cases (the sandboxed check is below).
+        namespace: dict = {}
+        exec(task["canonical_solution"], namespace)  # noqa: S102 - the pack's own reference
+        for test in tests:
+            exec(test, namespace)  # noqa: S102
+
+
+def test_train_and_test_never_share_a_function():
+    pack = load_pack("pyfunc")
+    test = [pack.get(i) for i in pack.ids("test")]
+    test_keys = {_key(t) for t in test}
+    test_prompts = {pack.prompt(t) for t in test}
+    train = [pack.task_at("train", i) for i in range(3000)]
+    assert not test_keys & {_key(t) for t in train}
+    assert not test_prompts & {pack.prompt(t) for t in train}
+    gen = PyFuncGenerator()
+    # The split follows the hash of the function (its arguments and body), never its name.
+    for task in train[:200] + test:
+        args = task["canonical_solution"].split("(", 1)[1].split(")", 1)[0]
+        body = "\n".join(line[4:] for line in task["canonical_solution"].splitlines()[1:])
+        assert gen.in_test(f"{args}\n{body}") == (task.split == "test"), task.id
+
+
+def test_gym_make_takes_the_pack_and_a_level():
+    env = gym.make("grpo/CodeTests-v0", pack="pyfunc", level=1)
+    _, info = env.reset(seed=3)
+    assert info["pack"] == "pyfunc" and info["task_id"].startswith("pyfunc/L1-")
+    assert env.unwrapped.pack.generator.level == 1
+    env.close()
+    assert CodeTestsEnv.default_pack == "humaneval"
+
+
+def test_the_cli_lists_and_shows_the_pack_by_name(capsys):
+    assert main(["list"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.split()[:1] == ["pyfunc"])
+    assert "grpo/CodeTests-v0" in line and "train unbounded" in line
+    assert main(["show", "pyfunc", "--n", "2", "--option", "level=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("grpo/CodeTests-v0, pack pyfunc ") and out.count("--- pyfunc/L1-") == 2
+
+
+def test_strict_records_add_shown_answers_and_transforms():
+    task = load_pack("pyfunc", level=1).task_at("train", 0)
+    programs = task_baselines(task)
+    answers = [t.rsplit(" == ", 1)[1] for t in task["tests"]]
+    assert {f"the shown answer {a}" for a in answers[:N_SHOWN]} <= set(programs)
+    assert f"the first hidden answer {answers[N_SHOWN]}" in programs
+    assert set(BASELINES) | set(TRANSFORMS) <= set(programs)
+    plain = Task("p/1", "train", {k: v for k, v in task.fields.items()
+                                  if k != "strict_baselines"})
+    assert task_baselines(plain) == BASELINES  # other packs' checks are unchanged
+
+
+# -- through the real env, in the Docker sandbox ----------------------------------------------
+@pytest.fixture(scope="module")
+def env(sandbox):
+    env = gym.make("grpo/CodeTests-v0", pack="pyfunc", split="test", sandbox=sandbox).unwrapped
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def test_tasks(env):
+    return [env.pack.get(i) for i in env.pack.ids("test")]
+
+
+@pytest.mark.docker
+def test_every_canonical_solution_passes_its_hidden_cases(env, test_tasks):
+    results = env.grade_many(test_tasks, [env.gold_completion(t) for t in test_tasks])
+    for task, (_, info) in zip(test_tasks, results, strict=True):
+        details = info["verdict"].details
+        assert info["passed"] and info["rewards"]["tests"] == 1.0, (task.id, info["reason"])
+        assert (details["n_hidden"], details["n_shown"]) == (N_HIDDEN, N_SHOWN)
+        assert details["passed_shown"] == N_SHOWN
+
+
+@pytest.mark.docker
+def test_no_trivial_program_earns_a_test_task(env, test_tasks):
+    """Constants, the first argument and its empty value, the shown answers and the first hidden
+    answer as constants, and the transforms (negation, abs, +1, *2, len, sorted, reversed, ...):
+    none passes every hidden case of any test task of any level."""
+    assert env.trivially_passed(test_tasks) == {}
+
+
+@pytest.mark.docker
+def test_the_trivial_check_finds_what_it_should(env, test_tasks):
+    """The strict check is not vacuous: tasks rewritten so that a shown answer, a transform or
+    a constant pays their hidden cases are found, naming that program."""
+    def rewrite(task: Task, answers: list, what: str) -> Task:
+        name = task["entry_point"]
+        inputs = [t.split(f"assert {name}(", 1)[1].rsplit(") == ", 1)[0] for t in task["tests"]]
+        tests = [f"assert {name}({x}) == {a!r}" for x, a in zip(inputs, answers, strict=True)]
+        return Task(f"{task.id}-{what}", "test", {**task.fields, "tests": tests,
+                                                  "shown_tests": tests[:N_SHOWN]})
+
+    level1 = next(t for t in test_tasks if t["level"] == 1)
+    xs = [int(t.split("(", 1)[1].split(")", 1)[0]) for t in level1["tests"]]
+    words = next(t for t in test_tasks if t["level"] == 5)
+    ws = [ast.literal_eval(t.split("(", 1)[1].rsplit(") == ", 1)[0]) for t in words["tests"]]
+    found = env.trivially_passed([
+        rewrite(level1, [x + 1 for x in xs], "plus1"),
+        rewrite(level1, [7, 9] + [7] * N_HIDDEN, "shown"),
+        rewrite(level1, [7, 9] + [5] * N_HIDDEN, "constant"),
+        rewrite(words, [w[::-1] for w in ws], "reversed"),
+        rewrite(words, [len(w) for w in ws], "len"),
+    ])
+    assert found[f"{level1.id}-plus1"] == ["the first argument plus 1"]
+    assert found[f"{level1.id}-shown"] == ["the shown answer 7", "the first hidden answer 7"]
+    assert found[f"{level1.id}-constant"] == ["the first hidden answer 5"]
+    assert "the first argument reversed" in found[f"{words.id}-reversed"]
+    assert "the first argument's length" in found[f"{words.id}-len"]
+    assert len(found) == 5
+
+
+@pytest.mark.docker
+def test_wrong_programs_earn_nothing(env, test_tasks):
+    task = next(t for t in test_tasks if t["level"] == 1)
+    name, shown = task["entry_point"], task["shown_tests"]
+    arg = task["canonical_solution"].split("(", 1)[1].split(")", 1)[0]  # x or n
+    gold_body = task["canonical_solution"].split("return ", 1)[1].strip()
+    hard_coded = "".join(f"    if {arg} == {t.split('(', 1)[1].split(')', 1)[0]}:\n"
+                         f"        return {t.rsplit(' == ', 1)[1]}\n" for t in shown)
+    programs = {
+        "off by one": f"def {name}({arg}):\n    return {gold_body} + 1\n",
+        "the shown examples hard-coded": f"def {name}({arg}):\n{hard_coded}    return None\n",
+        "another function's name": f"def other({arg}):\n    return {gold_body}\n",
+    }
+    results = env.grade_many([task] * len(programs),
+                             [f"```python\n{p}```" for p in programs.values()])
+    for what, (_, info) in zip(programs, results, strict=True):
+        assert not info["passed"] and info["rewards"]["tests"] == 0.0, (what, info["reason"])
+    # ...while the hard-coded program does pass the cases the prompt shows.
+    assert results[1][1]["verdict"].details["passed_shown"] == N_SHOWN
+
+
+@pytest.mark.docker
+def test_validate_passes_by_the_pack_name(capsys, sandbox, monkeypatch):
+    import envs.sandboxes
+
+    monkeypatch.setattr(envs.sandboxes, "_shared", sandbox)
+    code = main(["validate", "--sample", "20", "pyfunc"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    n = 20 + load_pack("pyfunc").size("test")
+    assert f"note: trivial programs checked on {n} tasks" in out
+    assert f"OK: pack 'pyfunc' (grpo/CodeTests-v0): {n} tasks checked" in out
+    assert f"{n} golds well-formed and accepted by their own verifier" in out
