@@ -26,6 +26,7 @@ from learner.choices import (
     VLLM_DTYPES,
     VLLM_LORA,
 )
+from learner.recipe import RECIPE_CHOICES, apply_recipe
 
 #: The clip range of the GRPO and PPO papers, and GSPO's (low, high) for sequence-level ratios,
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
@@ -52,6 +53,12 @@ class Config:
     model: str | None = _opt(None, "local path or hub id; default: the embedded SmolLM2-135M-Instruct")
     output_dir: str = _opt("runs/grpo", "where metrics, samples and checkpoints go")
     seed: int = _opt(0, "seed for sampling prompts and completions")
+    env_recipe: str = _opt(
+        "auto", "the env's learner recipe (envs/recipes/, and its pack's): steps, P, G, tokens, "
+        "learning rate, temperature, beta and, for a CPU run, the pack it can learn; auto: its "
+        "gpu variant where a CUDA GPU is visible, else its cpu one; off: the defaults below. "
+        "Explicit flags and --config keys always win; config.json records what was applied",
+        choices=RECIPE_CHOICES)
     # -- sampling ------------------------------------------------------------------------------
     steps: int = _opt(100, "optimizer steps (each on one generation batch)")
     prompts_per_step: int = _opt(8, "P: prompts per step (over all processes)")
@@ -141,6 +148,11 @@ class Config:
     warmup_steps: int = _opt(0, "linear warmup steps")
     max_grad_norm: float = _opt(1.0, "gradient clipping (0 disables)")
     gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step")
+    micro_batch_tokens: int = _opt(
+        512, "token budget of one loss pass: a step's rows are scored and backpropagated in "
+        "micro-batches of at most this many positions (prompt once per group, plus completion "
+        "tokens), so peak memory follows the budget and the model, not P x G x (prompt + "
+        "completion); the loss is the same (0: --gradient-accumulation-steps parts only)")
     gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass")
     lora_r: int = _opt(0, "LoRA rank (0 = full fine-tuning)")
     lora_alpha: int = _opt(16, "LoRA alpha")
@@ -187,6 +199,8 @@ class Config:
                            "learner/sampling/kernels/onednn_linear.py) or through torch's own",
                            choices=CPU_MATMULS)
     progress: bool = _opt(True, "show a progress bar")
+    # Not a flag: what ``--env-recipe`` applied (``learner.recipe``), for config.json.
+    recipe: dict | None = field(default=None, metadata={"internal": True})
 
     @property
     def eps_low(self) -> float:
@@ -220,7 +234,7 @@ class Config:
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
                      "overlong_max", "samples_every", "num_threads", "vllm_max_model_len",
-                     "save_every_minutes"):
+                     "micro_batch_tokens", "save_every_minutes"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
         if self.group_size < 2:
@@ -235,7 +249,7 @@ class Config:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
         for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
                      "is_correction", "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora",
-                     "vllm_dtype", "async_steps"):
+                     "vllm_dtype", "async_steps", "env_recipe"):
             choices = _field(name).metadata["choices"]
             if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
                 problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
@@ -319,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", help="TOML file with any of the options below")
     for f in dataclasses.fields(Config):
+        if f.metadata.get("internal"):
+            continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         text = f.metadata["help"]
@@ -347,7 +363,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} not found") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-    names = {f.name for f in dataclasses.fields(Config)}
+    names = {f.name for f in dataclasses.fields(Config) if not f.metadata.get("internal")}
     out = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
@@ -360,7 +376,10 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def parse_config(argv: list[str] | None = None) -> Config:
-    """Defaults < ``--config`` TOML < explicit flags; raises SystemExit(2) on bad flags."""
+    """Defaults < the env's recipe (``--env-recipe``) < ``--config`` TOML < explicit flags;
+    raises SystemExit(2) on bad flags."""
+    from envs.recipes import RecipeError
+
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     values: dict[str, Any] = {}
@@ -368,8 +387,13 @@ def parse_config(argv: list[str] | None = None) -> Config:
         if "config" in args:
             values.update(read_toml(args.pop("config")))
         values.update(args)
-        config = Config(**values)
+        # The env's recipe sits under what the user gave: defaults < recipe < TOML < flags.
+        applied, record = apply_recipe(values.get("env", _field("env").default),
+                                       values.get("env_recipe", "auto"), values)
+        config = Config(**{**applied, **values, "recipe": record,
+                           **({"env_kwargs": applied["env_kwargs"]}
+                              if "env_kwargs" in applied else {})})
         config.validate()
-    except (ConfigError, TypeError) as exc:
+    except (ConfigError, TypeError, RecipeError) as exc:
         parser.error(str(exc))
     return config

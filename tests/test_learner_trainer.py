@@ -369,6 +369,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     grads = []
     for accum in (1, 3):
         t = trainer(tmp_path / str(accum), steps=1, eval=False, gradient_accumulation_steps=accum,
+                    micro_batch_tokens=0,
                     max_grad_norm=0.0, learning_rate=1e-9)
         torch.manual_seed(5)
         _, _, batch = h.step_batch(t)

@@ -48,10 +48,60 @@ class Batch:
         (processes must run the same number: each pass ends in collectives)."""
         n = min(n, len(self))
         bounds = [i * len(self) // n for i in range(n + 1)]
+        return [self._rows(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+    def positions(self) -> Tensor:
+        """(B,) what each row costs a loss pass, in positions run through the model: its
+        completion tokens, and its group's prompt for the first row of each group (the
+        prompt runs once per group, ``forward._Prompts``)."""
+        completion = self.completion_mask.sum(-1)
+        first = torch.ones_like(self.groups, dtype=torch.bool)
+        first[1:] = self.groups[1:] != self.groups[:-1]
+        return completion + first * self.prompt_mask.sum(-1)
+
+    def parts_for(self, budget: int) -> int:
+        """How many micro-batches ``split_by_tokens`` needs so that none holds more than
+        ``budget`` positions (a row over the budget alone is a micro-batch of its own)."""
+        return len(_pack(self.positions().tolist(), budget)) if budget > 0 else 1
+
+    def split_by_tokens(self, n: int) -> list[Batch]:
+        """Exactly ``min(n, len(self))`` micro-batches of contiguous rows whose largest holds as
+        few positions (``positions``) as ``n`` allows, each trimmed to its own longest prompt
+        and completion. Peak memory then follows the budget, not P x G x (prompt +
+        completion); the loss does not change (``grpo.aggregate`` normalises over the whole
+        batch, and padding is masked)."""
+        n = min(n, len(self))
+        cost = self.positions().tolist()
+        # The smallest largest-micro-batch that packs into n: a binary search over the budget.
+        lo, hi = max(cost), sum(cost)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if len(_pack(cost, mid)) <= n else (mid + 1, hi)
+        chunks = _pack(cost, lo)
+        while len(chunks) < n:  # fewer rows per part than asked: halve the largest parts
+            i = max(range(len(chunks)), key=lambda j: (len(chunks[j]) > 1, sum(
+                cost[r] for r in chunks[j])))
+            rows = chunks[i]
+            chunks[i:i + 1] = [rows[:len(rows) // 2], rows[len(rows) // 2:]]
+        return [self._rows(rows[0], rows[-1] + 1).trimmed() for rows in chunks]
+
+    def trimmed(self) -> Batch:
+        """The same rows without the prompt columns that are padding in every row (prompts are
+        left-padded) and the completion columns past the longest completion."""
+        keep_prompt = self.prompt_mask.any(0).nonzero()
+        start = int(keep_prompt[0]) if len(keep_prompt) else self.prompt_mask.shape[1]
+        keep_completion = self.completion_mask.any(0).nonzero()
+        end = int(keep_completion[-1]) + 1 if len(keep_completion) else 0
         behaviour = self.sampling_logprobs
-        return [Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens,
-                      None if behaviour is None else behaviour[a:b])
-                for a, b in zip(bounds, bounds[1:], strict=False)]
+        return Batch(self.prompt_ids[:, start:], self.prompt_mask[:, start:],
+                     self.completion_ids[:, :end], self.completion_mask[:, :end],
+                     self.loss_mask[:, :end], self.advantages, self.groups, self.n_sequences,
+                     self.n_tokens, None if behaviour is None else behaviour[:, :end])
+
+    def _rows(self, a: int, b: int) -> Batch:
+        behaviour = self.sampling_logprobs
+        return Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens,
+                     None if behaviour is None else behaviour[a:b])
 
     def to(self, device: torch.device) -> Batch:
         behaviour = self.sampling_logprobs
@@ -61,6 +111,21 @@ class Batch:
     def _tensors(self) -> tuple[Tensor, ...]:
         return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
                 self.loss_mask, self.advantages, self.groups)
+
+
+def _pack(cost: list[int], budget: int) -> list[list[int]]:
+    """Contiguous runs of row indices, each as long as fits in ``budget`` (greedy, which is
+    optimal for contiguous runs: no plan with fewer runs exists); a row over the budget
+    alone is a run of its own."""
+    chunks: list[list[int]] = []
+    total = budget + 1
+    for i, c in enumerate(cost):
+        if total + c > budget or not chunks:
+            chunks.append([])
+            total = 0
+        chunks[-1].append(i)
+        total += c
+    return chunks
 
 
 @dataclass

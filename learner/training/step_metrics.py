@@ -4,6 +4,7 @@ global over processes."""
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,18 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
         "tokens_per_s/train": procs.mean(update.trained_tokens * procs.world
                                          / max(times.train_s, 1e-9)),
     })
+    out.update(memory_metrics(procs))
+    return out
+
+
+def memory_metrics(procs: Processes) -> dict[str, float]:
+    """The run's peak memory so far, the most over processes: resident (this process's high
+    water mark, which the kernel keeps) and, on CUDA, the peak allocated on the GPU."""
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
+    out = {"memory/peak_rss_gb": max(procs.gather_objects(peak_rss))}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["memory/cuda_peak_allocated_gb"] = max(procs.gather_objects(
+            torch.cuda.max_memory_allocated() / 1e9))
     return out
 
 

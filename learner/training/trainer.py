@@ -30,13 +30,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_scheduler
 from envs.base import TaskEnv
 from learner.config import Config
 from learner.evaluation.heldout import evaluate, heldout_tasks
-from learner.model import load_model, load_tokenizer, with_lora
+from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.kernels import onednn_linear
 from learner.sampling.scoring import RemoteScorer, infra_reason
-from learner.training import checkpoint, grpo, hack_monitor, run_notes, sharding
+from learner.training import checkpoint, grpo, hack_monitor, memory_plan, run_notes, sharding
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
@@ -137,6 +137,37 @@ class GRPOTrainer:
         # --async-steps 1: the next step's samples, drawn while this one trains.
         self.ahead = DrawAhead(self.collector.collect) if c.async_steps else None
         self.step = 0
+        self.memory_plan = self._check_memory()
+
+    def _check_memory(self) -> memory_plan.MemoryPlan:
+        """The run's estimated peak memory; one line before the first step when it is over what
+        the machine (or the GPU) has available, so that the kernel does not kill the run."""
+        c = self.config
+        policy = self.policy
+        params = list(policy.parameters())
+        size = self.env.pack.size("train")  # None: a procedural pack's unbounded stream
+        prompts = [self.env.prompt(self.env.pack.task_at("train", i))
+                   for i in range(min(16, 16 if size is None else size))]
+        widest = max((len(self.tokenizer(chat_prompt(self.tokenizer, p))["input_ids"])
+                      for p in prompts), default=0)
+        plan = memory_plan.estimate(
+            policy.config, trainable=sum(p.numel() for p in params if p.requires_grad),
+            total=sum(p.numel() for p in params), reference=self.ref_model is not None,
+            rows=c.prompts_per_step * c.group_size // self.procs.world,
+            context=widest + self.max_tokens, micro_batch_tokens=c.micro_batch_tokens)
+        if self.accelerator.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            available = free + memory_plan.BASE_BYTES  # the host's share is not on the GPU
+        else:
+            import psutil
+
+            # What is free plus what this process holds already (the plan counts it).
+            available = (psutil.virtual_memory().available
+                         + psutil.Process().memory_info().rss) / self.procs.world
+        line = memory_plan.warning(plan, available, c.micro_batch_tokens)
+        if line and self.accelerator.is_main_process:
+            print(f"warning: {line}", flush=True)
+        return plan
 
     def _prepare(self, model: PreTrainedModel) -> PolicyUpdate:
         """The policy (LoRA-wrapped when asked), its frozen reference, optimizer and schedule,

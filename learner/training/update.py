@@ -105,10 +105,12 @@ class PolicyUpdate:
     def __call__(self, batch: Batch, staleness: int = 0) -> UpdateStats:
         """Train on ``batch``, drawn ``staleness`` optimizer steps ago (0: by this policy)."""
         c = self.config
-        # As many micro-batches on every process (each ends in collectives): a process with
-        # fewer rows than --gradient-accumulation-steps (a placeholder row) sets the count.
-        parts = min(c.gradient_accumulation_steps, *self.procs.gather_ints(len(batch)))
-        micro = [mb.to(self.accelerator.device) for mb in batch.split(parts)]
+        # As many micro-batches on every process (each ends in collectives): the most that
+        # any process's token budget needs, and at least --gradient-accumulation-steps, but
+        # never more than the fewest rows a process has (a placeholder row sets the count).
+        wanted = max(c.gradient_accumulation_steps, batch.parts_for(c.micro_batch_tokens))
+        parts = min(max(self.procs.gather_ints(wanted)), *self.procs.gather_ints(len(batch)))
+        micro = [mb.to(self.accelerator.device) for mb in batch.split_by_tokens(parts)]
         norm = self._normalisers(batch)
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.

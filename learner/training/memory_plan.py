@@ -1,0 +1,79 @@
+"""A run's peak memory, estimated before its first step from the model's shape and the flags, so
+that a run the machine cannot hold says so in one line instead of being killed by the kernel.
+
+The estimate adds what is resident all run (weights, gradients, AdamW's two moments, the frozen
+reference) to the larger of the two phases of a step: sampling (the KV cache of P x G rows) and
+a loss pass (activations saved for the backward pass of ``--micro-batch-tokens`` positions, and
+the logits over the vocabulary of its completion positions). The per-position constants were
+measured on SmolLM2-135M on CPU (2.5-3 MB a position in fp32, of which the logits are about a
+third): close enough to tell 6 GB from 20 GB, which is all a warning needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Floats saved per position and layer for the backward pass: the hidden state's residual stream,
+# norms, q/k/v/o and attention output (~14 x hidden), and the MLP's gate, up, activation and
+# product (~5 x intermediate).
+HIDDEN_COPIES, INTERMEDIATE_COPIES = 14, 5
+# Copies of a completion position's logits alive at once: logits, scaled, logsumexp's and their
+# gradients.
+LOGIT_COPIES = 5
+# The interpreter, torch, the env and the allocator's slack, measured at about 1.5 GB before
+# the model loads.
+BASE_BYTES = 1.5e9
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Estimated bytes of each part; ``peak`` is what the run should reach at most."""
+
+    resident: float  # weights, gradients, optimizer state, reference
+    sampling: float  # the KV cache of a step's rows
+    loss_pass: float  # one micro-batch's activations and logits
+
+    @property
+    def peak(self) -> float:
+        return BASE_BYTES + self.resident + max(self.sampling, self.loss_pass)
+
+
+def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, rows: int,
+             context: int, micro_batch_tokens: int, completion_share: float = 0.5,
+             bytes_per_float: int = 4) -> MemoryPlan:
+    """``trainable`` / ``total``: parameter counts; ``rows``: P x G; ``context``: prompt +
+    completion tokens of the longest row; ``micro_batch_tokens``: positions of a loss pass
+    (0: the whole step's, ``rows x context``); ``completion_share``: the part of a pass's
+    positions that are completion tokens (their logits are kept)."""
+    layers = int(model_config.num_hidden_layers)
+    hidden = int(model_config.hidden_size)
+    inter = int(getattr(model_config, "intermediate_size", 4 * hidden))
+    heads = int(model_config.num_attention_heads)
+    kv_heads = int(getattr(model_config, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(model_config, "head_dim", hidden // heads) or hidden // heads)
+    vocab = int(model_config.vocab_size)
+    b = bytes_per_float
+    resident = b * (total + trainable * 3 + (total if reference else 0))  # grads + 2 moments
+    sampling = b * rows * context * layers * 2 * kv_heads * head_dim + b * rows * vocab * 4
+    positions = micro_batch_tokens or rows * context
+    per_position = layers * (HIDDEN_COPIES * hidden + INTERMEDIATE_COPIES * inter)
+    loss_pass = b * positions * (per_position + completion_share * LOGIT_COPIES * vocab)
+    return MemoryPlan(resident, sampling, loss_pass)
+
+
+def warning(plan: MemoryPlan, available: float, micro_batch_tokens: int) -> str | None:
+    """One line when ``plan`` will not fit in ``available`` bytes, naming the flag that lowers
+    the peak (None when it fits)."""
+    if plan.peak <= available:
+        return None
+    gb = 1e9
+    if plan.loss_pass >= plan.sampling:
+        lower = (f"--micro-batch-tokens {max(128, (micro_batch_tokens or 4096) // 4)}"
+                 " (or --gradient-checkpointing)")
+    else:
+        lower = "--prompts-per-step, --group-size or --max-new-tokens"
+    return (f"this run's estimated peak memory, {plan.peak / gb:.1f} GB (model and optimizer "
+            f"{plan.resident / gb:.1f}, sampling {plan.sampling / gb:.1f}, a loss pass "
+            f"{plan.loss_pass / gb:.1f}), is over the {available / gb:.1f} GB this machine "
+            f"has available: lower it with {lower}")

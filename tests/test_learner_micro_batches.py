@@ -1,0 +1,151 @@
+"""Micro-batches under a token budget (``--micro-batch-tokens``): peak memory follows the budget,
+the gradient does not change, and the peak is logged and estimated before the first step."""
+
+from __future__ import annotations
+
+import resource
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from learner.training import memory_plan
+from learner.training.batching import Batch
+from tests import learner_helpers as h
+from tests.test_learner_trainer import trainer
+
+
+def _batch(prompt_lens: list[int], completion_lens: list[int], groups: list[int]) -> Batch:
+    """Left-padded prompts, right-padded completions, ids = the row's index."""
+    n, p, t = len(groups), max(prompt_lens), max(completion_lens)
+    prompt_mask = torch.zeros(n, p, dtype=torch.long)
+    completion_mask = torch.zeros(n, t, dtype=torch.long)
+    for i, (a, b) in enumerate(zip(prompt_lens, completion_lens, strict=True)):
+        prompt_mask[i, p - a:] = 1
+        completion_mask[i, :b] = 1
+    ids = torch.arange(n).unsqueeze(-1)
+    return Batch(ids.expand(n, p).clone(), prompt_mask, ids.expand(n, t).clone(), completion_mask,
+                 completion_mask.clone(), torch.ones(n), torch.tensor(groups), 6.0, 21.0,
+                 torch.zeros(n, t))
+
+
+def test_positions_count_a_groups_prompt_once():
+    b = _batch([5, 5, 3], [2, 4, 1], [0, 0, 1])
+    assert b.positions().tolist() == [5 + 2, 4, 3 + 1]
+
+
+def test_split_by_tokens_fits_the_budget_and_keeps_every_row_once():
+    b = _batch([6] * 4 + [2] * 4, [1, 9, 3, 3, 8, 2, 2, 5], [0] * 4 + [1] * 4)
+    cost = b.positions().tolist()  # [7, 9, 3, 3, 10, 2, 2, 5]
+    parts = b.parts_for(12)
+    assert parts == 5  # greedy contiguous runs: [7] [9, 3] [3] [10, 2] [2, 5]... within 12
+    micro = b.split_by_tokens(parts)
+    assert len(micro) == parts
+    assert torch.cat([mb.groups for mb in micro]).tolist() == b.groups.tolist()
+    assert all(mb.n_sequences == 6.0 and mb.n_tokens == 21.0 for mb in micro)  # whole-batch norms
+    sums, start = [], 0
+    for mb in micro:  # each part's rows are the next rows, and their cost is within the budget
+        sums.append(sum(cost[start:start + len(mb)]))
+        assert mb.prompt_ids[:, -1].tolist() == list(range(start, start + len(mb)))
+        start += len(mb)
+    assert max(sums) <= 12
+    assert b.parts_for(0) == 1 and len(b.split_by_tokens(1)) == 1
+
+
+def test_split_by_tokens_makes_exactly_the_parts_asked_with_the_smallest_largest_part():
+    b = _batch([1] * 6, [10, 1, 1, 1, 1, 10], [0, 1, 2, 3, 4, 5])
+    micro = b.split_by_tokens(3)
+    assert [len(mb) for mb in micro] == [1, 4, 1]  # 11 | 8 | 11: no split has a smaller maximum
+    assert [len(mb) for mb in b.split_by_tokens(6)] == [1] * 6
+    assert len(b.split_by_tokens(10)) == 6  # never an empty part
+
+
+def test_a_part_is_trimmed_to_its_own_rows_padding():
+    b = _batch([8, 8, 2, 2], [12, 12, 3, 3], [0, 0, 1, 1])
+    long, _, short, _ = b.split_by_tokens(4)
+    assert long.prompt_ids.shape == (1, 8) and long.completion_ids.shape == (1, 12)
+    assert short.prompt_ids.shape == (1, 2) and short.completion_ids.shape == (1, 3)
+    assert short.loss_mask.shape == (1, 3) and short.sampling_logprobs.shape == (1, 3)
+    assert bool(short.prompt_mask.all()) and bool(short.completion_mask.all())
+    assert short.prompt_ids.tolist() == [[2, 2]]  # the row's own tokens, not another's
+
+
+def test_the_token_budget_leaves_the_gradient_as_one_whole_batch(tmp_path):
+    """The micro-batch property on a model loaded with from_pretrained: the step's rows in one
+    loss pass, or in as many as a tiny budget makes, give the same gradient."""
+    grads, passes = [], []
+    for budget in (0, 24):
+        t = trainer(tmp_path / str(budget), steps=1, eval=False, micro_batch_tokens=budget,
+                    max_grad_norm=0.0, learning_rate=1e-9)
+        torch.manual_seed(5)
+        _, _, batch = h.step_batch(t)
+        batch.advantages = torch.linspace(-1, 1, len(batch))
+        t.optimizer.step = lambda: None  # keep the weights; inspect the gradients
+        t.optimizer.zero_grad = lambda set_to_none=True: None
+        calls: list[int] = []
+
+        def counted(*a, _real=t.update.logprobs, _calls=calls, **k):
+            _calls.append(1)
+            return _real(*a, **k)
+
+        t.update.logprobs = counted
+        t.update(batch)
+        passes.append(len(calls))
+        grads.append(torch.cat([p.grad.flatten() for p in t.policy.parameters()
+                                if p.grad is not None]))
+    assert passes[0] == 1 and passes[1] > 2  # the budget did split the step
+    scale = float(grads[0].abs().max())
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_every_step_logs_the_peak_resident_memory(tmp_path):
+    t = trainer(tmp_path, steps=1, eval=False)
+    metrics = t.train_step().metrics
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert 0 < metrics["memory/peak_rss_gb"] <= peak_kib * 1024 / 1e9
+    assert metrics["memory/peak_rss_gb"] > 0.1  # torch and a model at least
+
+
+SMOL = SimpleNamespace(num_hidden_layers=30, hidden_size=576, intermediate_size=1536,
+                       num_attention_heads=9, num_key_value_heads=3, head_dim=64,
+                       vocab_size=49152)
+
+
+def test_the_memory_estimate_by_hand():
+    plan = memory_plan.estimate(SMOL, trainable=100, total=100, reference=True, rows=2,
+                                context=10, micro_batch_tokens=8, completion_share=0.5)
+    assert plan.resident == 4 * (100 + 300 + 100)
+    assert plan.sampling == 4 * 2 * 10 * 30 * 2 * 3 * 64 + 4 * 2 * 49152 * 4
+    per_position = 30 * (14 * 576 + 5 * 1536) + 0.5 * 5 * 49152
+    assert plan.loss_pass == pytest.approx(4 * 8 * per_position)
+    whole = memory_plan.estimate(SMOL, trainable=100, total=100, reference=True, rows=2,
+                                 context=10, micro_batch_tokens=0, completion_share=0.5)
+    assert whole.loss_pass == pytest.approx(plan.loss_pass * 20 / 8)  # rows x context positions
+    assert plan.peak == memory_plan.BASE_BYTES + plan.resident + max(plan.sampling,
+                                                                      plan.loss_pass)
+
+
+def test_a_run_the_machine_cannot_hold_says_so_with_the_flag_that_lowers_it():
+    # The design card's command before the budget: 64 rows of 352 + 64 tokens in one pass.
+    whole = memory_plan.estimate(SMOL, trainable=134_515_008, total=134_515_008, reference=True,
+                                 rows=64, context=416, micro_batch_tokens=0)
+    line = memory_plan.warning(whole, 12e9, 0)
+    assert line is not None and "\n" not in line
+    assert "--micro-batch-tokens" in line and "12.0 GB" in line
+    budgeted = memory_plan.estimate(SMOL, trainable=134_515_008, total=134_515_008,
+                                    reference=True, rows=64, context=416,
+                                    micro_batch_tokens=1024)
+    assert budgeted.peak < 8e9 < whole.peak
+    assert memory_plan.warning(budgeted, 24e9, 1024) is None
+
+
+def test_the_trainer_warns_before_the_first_step_when_memory_is_short(tmp_path, capsys,
+                                                                     monkeypatch):
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=0))
+    monkeypatch.setattr(memory_plan, "BASE_BYTES", 64e9)  # more than any machine here has free
+    t = trainer(tmp_path, steps=1, eval=False)
+    out = capsys.readouterr().out
+    assert "warning: this run's estimated peak memory" in out and "--micro-batch-tokens" in out
+    assert t.memory_plan.peak > 64e9
