@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -70,6 +71,9 @@ class TaskEnv(gym.Env[str, str]):
     #: The env id whose packs this env reads (default: ``env_id``).
     pack_env: ClassVar[str] = ""
     default_pack: ClassVar[str] = ""
+    #: The learner's recipe for this env, by variant (``envs.recipes``); None: the learner's
+    #: own defaults.
+    recipe_file: ClassVar[Path | None] = None
     #: Reward components this env emits and their default weights.
     default_weights: ClassVar[dict[str, float]] = {}
     #: Record fields ``grade`` reads, beyond ``id`` and the prompt template's fields.

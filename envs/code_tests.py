@@ -36,6 +36,7 @@ import re
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import INFRA_ERROR_KEY, TaskEnv, is_infra_error
@@ -43,6 +44,7 @@ from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
 from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
+from envs.recipes import RECIPES
 from envs.sandboxes import sandbox_outage, shared_sandbox
 from envs.verify.verdict import Verdict
 from sandbox import Sandbox, SandboxUnavailable
@@ -106,6 +108,7 @@ def extract_program(completion: str) -> tuple[str, bool]:
 
 class CodeTestsEnv(TaskEnv):
     env_id: ClassVar[str] = "grpo/CodeTests-v0"
+    recipe_file: ClassVar[Path | None] = RECIPES / "code_tests.toml"
     default_pack: ClassVar[str] = "humaneval"
     default_weights: ClassVar[dict[str, float]] = {"tests": 1.0, "format": 0.1}
     #: Optional: ``setup`` (trusted test set-up code: the prompt's helpers, imports),

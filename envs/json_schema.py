@@ -10,12 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.flags import Flag, text_flags
 from envs.keywords import check_keywords, integer_at_least
 from envs.perturb import IRRELEVANT, Perturbation, with_fields, with_instruction
+from envs.recipes import RECIPES
 from envs.verify import json as json_gate
 from envs.verify.json_content import ABSENT, AnyOf
 from envs.verify.json_extract import Rejected
@@ -61,6 +63,7 @@ class JsonSchemaEnv(TaskEnv):
     """
 
     env_id: ClassVar[str] = "grpo/JsonSchema-v0"
+    recipe_file: ClassVar[Path | None] = RECIPES / "json_schema.toml"
     default_pack: ClassVar[str] = "extract"
     default_weights: ClassVar[dict[str, float]] = {"valid": 0.5, "content": 0.5, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("schema",)

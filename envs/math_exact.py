@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
@@ -16,6 +17,7 @@ from envs.perturb import (
     with_fields,
     with_instruction,
 )
+from envs.recipes import RECIPES
 from envs.verify import math as math_verify
 from envs.verify.math_answer import ANSWER_TYPES, restated_expression
 from envs.verify.math_extract import extract
@@ -63,6 +65,7 @@ class MathExactEnv(TaskEnv):
     """
 
     env_id: ClassVar[str] = "grpo/MathExact-v0"
+    recipe_file: ClassVar[Path | None] = RECIPES / "math_exact.toml"
     default_pack: ClassVar[str] = "gsm8k"
     default_weights: ClassVar[dict[str, float]] = {"correct": 1.0, "format": 0.1}
     required_fields: ClassVar[tuple[str, ...]] = ("answer",)

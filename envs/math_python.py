@@ -13,12 +13,14 @@ answer credited (a turn at the turn limit that prints an answer in its code earn
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import DEFAULT_TOOL_TURNS
 from envs.keywords import KeywordError, check_keywords, instance_of, integer_at_least
 from envs.math_exact import MathExactEnv
 from envs.python_tool import MIN_OUTPUT_CHARS, OUTPUT_CHARS, PythonTool
+from envs.recipes import RECIPES
 from sandbox import Limits, Sandbox
 
 
@@ -28,6 +30,7 @@ class MathPythonEnv(MathExactEnv):
     (a ``Sandbox`` to run calls in instead of the process-wide pool; the caller closes it)."""
 
     env_id: ClassVar[str] = "grpo/MathPython-v0"
+    recipe_file: ClassVar[Path | None] = RECIPES / "math_python.toml"
     pack_env: ClassVar[str] = "grpo/MathExact-v0"
     default_pack: ClassVar[str] = "arith"
 

@@ -26,6 +26,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from envs.base import TaskEnv
+from envs.recipes import VARIANTS, RecipeError, check_table
 from tasks.pack import (
     MANIFEST,
     OPTIONAL_KEYS,
@@ -143,6 +144,22 @@ def _manifest_path(report: Report) -> str:
     return str(report.folder / MANIFEST)
 
 
+def recipe_problems(recipe: object) -> list[str]:
+    """What is wrong with a pack's ``[recipe.*]`` tables (``envs.recipes``), if anything."""
+    if not isinstance(recipe, dict):
+        return []  # absent, or reported by manifest_problems
+    problems = []
+    for variant, table in recipe.items():
+        if variant not in VARIANTS:
+            problems.append(f"unknown recipe variant '{variant}'; known: {', '.join(VARIANTS)}")
+            continue
+        try:
+            check_table(table, f"[recipe.{variant}]", env_kwargs=False)
+        except RecipeError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def _check_manifest(report: Report) -> Manifest | None:
     path = report.folder / MANIFEST
     if not path.is_file():
@@ -160,6 +177,7 @@ def _check_manifest(report: Report) -> Manifest | None:
                  for k in raw if k not in known]
     if "splits" in raw and not raw["splits"]:
         problems.append("'splits' is empty")
+    problems += recipe_problems(raw.get("recipe"))
     report.errors += [Problem(str(path), p) for p in problems]
     if problems:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 from learner.config import Config
 from learner.model_name import model_problem
 from learner.provenance import provenance
+from learner.recipe import describe
 from learner.resume_command import resume_command
 from learner.training import checkpoint
 from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
@@ -95,6 +96,7 @@ def run_record(config: Config, trainer: Any) -> dict[str, Any]:
     import torch
 
     accelerator = trainer.accelerator
+    # config.to_dict() holds ``recipe``: which variant and file set which values.
     return {**config.to_dict(), "provenance": provenance(
         torch.get_num_threads(), accelerator.device.type, accelerator.num_processes)}
 
@@ -128,6 +130,10 @@ def train(config: Config) -> int:
 
 
 def _train(config: Config) -> int:
+    if config.recipe is not None:
+        print(describe(config.recipe), flush=True)
+        for why in config.recipe["why"]:
+            print(f"  why: {why}", flush=True)
     print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
     try:
         env = make_env(config)  # torch-free: a misspelled env or pack answers at once

@@ -46,7 +46,7 @@ REQUIRED_KEYS = {
     "env": str,
     "prompt_template": str,
 }
-OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator", "answer")
+OPTIONAL_KEYS = ("splits", "reward_weights", "loader", "generator", "answer", "recipe")
 
 
 class PackError(ValueError):
@@ -90,6 +90,9 @@ class Manifest:
     loader: str | None = None
     generator: str | None = None
     root: Path | None = None
+    #: The learner's settings for this pack by variant (``[recipe.cpu]``, ``[recipe.gpu]``),
+    #: over the env's (``envs.recipes``); checked there.
+    recipe: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def read(cls, folder: str | Path) -> Manifest:
@@ -122,6 +125,7 @@ class Manifest:
             loader=raw.get("loader"),
             generator=raw.get("generator"),
             root=root,
+            recipe=dict(raw.get("recipe") or {}),
         )
 
 
@@ -157,6 +161,8 @@ def _check_manifest(
     ):  # TOML reads `nan` and `inf` as floats: a NaN weight would make every reward NaN
         problems.append("'reward_weights' must be a table of finite numbers")
         weights = {}
+    if "recipe" in raw and not isinstance(raw["recipe"], dict):
+        problems.append("'recipe' must be a table of variants ([recipe.cpu], [recipe.gpu])")
     if "answer" in raw and not isinstance(raw["answer"], str):
         problems.append("'answer' must be a string (an answer type such as \"number\")")
     sources = [k for k in ("loader", "generator") if k in raw]

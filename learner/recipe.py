@@ -1,0 +1,69 @@
+"""The env's recipe applied to a run: which variant (``--env-recipe``: auto picks gpu where a
+CUDA device is visible, cpu elsewhere), and which of its settings the user's flags leave to it.
+
+The learner names no pack and knows no domain: the values come from the env's recipe file and
+its pack (``envs.recipes``). Torch-free, as flag parsing is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+RECIPE_CHOICES = ("auto", "cpu", "gpu", "off")
+
+
+def cuda_visible() -> bool:
+    """Whether an NVIDIA GPU is visible to this process, without importing torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return (gpus.is_dir() and any(gpus.iterdir())) or Path("/dev/nvidia0").exists()
+
+
+def variant_for(choice: str) -> str | None:
+    """``--env-recipe`` as a variant name, or None for off."""
+    if choice == "off":
+        return None
+    if choice == "auto":
+        return "gpu" if cuda_visible() else "cpu"
+    return choice
+
+
+def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                           dict[str, Any] | None]:
+    """The settings the recipe adds under ``explicit`` (the flags and ``--config`` keys the user
+    gave), and the record of what was applied for ``config.json`` (None: no recipe). An env id
+    that is not registered gets no recipe here: making the env reports it."""
+    from envs.recipes import RecipeError, recipe_for
+
+    variant = variant_for(choice)
+    if variant is None:
+        return {}, None
+    try:
+        recipe = recipe_for(env_id, explicit.get("env_kwargs") or {}, variant)
+    except RecipeError:
+        raise
+    except Exception:  # noqa: BLE001 - an unknown env id: make_env names the closest one
+        return {}, None
+    if not recipe.sources:
+        return {}, None
+    applied = {k: v for k, v in recipe.values.items() if k not in explicit}
+    if recipe.env_kwargs != (explicit.get("env_kwargs") or {}):
+        applied["env_kwargs"] = recipe.env_kwargs
+    record = {"variant": variant, "sources": recipe.sources, "why": recipe.why,
+              "applied": applied, "overridden": sorted(k for k in recipe.values if k in explicit)}
+    return applied, record
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line saying which recipe a run follows and what it set."""
+    applied = record["applied"]
+    shown = ", ".join(f"{k}={v}" for k, v in applied.items() if k != "env_kwargs")
+    kwargs = applied.get("env_kwargs")
+    env = f"env kwargs {kwargs}; " if kwargs else ""
+    over = f" (your flags kept: {', '.join(record['overridden'])})" if record["overridden"] else ""
+    return (f"recipe: {' + '.join(record['sources'])}: {env}{shown or 'nothing left to set'}"
+            f"{over}")
