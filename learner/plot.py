@@ -34,6 +34,8 @@ PANELS = {
     # verifier shows here before it stalls a run.
     "grading_time": ["time/grade_p50_s", "time/grade_p99_s", "time/grade_max_s"],
     "grading_timeouts": ["samples/grade_timeouts"],
+    # The run's peak memory so far (GB): resident, and allocated on a CUDA GPU.
+    "memory": ["memory/peak_rss_gb", "memory/cuda_peak_allocated_gb"],
 }
 
 

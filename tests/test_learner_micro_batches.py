@@ -98,12 +98,18 @@ def test_the_token_budget_leaves_the_gradient_as_one_whole_batch(tmp_path):
     assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-5 * scale)
 
 
-def test_every_step_logs_the_peak_resident_memory(tmp_path):
+def test_every_step_logs_the_peak_resident_memory_in_metrics_progress_and_plots(tmp_path):
+    from learner import plot
+    from learner.training.run_log import read_metrics
+    from learner.training.trainer import _progress
+
     t = trainer(tmp_path, steps=1, eval=False)
-    metrics = t.train_step().metrics
+    t.train()
+    row = read_metrics(tmp_path / "run")[-1]
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert 0 < metrics["memory/peak_rss_gb"] <= peak_kib * 1024 / 1e9
-    assert metrics["memory/peak_rss_gb"] > 0.1  # torch and a model at least
+    assert 0.1 < row["memory/peak_rss_gb"] <= peak_kib * 1024 / 1e9  # torch and a model at least
+    assert _progress(row)["mem"] == f"{row['memory/peak_rss_gb']:.1f}G"
+    assert "memory.png" in {p.name for p in plot.plot(tmp_path / "run")}
 
 
 SMOL = SimpleNamespace(num_hidden_layers=30, hidden_size=576, intermediate_size=1536,
