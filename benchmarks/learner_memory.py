@@ -44,8 +44,9 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_sampled(argv: list[str]) -> tuple[dict, float]:
-    """Run this script with ``argv`` in a fresh process; its JSON result and peak tree RSS (GB)."""
+def run_sampled(argv: list[str]) -> tuple[dict | None, float]:
+    """Run this script with ``argv`` in a fresh process; its JSON result (None when it failed,
+    e.g. killed for memory: its peak so far still counts) and peak tree RSS (GB)."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     child = subprocess.Popen([sys.executable, __file__, *argv, "--json", out])
@@ -63,7 +64,9 @@ def run_sampled(argv: list[str]) -> tuple[dict, float]:
     done.set()
     sampler.join()
     if code != 0:
-        raise SystemExit(f"{argv} exited with {code}")
+        print(f"{argv[1]} exited with {code}" + (" (killed: out of memory?)" if code == -9
+                                                   else ""), file=sys.stderr)
+        return None, peak / 1e9
     with open(out) as f:
         return json.load(f), peak / 1e9
 
@@ -151,6 +154,12 @@ def child_argv(args: argparse.Namespace, side: str, **override: int) -> list[str
     return argv + (["--model", args.model] if args.model else [])
 
 
+def median_step(result: dict | None) -> float | None:
+    if not result or not result["step_s"]:
+        return None
+    return sorted(result["step_s"])[len(result["step_s"]) // 2]
+
+
 def main() -> None:
     args = parse()
     if args.side:
@@ -160,12 +169,12 @@ def main() -> None:
     from learner.training.distributed import cpu_threads
 
     args.threads = args.threads or cpu_threads()
-    rows: list[tuple[str, int, int, int, float, float]] = []
+    rows: list[tuple[str, int, int, int, float, float | None]] = []
     for side in sides.alternating(args.sides.split(","), 1):
         print(f"running {side} in a fresh process ...", file=sys.stderr, flush=True)
         result, peak = run_sampled(child_argv(args, side))
         rows.append((side, args.prompts, args.group, args.max_new_tokens, peak,
-                     sorted(result["step_s"])[len(result["step_s"]) // 2]))
+                     median_step(result)))
     if args.growth:
         for override in ({"prompts": 2 * args.prompts},
                          {"max_new_tokens": 2 * args.max_new_tokens},
@@ -174,13 +183,16 @@ def main() -> None:
             result, peak = run_sampled(child_argv(args, "ours", **override))
             rows.append(("ours", override.get("prompts", args.prompts), args.group,
                          override.get("max_new_tokens", args.max_new_tokens), peak,
-                         sorted(result["step_s"])[len(result["step_s"]) // 2]))
+                         median_step(result)))
     print(f"\nsetup: steps={args.steps} lr={args.lr} beta={args.beta} threads={args.threads} "
           f"env={args.env} {args.env_kwargs} micro-batch-tokens={args.micro_batch_tokens}")
     print("| side | P | G | T | peak RSS (GB, process tree) | median step s |")
     print("|---|---|---|---|---|---|")
     for side, p, g, t, peak, step in rows:
-        print(f"| {side} | {p} | {g} | {t} | {peak:.2f} | {step:.1f} |")
+        # A side that did not finish (killed for memory) reached at least its sampled peak.
+        shown = f"{peak:.2f}" if step is not None else f">= {peak:.2f} (did not finish)"
+        print(f"| {side} | {p} | {g} | {t} | {shown} | "
+              f"{'-' if step is None else f'{step:.1f}'} |")
     peaks = {r[0]: r[4] for r in rows[:len(args.sides.split(","))]}
     if "trl" in peaks and "ours" in peaks:
         print(f"ratio ours / TRL (peak RSS): {peaks['ours'] / peaks['trl']:.2f}")
