@@ -18,6 +18,13 @@ from typing import Any, ClassVar
 _TRAIN_ID = re.compile(r"L(?P<level>[0-9]+)-(?P<index>[0-9]+)")
 
 
+def check_level(level: Any, levels: range) -> None:
+    """A ``level=`` pack option is one of ``levels`` or None: True and 2.0 are "in" a range
+    of ints too, and would make ids such as "L2.0-5"."""
+    if level is not None and (type(level) is not int or level not in levels):
+        raise ValueError(f"level must be one of {list(levels)} or omitted, got {level!r}")
+
+
 def seeded_rng(*key: Any) -> random.Random:
     seed = hashlib.sha256(repr(key).encode()).digest()[:8]
     return random.Random(int.from_bytes(seed, "big"))

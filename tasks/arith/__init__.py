@@ -19,7 +19,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tasks.procedural import HashSplitGenerator
+from tasks.procedural import HashSplitGenerator, check_level
 
 LEVELS = range(1, 7)
 
@@ -51,9 +51,7 @@ class ArithGenerator(HashSplitGenerator):
     test_attempts = 20_000
 
     def __init__(self, level: int | None = None):
-        # True and 2.0 are "in" range(1, 7) too, and would make ids such as "L2.0-5".
-        if level is not None and (type(level) is not int or level not in LEVELS):
-            raise ValueError(f"level must be one of {list(LEVELS)} or omitted, got {level!r}")
+        check_level(level, LEVELS)
         self.level = level
         self.combos = [(lv,) for lv in ([level] if level else LEVELS)]
 

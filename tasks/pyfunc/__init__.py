@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tasks.procedural import HashSplitGenerator
+from tasks.procedural import HashSplitGenerator, check_level
 from tasks.pyfunc.forms import GENERIC_NAMES, LEVEL1, LEVEL2, LEVEL3, LEVEL4, Form, Params
 from tasks.pyfunc.sequences import LEVEL5, LEVEL6
 from tasks.pyfunc.trivial import Case, trivial_payers
@@ -116,9 +116,7 @@ class PyFuncGenerator(HashSplitGenerator):
     test_attempts = 3000
 
     def __init__(self, level: int | None = None):
-        # True and 2.0 are "in" range(1, 7) too, and would make ids such as "L2.0-5".
-        if level is not None and (type(level) is not int or level not in LEVELS):
-            raise ValueError(f"level must be one of {list(LEVELS)} or omitted, got {level!r}")
+        check_level(level, LEVELS)
         self.level = level
         self.combos = [(lv,) for lv in ([level] if level else LEVELS)]
 
