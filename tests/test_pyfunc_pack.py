@@ -225,3 +225,41 @@ def test_validate_passes_by_the_pack_name(capsys, sandbox, monkeypatch):
     assert f"note: trivial programs checked on {n} tasks" in out
     assert f"OK: pack 'pyfunc' (grpo/CodeTests-v0): {n} tasks checked" in out
     assert f"{n} golds well-formed and accepted by their own verifier" in out
+
+
+def _off_by_one(source: str) -> list[str]:
+    """The reference with one comparison's boundary moved (``>=`` -> ``>``, ``<=`` -> ``<``,
+    ``>`` -> ``>=``, ``<`` -> ``<=``), one program per comparison in it."""
+    swaps = {">=": ">", "<=": "<", ">": ">=", "<": "<="}
+    out = []
+    for m in re.finditer(r"(?<![<>=!])(>=|<=|>|<)(?!=)", source):
+        out.append(source[:m.start()] + swaps[m.group()] + source[m.end():])
+    return out
+
+
+def test_an_off_by_one_comparison_fails_a_hidden_case_on_every_test_task():
+    """A threshold or a range end is always among the hidden cases: ``n > 8`` for "at least 8"
+    was credited on pyfunc 1.0.0, whose random inputs missed 8 itself."""
+    pack = load_pack("pyfunc", level=3)
+    # The forms where moving the boundary changes the function (in ``min`` or a cap at ``hi``
+    # it does not: ``a <= b`` picks the same value as ``a < b``).
+    boundary_forms = {"bump", "size_word", "in_range", "sign"}
+    checked = 0
+    for i in range(pack.size("test")):
+        task = pack.task_at("test", i)
+        if task["form"] not in boundary_forms:
+            continue
+        hidden = [t for t in task["tests"] if t not in task["shown_tests"]]
+        for program in _off_by_one(task["canonical_solution"]):
+            scope: dict = {}
+            exec(program, scope)  # noqa: S102 - our own reference, one operator changed
+            passed = 0
+            for case in hidden:
+                try:
+                    exec(case, scope)  # noqa: S102
+                    passed += 1
+                except AssertionError:
+                    pass
+            assert passed < len(hidden), (task.id, program)
+            checked += 1
+    assert checked >= 20  # the level has threshold forms, and they were checked

@@ -36,7 +36,7 @@ def test_the_design_card_command_on_cpu_trains_the_recipe_and_keeps_the_envs_def
     import envs  # noqa: F401
 
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu"])
-    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 1}
+    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 3}
     assert (cfg.steps, cfg.prompts_per_step, cfg.max_new_tokens) == (30, 4, 96)
     assert cfg.recipe["variant"] == "cpu" and "HumanEval" in cfg.recipe["why"][0]
     # The env's own default stays the real benchmark: only the learner's CPU run picks another.
@@ -66,7 +66,7 @@ def test_a_users_pack_keeps_its_options_and_gets_its_packs_recipe():
     # Without a pack, the user's other keywords join the recipe's pack.
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu",
                         "--env-kwargs", '{"per_test_s": 5}'])
-    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 1, "per_test_s": 5}
+    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 3, "per_test_s": 5}
 
 
 def test_off_and_envs_without_a_recipe_keep_the_learners_defaults():

@@ -59,16 +59,18 @@ def _source(name: str, args: tuple[str, ...], body: str) -> str:
 
 def _cases(form: Form, params: Params, fn: Callable[..., Any], rng: random.Random
            ) -> list[Case] | None:
-    """``N_SHOWN + N_HIDDEN`` cases on distinct inputs, or None when the draws repeat."""
+    """``N_SHOWN + N_HIDDEN`` cases on distinct inputs, the form's edges among the hidden ones,
+    or None when the draws repeat."""
+    edges = [(args, fn(*args)) for args in form.edges(params)]
     cases: list[Case] = []
-    seen: set[str] = set()
+    seen: set[str] = {repr(args) for args, _ in edges}
     for _ in range(10 * (N_SHOWN + N_HIDDEN)):
         args = form.inputs(rng, params)
         if repr(args) not in seen:
             seen.add(repr(args))
             cases.append((args, fn(*args)))
-            if len(cases) == N_SHOWN + N_HIDDEN:
-                return cases
+            if len(cases) + len(edges) == N_SHOWN + N_HIDDEN:
+                return cases[:N_SHOWN] + edges + cases[N_SHOWN:]
     return None
 
 

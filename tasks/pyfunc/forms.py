@@ -27,6 +27,10 @@ class Form:
     body: str  # the reference body, lines joined by "\n" (str.format over the params)
     inputs: Inputs  # one call's arguments
     params: Callable[[random.Random], Params] = field(default=lambda rng: {})
+    #: Arguments every task of the form tests among its hidden cases: a threshold itself, the
+    #: ends of a range, zero. Random inputs rarely hit them, and without them an off-by-one
+    #: comparison (``n > 8`` for "at least 8") passes every case.
+    edges: Callable[[Params], tuple[tuple[Any, ...], ...]] = field(default=lambda p: ())
 
 
 def ints(lo: int, hi: int, n: int = 1) -> Inputs:
@@ -139,25 +143,30 @@ LEVEL3 = (
     Form(("sign", "sign_of", "direction"), N,
          "returns 1 if n is positive, -1 if n is negative and 0 if n is zero",
          "if n > 0:\n    return 1\nif n < 0:\n    return -1\nreturn 0",
-         lambda rng, p: (rng.choice((0, rng.randint(-30, -1), rng.randint(1, 30))),)),
+         lambda rng, p: (rng.choice((0, rng.randint(-30, -1), rng.randint(1, 30))),),
+         edges=lambda p: ((0,),)),
     Form(("divisible", "is_multiple", "divides"), N,
          "returns True if n is divisible by {k}, otherwise False", "return n % {k} == 0",
          _multiples, draw(k=(2, 9))),
     Form(("cap", "at_most", "clip_high"), N,
          "returns n, but {hi} if n is larger than {hi}",
-         "if n > {hi}:\n    return {hi}\nreturn n", around("hi", 15), draw(hi=(5, 50))),
+         "if n > {hi}:\n    return {hi}\nreturn n", around("hi", 15), draw(hi=(5, 50)),
+         edges=lambda p: ((p["hi"] + 1,),)),
     Form(("floor_zero", "non_negative", "relu"), N,
-         "returns n if n is positive, otherwise 0", "return n if n > 0 else 0", ints(-30, 30)),
+         "returns n if n is positive, otherwise 0", "return n if n > 0 else 0", ints(-30, 30),
+         edges=lambda p: ((0,),)),
     Form(("bump", "step_rule", "adjust"), X,
          "returns x times 2 if x is greater than {t}, otherwise x plus {c}",
          "if x > {t}:\n    return x * 2\nreturn x + {c}", around("t", 12),
-         draw(t=(0, 20), c=(1, 9))),
+         draw(t=(0, 20), c=(1, 9)), edges=lambda p: ((p["t"],),)),
     Form(("size_word", "big_or_small", "label"), N,
          "returns 'big' if n is at least {t}, otherwise 'small'",
-         "return 'big' if n >= {t} else 'small'", around("t", 15), draw(t=(5, 50))),
+         "return 'big' if n >= {t} else 'small'", around("t", 15), draw(t=(5, 50)),
+         edges=lambda p: ((p["t"],),)),
     Form(("in_range", "between", "within"), N,
          "returns True if n is between {lo} and {hi} (both included), otherwise False",
-         "return {lo} <= n <= {hi}", around("lo", 12), draw(lo=(0, 20), hi=(25, 40))),
+         "return {lo} <= n <= {hi}", around("lo", 12), draw(lo=(0, 20), hi=(25, 40)),
+         edges=lambda p: ((p["lo"],), (p["hi"],))),
 )
 
 LEVEL4 = (
