@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 
 import gymnasium as gym
 import pytest
@@ -172,3 +174,102 @@ def test_ids_round_trip_and_options():
         load_pack("extract", level=9)
     with pytest.raises(PackError):
         load_pack("extract", family="pets")
+
+
+# -- the example option -------------------------------------------------------------------------
+EVENT_PROMPT = """Read the text below and return the event it describes as JSON that conforms to \
+this JSON Schema:
+
+{
+  "$schema": "https://json-schema.org/draft/2019-09/schema",
+  "title": "Event",
+  "type": "object",
+  "properties": {
+    "title": {
+      "type": "string",
+      "minLength": 1
+    },
+    "venue": {
+      "type": "string",
+      "minLength": 1
+    },
+    "capacity": {
+      "type": "integer",
+      "minimum": 0
+    }
+  },
+  "required": [
+    "title",
+    "venue",
+    "capacity"
+  ],
+  "additionalProperties": false
+}
+
+Text: Up to 1450 guests can attend Climate 2025 at Hilltop Park.
+
+Include only fields the text gives. Reply with the JSON only."""
+# sha256 prefixes of prompts recorded before the example option existed: without it they must
+# stay byte for byte what they were, in whatever pack option combination.
+PROMPT_DIGESTS = {
+    (): {"test-L1-people-0": "9769177798844b37", "test-L2-orders-15": "af8854ee08cd87f7",
+         "test-L3-products-10": "1beb0e1f3e3c8986", "test-L4-addresses-7": "b66fd87eb97544ad",
+         "L3-13": "85d414368fdbb5c7", "L4-17": "286005c086b1af4f"},
+    (("level", 1),): {"L1-5": "a786dcc9a9a5501a"},
+}
+EXAMPLE_LINE = re.compile(r"^For example, another (\w+) as JSON: (.+)$", re.M)
+
+
+def test_prompts_without_the_example_are_unchanged():
+    env = gym.make(ENV_ID, split="test").unwrapped
+    assert env.prompt(env.pack.get("extract/test-L1-events-5")) == EVENT_PROMPT
+    for options, digests in PROMPT_DIGESTS.items():
+        for explicit in ({}, {"example": False}):
+            pack = load_pack("extract", **dict(options), **explicit)
+            for native, digest in digests.items():
+                prompt = pack.prompt(pack.get(f"extract/{native}"))
+                assert hashlib.sha256(prompt.encode()).hexdigest()[:16] == digest, native
+                assert "For example" not in prompt
+
+
+def test_example_keeps_the_tasks_and_shows_another_record():
+    off, on = load_pack("extract"), load_pack("extract", example=True)
+    assert on.ids("test") == off.ids("test")
+    assert on.pack_version != off.pack_version
+    assert on.pack_version.startswith("1.1.0+") and off.pack_version.startswith("1.1.0+")
+    train = [(off.task_at("train", i), on.task_at("train", i)) for i in range(0, 200, 3)]
+    tests = [(off.task_at("test", i), on.task_at("test", i)) for i in range(off.size("test"))]
+    for plain, shown in train + tests:
+        assert (plain.id, plain["expected"], plain["text"]) == \
+            (shown.id, shown["expected"], shown["text"])
+        prompt = on.prompt(shown)
+        (noun, line), = EXAMPLE_LINE.findall(prompt)
+        assert noun == shown["noun"]
+        assert prompt.replace(f"\n\nFor example, another {noun} as JSON: {line}", "") == \
+            off.prompt(plain)
+        example = json.loads(line)
+        assert line == json.dumps(example)  # compact: one line, as json.dumps writes it
+        # An instance of the task's schema, and not its record: each field the record has
+        # differs, and no scalar matches where the record has it, so the content score is 0.
+        assert verify(shown["schema"], line).passed, shown.id
+        for key, value in shown["expected"].items():
+            assert example.get(key) != value, (shown.id, key)
+        verdict = verify(shown["schema"], line, expected=shown["expected"])
+        assert not verdict.passed and verdict.details["content"] == 0.0, shown.id
+
+
+def test_example_is_seeded():
+    a = load_pack("extract", level=1, example=True)
+    b = load_pack("extract", level=1, example=True)
+    assert [a.task_at("train", i)["example"] for i in range(20)] == \
+        [b.task_at("train", i)["example"] for i in range(20)]
+    assert len({a.task_at("test", i)["example"] for i in range(a.size("test"))}) == a.size("test")
+
+
+def test_example_option_takes_only_a_bool():
+    for bad in ("true", 1, None):
+        with pytest.raises(PackError, match="example must be true or false"):
+            load_pack("extract", example=bad)
+    # gym.make passes pack options through, as the CPU recipe does.
+    env = gym.make(ENV_ID, pack="extract", level=1, example=True).unwrapped
+    assert "For example, another" in env.prompt(env.pack.task_at("test", 0))

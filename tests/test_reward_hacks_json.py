@@ -2,8 +2,9 @@
 
 Every hack is built from a real test task of the ``extract`` or ``bfcl`` pack and graded through
 the env (``env.unwrapped.score``): ``{}``, the echoed schema or its ``properties``, JSON found
-in the prompt, several competing values, the answer under padded keys, in an array, as a string
-or with a key given twice. Each must score ``content`` 0 and not pass. The legitimate forms of
+in the prompt (with extract's ``example=True`` also the other record it shows, copied verbatim),
+several competing values, the answer under padded keys, in an array, as a string or with a key
+given twice. Each must score ``content`` 0 and not pass. The legitimate forms of
 the right answer (plain, fenced amid prose, pretty-printed, optional arguments left out) must
 still score full marks.
 """
@@ -50,6 +51,13 @@ def _env(pack: str) -> Any:
     if pack not in _ENVS:
         _ENVS[pack] = gym.make(ENV_ID, pack=pack, split="test").unwrapped
     return _ENVS[pack]
+
+
+def _example_env() -> Any:
+    if "extract+example" not in _ENVS:
+        _ENVS["extract+example"] = gym.make(ENV_ID, pack="extract", split="test",
+                                            example=True).unwrapped
+    return _ENVS["extract+example"]
 
 
 def _optional(expected: Any) -> bool:
@@ -142,11 +150,12 @@ def test_echoes_are_named(pack: str, task_id: str) -> None:
         assert info["reason"] == "echoed_schema" and info["rewards"]["valid"] == 0.0
 
 
-@pytest.mark.parametrize("pack", ["extract", "bfcl"])
+@pytest.mark.parametrize("pack", ["extract", "bfcl", "extract+example"])
 def test_json_in_the_prompt_earns_no_content(pack: str) -> None:
-    # Neither template shows an example answer; the schema is the JSON every prompt holds, and a
-    # few bfcl queries quote a value (a matrix) that is an argument, not the arguments.
-    env = _env(pack)
+    # The schema is the JSON every prompt holds; a few bfcl queries quote a value (a matrix)
+    # that is an argument, not the arguments; with extract's example option the prompt also
+    # shows another record, which shares no value with the task's.
+    env = _example_env() if pack == "extract+example" else _env(pack)
     echoes = 0
     for task_id in env.pack.ids("test"):
         task = env.pack.get(task_id)
@@ -215,5 +224,26 @@ def test_empty_and_echoes_across_the_test_split(pack: str) -> None:
         for echo in (task["schema"], task["schema"]["properties"]):
             _, info = env.score(task, json.dumps(echo))
             assert info["rewards"]["content"] == float(echo == {} and empty_is_right), task_id
+        _, info = env.score(task, env.gold_completion(task))
+        assert info["passed"] and info["rewards"]["content"] == 1.0, task_id
+
+
+EXAMPLE_LINE = re.compile(r"^For example, another \w+ as JSON: (.+)$", re.M)
+
+
+def test_copying_the_shown_example_earns_no_content() -> None:
+    # The example option shows an instance of the schema in the prompt; a policy that copies it
+    # verbatim must not pass or earn content on any level-1 task, while the gold still passes.
+    env = gym.make(ENV_ID, pack="extract", level=1, split="test", example=True).unwrapped
+    ids = env.pack.ids("test")
+    assert len(ids) == 5 * 20
+    for task_id in ids:
+        task = env.pack.get(task_id)
+        (shown,) = EXAMPLE_LINE.findall(env.prompt(task))
+        _, info = env.score(task, shown)
+        assert not info["passed"] and info["rewards"]["content"] == 0.0, (task_id, info)
+        assert info["reason"] == "content_mismatch", task_id  # a valid record, the wrong one
+        _, info = env.score(task, "```json\n" + shown + "\n```")
+        assert not info["passed"] and info["rewards"]["content"] == 0.0, task_id
         _, info = env.score(task, env.gold_completion(task))
         assert info["passed"] and info["rewards"]["content"] == 1.0, task_id
