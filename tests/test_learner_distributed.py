@@ -131,9 +131,12 @@ def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):
               "--group-size", "4", "--max-new-tokens", "8", "--learning-rate", "1e-3",
               "--save-every", "2", "--samples-every", "0", "--no-eval", "--no-progress"]
     # The last checkpoint kept: learner.eval --run reads its shards below.
+    # A finished run keeps only final/ unless asked: the full run keeps its checkpoint for
+    # learner.eval's shards below, and the part to resume keeps its own.
     launch([*common, "--steps", "4", "--output-dir", tmp_path / "full",
             "--keep-final-checkpoint"], *ZERO3)
-    launch([*common, "--steps", "2", "--output-dir", tmp_path / "part"], *ZERO3)
+    launch([*common, "--steps", "2", "--output-dir", tmp_path / "part",
+            "--keep-final-checkpoint"], *ZERO3)
     launch([*common, "--steps", "4", "--output-dir", tmp_path / "part", "--resume"], *ZERO3)
     want, got = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
     assert [r["step"] for r in want] == [r["step"] for r in got] == [1, 2, 3, 4]

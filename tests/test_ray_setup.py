@@ -30,9 +30,12 @@ def test_an_unreachable_cluster_is_one_line_before_the_model_loads(tmp_path, cap
     from learner import eval as learner_eval
     from learner import run
 
+    # A model folder that exists but holds nothing loadable: the cluster is reported first,
+    # so nothing was loaded (a path that does not exist is itself refused before the cluster).
+    (tmp_path / "unloadable-model").mkdir()
     flags = ["--env", "grpo/MathExact-v0", "--env-kwargs", '{"pack": "arith"}',
-             "--model", str(tmp_path / "no-such-model"), "--ray-address", DEAD,
-             "--output-dir", str(tmp_path)]
+             "--model", str(tmp_path / "unloadable-model"), "--ray-address", DEAD,
+             "--output-dir", str(tmp_path / "run")]
     assert run.main(flags) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: cannot reach the Ray cluster at {DEAD}: nothing answers at {DEAD} "
