@@ -38,7 +38,11 @@ import sides
 def tree_rss(proc: psutil.Process) -> int:
     """Resident bytes of ``proc`` and all its descendants (gone ones count 0)."""
     total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # the process (or a child being listed) has just exited
+        return 0
+    for p in tree:
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
     return total
