@@ -12,7 +12,6 @@ Torch-free, so the learner reads a recipe before any model loads.
 
 from __future__ import annotations
 
-import importlib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,14 +82,12 @@ def read_file(path: Path) -> dict[str, dict[str, Any]]:
 def env_class(env_id: str) -> type:
     """The class registered as ``env_id`` (imports its module, not torch)."""
     import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
 
     import envs  # noqa: F401  (registers the grpo/* envs)
 
     entry = gym.spec(env_id).entry_point
-    if not isinstance(entry, str):
-        return entry
-    module, _, attr = entry.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return load_env_creator(entry) if isinstance(entry, str) else entry
 
 
 def recipe_for(env_id: str, env_kwargs: dict[str, Any], variant: str) -> Recipe:

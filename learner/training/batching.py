@@ -118,9 +118,9 @@ def _pack(cost: list[int], budget: int) -> list[list[int]]:
     optimal for contiguous runs: no plan with fewer runs exists); a row over the budget
     alone is a run of its own."""
     chunks: list[list[int]] = []
-    total = budget + 1
+    total = 0
     for i, c in enumerate(cost):
-        if total + c > budget or not chunks:
+        if not chunks or total + c > budget:
             chunks.append([])
             total = 0
         chunks[-1].append(i)

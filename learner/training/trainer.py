@@ -147,7 +147,7 @@ class GRPOTrainer:
         params = list(policy.parameters())
         size = self.env.pack.size("train")  # None: a procedural pack's unbounded stream
         prompts = [self.env.prompt(self.env.pack.task_at("train", i))
-                   for i in range(min(16, 16 if size is None else size))]
+                   for i in range(16 if size is None else min(16, size))]
         widest = max((len(self.tokenizer(chat_prompt(self.tokenizer, p))["input_ids"])
                       for p in prompts), default=0)
         plan = memory_plan.estimate(
