@@ -390,9 +390,9 @@ def parse_config(argv: list[str] | None = None) -> Config:
         # The env's recipe sits under what the user gave: defaults < recipe < TOML < flags.
         applied, record = apply_recipe(values.get("env", _field("env").default),
                                        values.get("env_recipe", "auto"), values)
-        config = Config(**{**applied, **values, "recipe": record,
-                           **({"env_kwargs": applied["env_kwargs"]}
-                              if "env_kwargs" in applied else {})})
+        # ``applied`` holds only what the user left unset, and env_kwargs already merged with
+        # the user's own, so it goes over ``values``.
+        config = Config(**{**values, **applied, "recipe": record})
         config.validate()
     except (ConfigError, TypeError, RecipeError) as exc:
         parser.error(str(exc))

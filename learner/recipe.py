@@ -37,16 +37,16 @@ def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any]) -> tuple[di
     """The settings the recipe adds under ``explicit`` (the flags and ``--config`` keys the user
     gave), and the record of what was applied for ``config.json`` (None: no recipe). An env id
     that is not registered gets no recipe here: making the env reports it."""
-    from envs.recipes import RecipeError, recipe_for
+    import gymnasium as gym
+
+    from envs.recipes import recipe_for
 
     variant = variant_for(choice)
     if variant is None:
         return {}, None
     try:
         recipe = recipe_for(env_id, explicit.get("env_kwargs") or {}, variant)
-    except RecipeError:
-        raise
-    except Exception:  # noqa: BLE001 - an unknown env id: make_env names the closest one
+    except gym.error.Error:  # an unknown env id: make_env names the closest one
         return {}, None
     if not recipe.sources:
         return {}, None
