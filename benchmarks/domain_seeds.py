@@ -25,12 +25,10 @@ are printed with it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -92,41 +90,26 @@ def command(out: Path, env_id: str, seed: int, eval_every: int, threads: int | N
 
 
 def run_measured(cmd: list[str], label: str) -> tuple[int, float, float | None]:
-    """Run ``cmd`` in a fresh process; its exit code, wall minutes and peak tree RSS (GB; None
-    for a process gone before the first sample, rather than a peak of 0).
-
-    ``learner_memory.run_sampled`` runs that script itself with ``--json``, so only its tree
-    measure is reused here; the sampling loop differs (a command, 0.2 s, a progress line)."""
-    import psutil
-    from learner_memory import tree_rss  # imports psutil and sides: only when running
+    """Run ``cmd`` in a fresh process, with a progress line every ``HEARTBEAT_S``; its exit
+    code, wall minutes and peak tree RSS (GB; None for a process gone before the first sample,
+    rather than a peak of 0)."""
+    from learner_memory import PeakSampler  # imports psutil and sides: only when running
 
     start = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=ROOT)
-    proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(SAMPLE_EVERY_S):
-            # Once the child has exited and been reaped, listing its children raises.
-            with contextlib.suppress(psutil.Error):
-                peak = max(peak, tree_rss(proc))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        while True:
-            try:
-                code = child.wait(timeout=HEARTBEAT_S)
-                break
-            except subprocess.TimeoutExpired:
-                print(f"-- {label}: {(time.perf_counter() - start) / 60:.1f} min elapsed, "
-                      f"tree RSS peak so far {peak / 1e9:.2f} GB", flush=True)
-    except KeyboardInterrupt:  # the child got the SIGINT too: let it save and stop
-        child.wait()
-        raise
-    finally:
-        done.set()
-        sampler.join()
+    with PeakSampler(child.pid, SAMPLE_EVERY_S) as sampler:
+        try:
+            while True:
+                try:
+                    code = child.wait(timeout=HEARTBEAT_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    print(f"-- {label}: {(time.perf_counter() - start) / 60:.1f} min elapsed, "
+                          f"tree RSS peak so far {sampler.peak / 1e9:.2f} GB", flush=True)
+        except KeyboardInterrupt:  # the child got the SIGINT too: let it save and stop
+            child.wait()
+            raise
+    peak = sampler.peak
     return code, (time.perf_counter() - start) / 60, peak / 1e9 if peak else None
 
 

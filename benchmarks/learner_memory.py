@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import warnings
 
 import psutil
@@ -48,25 +47,39 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+class PeakSampler:
+    """While open, samples the resident memory of process ``pid``'s tree every ``every`` s;
+    ``peak`` is the most seen, in bytes (0 before the first sample)."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        self.proc, self.every, self.peak = psutil.Process(pid), every, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, tree_rss(self.proc))
+            if self._done.wait(self.every):
+                return
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def run_sampled(argv: list[str]) -> tuple[dict | None, float]:
     """Run this script with ``argv`` in a fresh process; its JSON result (None when it failed,
     e.g. killed for memory: its peak so far still counts) and peak tree RSS (GB)."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     child = subprocess.Popen([sys.executable, __file__, *argv, "--json", out])
-    proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss(proc))
-            time.sleep(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    code = child.wait()
-    done.set()
-    sampler.join()
+    with PeakSampler(child.pid) as sampler:
+        code = child.wait()
+    peak = sampler.peak
     if code != 0:
         print(f"{argv[1]} exited with {code}" + (" (killed: out of memory?)" if code == -9
                                                    else ""), file=sys.stderr)
