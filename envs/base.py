@@ -11,6 +11,7 @@ the base class handles task selection, reward weighting, timing and the episode 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -237,6 +238,28 @@ class TaskEnv(gym.Env[str, str]):
         reward payable without the skill teaches nothing. The default checks none."""
         return {}
 
+    def shallow_completions(self, task: Task) -> dict[str, str]:
+        """Name -> a completion a policy could write without the skill the task teaches: the
+        report card's ``statistical.adversarial_floor`` grades each and reports the best
+        (``python -m envs card``). A domain overrides it with its own families (the shown
+        answers, a schema-only value, simple transforms of the input) and should keep these.
+
+        The default: the empty string, the prompt echoed, a few constants, and the pack's most
+        common gold answer (a policy can learn a constant that is often right) when the pack
+        is small enough to count cheaply."""
+        shallow = {
+            "empty": "",
+            "echo_prompt": self.pack.prompt(task),
+            "zero": "0",
+            "one": "1",
+            "yes": "Yes",
+            "none": "None",
+        }
+        common = _most_common_gold(self, task.split)
+        if common is not None:
+            shallow["most_common_gold"] = common
+        return shallow
+
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -336,3 +359,25 @@ def _max_turns(max_turns: int | None, has_tool: bool) -> int:
         raise ValueError(f"max_turns={max_turns} needs a tool (python_tool=True): without one "
                          "every turn is a final answer")
     return max_turns
+
+
+#: A split is counted for its most common gold only up to this many tasks (the hook stays cheap).
+COMMON_GOLD_MAX_TASKS = 20_000
+
+
+def _most_common_gold(env: TaskEnv, split: str) -> str | None:
+    """The gold completion most tasks of ``split`` share (counted once per env and split), or
+    ``None`` when no two share one, the env has no golds or the split is too big or unbounded."""
+    cache: dict[str, str | None] = env.__dict__.setdefault("_common_gold", {})
+    if split in cache:
+        return cache[split]
+    size = env.pack.size(split)
+    common = None
+    if size is not None and 0 < size <= COMMON_GOLD_MAX_TASKS:
+        counts = Counter(env.gold_completion(env.pack.task_at(split, i)) for i in range(size))
+        counts.pop(None, None)
+        if counts:
+            gold, count = counts.most_common(1)[0]
+            common = gold if count > 1 else None
+    cache[split] = common
+    return common
