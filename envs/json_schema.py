@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +21,7 @@ from envs.keywords import check_keywords, integer_at_least
 from envs.perturb import IRRELEVANT, Perturbation, with_fields, with_instruction
 from envs.recipes import RECIPES
 from envs.verify import json as json_gate
+from envs.verify.json_baselines import schema_only_values
 from envs.verify.json_content import ABSENT, AnyOf
 from envs.verify.json_extract import Rejected
 from envs.verify.json_extract import extract as extract_json
@@ -48,18 +51,23 @@ JSON_PERTURBATIONS = (
 class JsonSchemaEnv(TaskEnv):
     """Rewards, each 0 or 1 unless said otherwise:
 
-    - ``valid``: a JSON value was found and it conforms to the task's schema (an echo of the
-      schema or of its ``properties`` never counts as valid);
+    - ``valid``: a JSON value was found, it conforms to the task's schema (an echo of the
+      schema or of its ``properties`` never counts as valid) and more than half of its content
+      is right (``envs.verify.json.CONTENT_GATE``). Validity alone is no reward: a value built
+      from the schema without reading the text (placeholders, range ends, the first enum
+      value, defaults; ``envs.verify.json_baselines``) is valid, and must earn nothing;
     - ``content``: the fraction (0..1) of expected fields the value gets right, and 0 unless
       the value is schema-valid and the only JSON value in the text, so ``{}`` missing required
-      keys, an echoed schema or several hedged values earn no content; optional keys left out
-      neither add nor cost a field (``envs.verify.json_content``). For a task without
-      ``expected`` it equals ``valid``;
-    - ``format``: exactly one JSON value was found (no competing values, no extraction error).
+      keys, an echoed schema or several hedged values earn no content; optional keys neither
+      add a field (left out, or given the value that means the same) nor cost one unless given
+      wrong (``envs.verify.json_content``). For a task without ``expected`` it is validity;
+    - ``format``: exactly one JSON value was found (no competing values, no extraction error),
+      gated like ``valid``.
 
-    Default weights: ``valid`` 0.5 and ``content`` 0.5, so a schema-valid answer with wrong
-    content earns half and only a correct one earns the full 1.0; ``format`` 0.1 is a small
-    shaping bonus, as in MathExact. ``reset`` puts the schema in ``info["schema"]``.
+    Default weights: ``valid`` 0.5 and ``content`` 0.5, so a mostly right answer earns the
+    validity half and only a correct one earns the full 1.0; ``format`` 0.1 is a small shaping
+    bonus, as in MathExact. The answer is read after any ``<think>`` block
+    (``envs.verify.json_extract``). ``reset`` puts the schema in ``info["schema"]``.
     """
 
     env_id: ClassVar[str] = "grpo/JsonSchema-v0"
@@ -100,10 +108,13 @@ class JsonSchemaEnv(TaskEnv):
         details = verdict.details
         valid = 1.0 if details.get("valid") else 0.0
         content = details.get("content")
+        # Validity and form pay only beside content (``json_gate.CONTENT_GATE``): a value built
+        # from the schema alone, valid and single as it is, earns neither.
+        paid = 1.0 if details.get("paid_valid") else 0.0
         rewards = {
-            "valid": valid,
+            "valid": paid,
             "content": valid if content is None else float(content),
-            "format": 1.0 if details.get("single") else 0.0,
+            "format": paid if details.get("single") else 0.0,
         }
         return rewards, verdict
 
@@ -137,11 +148,48 @@ class JsonSchemaEnv(TaskEnv):
         value = _one_value(expected)
         return None if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
+    def shallow_completions(self, task: Task) -> dict[str, str]:
+        """Name -> a schema-only answer to ``task`` as JSON text (``envs.verify.json_baselines``:
+        placeholders, the ends of each range, enum ends, empty values, the schema's defaults and
+        own words, the task's text as every string, the example record the prompt shows). None
+        read the text for its values, so none may earn more than a sliver of the reward."""
+        text = task.fields.get("text") or task.fields.get("query")
+        values = schema_only_values(task["schema"], text=text if isinstance(text, str) else None,
+                                    example=_shown_example(task))
+        return {name: json.dumps(value, ensure_ascii=False) for name, value in values.items()}
+
+    def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """Task id -> the schema-only answers (``shallow_completions``) that pass it, for the tasks
+        that have any: ``{}`` for a call without arguments, an enum's first value where it is
+        the answer. ``python -m envs validate`` refuses them: the schema alone solves them."""
+        found = {}
+        for task in tasks:
+            names = [name for name, completion in self.shallow_completions(task).items()
+                     if self.score(task, completion)[1]["passed"]]
+            if names:
+                found[task.id] = names
+        return found
+
     def task_info(self, task: Task) -> dict[str, Any]:
         info = super().task_info(task)
         # A copy per call: gymnasium requires that infos never share mutable objects.
         info["schema"] = copy.deepcopy(task["schema"])
         return info
+
+
+_EXAMPLE = re.compile(r"as JSON: (\{.*\})\s*$", re.S)
+
+
+def _shown_example(task: Task) -> Any:
+    """The record a prompt shows as an example (extract's ``example=true``), or None."""
+    shown = task.fields.get("example")
+    match = _EXAMPLE.search(shown) if isinstance(shown, str) else None
+    if match is None:
+        return None
+    try:
+        return json.loads(match.group(1))
+    except ValueError:
+        return None
 
 
 def _one_value(expected: Any) -> Any:

@@ -140,24 +140,33 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {
 def test_score_blends_validity_and_content():
     exact = verify(SCHEMA, '{"name": "Ada", "age": 36}', expected={"name": "Ada", "age": 36})
     assert (exact.passed, exact.score, exact.reason) == (True, 1.0, "equal")
+    # Half the content right is not enough for validity to pay (CONTENT_GATE): it used to
+    # score 0.75, which a schema-only value with one lucky field collected too.
     half = verify(SCHEMA, '{"name": "Bob", "age": 36}', expected={"name": "Ada", "age": 36})
-    assert (half.passed, half.score, half.reason) == (False, 0.75, "content_mismatch")
-    assert half.details["content"] == 0.5
+    assert (half.passed, half.score, half.reason) == (False, 0.25, "content_mismatch")
+    assert half.details["content"] == 0.5 and half.details["paid_valid"] is False
+    three = {**SCHEMA, "properties": {**SCHEMA["properties"], "city": {"type": "string"}}}
+    most = verify(three, '{"name": "Ada", "age": 36, "city": "Rome"}',
+                  expected={"name": "Ada", "age": 36, "city": "Paris"})
+    assert most.details["paid_valid"] is True
+    assert most.score == pytest.approx(0.5 + 0.5 * 2 / 3)
     # A value that fails the schema earns no content (it used to score 0.25 here): otherwise
     # `{}` or an echoed schema collects the fields it happens to match.
     invalid = verify(SCHEMA, '{"name": "Ada", "age": "36"}', expected={"name": "Ada", "age": 36})
     assert (invalid.passed, invalid.score, invalid.reason) == (False, 0.0, "schema_invalid")
     assert (invalid.details["content"], invalid.details["content_raw"]) == (0.0, 0.5)
-    weighted = verify(SCHEMA, '{"name": "Bob", "age": 36}', expected={"name": "Ada", "age": 36},
-                      content_weight=0.8)
-    assert weighted.score == pytest.approx(0.2 + 0.8 * 0.5)
+    weighted = verify(three, '{"name": "Ada", "age": 36, "city": "Rome"}',
+                      expected={"name": "Ada", "age": 36, "city": "Paris"}, content_weight=0.8)
+    assert weighted.score == pytest.approx(0.2 + 0.8 * 2 / 3)
 
 
 def test_competing_values_earn_no_content():
     text = '{"name": "Ada", "age": 36} or {"name": "Bob", "age": 36}'
     verdict = verify(SCHEMA, text, expected={"name": "Ada", "age": 36})
-    assert (verdict.passed, verdict.score, verdict.reason) == (False, 0.5, "competing_values")
+    # No content, so its validity is not paid either (it scored 0.5 before the content gate).
+    assert (verdict.passed, verdict.score, verdict.reason) == (False, 0.0, "competing_values")
     assert (verdict.details["content"], verdict.details["content_raw"]) == (0.0, 1.0)
+    assert verdict.details["valid"] and not verdict.details["paid_valid"]
 
 
 def test_echoed_schema_is_never_valid():

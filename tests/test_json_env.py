@@ -73,9 +73,16 @@ def test_step_rewards_for_wrong_invalid_and_missing_answers():
     assert info["verdict"].details["errors"][0]["validator"] == "additionalProperties"
     reward, info = env.score(task, "no idea")
     assert info["rewards"] == {"valid": 0.0, "content": 0.0, "format": 0.0} and reward == 0.0
+    # One field right of three: a valid record, but validity and form pay only beside content
+    # (more than half of it right), so this earns its content alone.
+    one = {**wrong, "age": good["age"] % 80 + 19}
+    reward, info = env.score(task, json.dumps(one))
+    assert info["verdict"].details["valid"] and info["rewards"]["content"] == pytest.approx(1 / 3)
+    assert info["rewards"]["valid"] == info["rewards"]["format"] == 0.0
+    assert reward == pytest.approx(0.5 / 3)
     # Hedging between two values used to keep the content of the first; now it earns none.
     reward, info = env.score(task, json.dumps(good) + " or maybe " + json.dumps(wrong))
-    assert info["rewards"] == {"valid": 1.0, "content": 0.0, "format": 0.0}
+    assert info["rewards"] == {"valid": 0.0, "content": 0.0, "format": 0.0}
     assert info["reason"] == "competing_values" and not info["passed"]
 
 
@@ -99,7 +106,7 @@ def test_sync_vector_env():
     tasks = [venv.envs[i].unwrapped.pack.get(infos["task_id"][i]) for i in range(3)]
     actions = (json.dumps(tasks[0]["expected"]), "{}", "nothing")
     _, rewards, terminated, _, infos = venv.step(actions)
-    assert rewards.tolist() == pytest.approx([1.1, 0.1, 0.0])
+    assert rewards.tolist() == pytest.approx([1.1, 0.0, 0.0])  # `{}`: no content, no form
     assert terminated.all()
     assert infos["rewards"]["valid"].tolist() == [1.0, 0.0, 0.0]
     venv.close()

@@ -14,8 +14,10 @@ prose (``envs.verify.json_extract``), and returns the shared ``Verdict``:
 - ``extracted`` is the parsed value; ``details`` holds ``method`` (whole / fenced / prose),
   ``single`` (no competing JSON value in the text), ``valid``, ``errors`` (each with its JSON
   ``path``, ``message`` and failing ``validator`` keyword, at most ``max_errors``),
-  ``content`` (the credited content score: 0.0 unless the value is single and valid) and
-  ``content_raw`` (the field accuracy before that rule, for diagnosis).
+  ``content`` (the credited content score: 0.0 unless the value is single and valid),
+  ``content_raw`` (the field accuracy before that rule, for diagnosis) and ``paid_valid``
+  (validity is paid: valid, and with an expected value more than ``CONTENT_GATE`` of the
+  content right, so a value built from the schema alone is never paid for its form).
 
 The validator class follows the schema's ``$schema`` (Draft 4, 6, 7, 2019-09 or 2020-12;
 2020-12 when absent) with format assertion on, so a malformed ``date-time``, ``email``,
@@ -62,6 +64,12 @@ MAX_DEPTH = 64
 MAX_ERRORS = 20
 #: Share of ``score`` that content accuracy takes when an expected value is given.
 CONTENT_WEIGHT = 0.5
+#: Validity pays only beside content: a valid value earns its share of ``score`` (and the env its
+#: ``valid`` and ``format`` rewards) only when more than this share of its content is right.
+#: Below it, the value is what a policy that never reads the text can build from the schema
+#: (placeholders, range ends, the first enum value: ``envs.verify.json_baselines``), at best
+#: with a lucky field or two; paying its validity would feed such a policy for ever.
+CONTENT_GATE = 0.5
 
 _DIALECTS: dict[str, type[Validator]] = {
     "json-schema.org/draft-04/schema": Draft4Validator,
@@ -139,7 +147,9 @@ def verify(
     """Grade ``completion`` against ``schema`` (and ``expected``, when the task knows it).
 
     Without ``expected``, ``score`` is 1.0 for a valid value and 0.0 otherwise. With it,
-    ``score = (1 - content_weight) * valid + content_weight * content``, where ``content`` is
+    ``score = (1 - content_weight) * paid_valid + content_weight * content``, where
+    ``paid_valid`` (``details["paid_valid"]``) is validity gated behind content: the value is
+    valid, single and more than ``CONTENT_GATE`` of its content is right; ``content`` is
     the fraction of expected leaves the value gets right (``envs.verify.json_content``:
     strings, integers and booleans exact, floats within ``rel_tol``, arrays marked
     ``uniqueItems`` compared as sets, ``AnyOf``/``ABSENT`` for several acceptable answers), and
@@ -174,6 +184,7 @@ def verify(
                                "errors": errors, "content": None}
     invalid_reason = "echoed_schema" if echoed else "schema_invalid"
     if expected is None:
+        details["paid_valid"] = valid
         if valid:
             return Verdict(True, 1.0, "valid", value, {"stage": "content", **details})
         return Verdict(False, 0.0, invalid_reason, value, {"stage": "validate", **details})
@@ -181,8 +192,9 @@ def verify(
     # Only one valid value earns content: otherwise `{}`, an echoed schema or a hedge between
     # several values would collect the fields they happen to match without doing the task.
     content = raw if valid and found.single else 0.0
-    details.update(content=content, content_raw=raw)
-    score = (1.0 - content_weight) * float(valid) + content_weight * content
+    paid_valid = valid and content > CONTENT_GATE
+    details.update(content=content, content_raw=raw, paid_valid=paid_valid)
+    score = (1.0 - content_weight) * float(paid_valid) + content_weight * content
     if not valid:
         return Verdict(False, score, invalid_reason, value, {"stage": "validate", **details})
     if not found.single:

@@ -14,9 +14,11 @@ that ``expected`` lacks is one more leaf that cannot match, so padding the answe
   ``ABSENT`` option means the key may be left out. Tasks store these as JSON (``{"$anyOf":
   [...]}`` and ``{"$absent": true}``); ``expected_from_json`` turns that form into the markers.
 
-An optional key (``ABSENT`` or an ``AnyOf`` with ``ABSENT``) is a leaf only when the completion
-gives it: left out it is neither gained nor lost, so ``{}`` earns nothing for the keys it omits,
-while an answer with every required key right and the optional ones left out still scores 1.0.
+An optional key (``ABSENT`` or an ``AnyOf`` with ``ABSENT``) never earns a leaf: left out, or
+given one of its accepted values (which says what leaving it out says: the default), it is
+neither gained nor lost; given wrong, even in part, all its leaves are lost. So ``{}`` earns
+nothing for the keys it omits, the schema's defaults copied into an answer earn nothing, and an
+answer with every required key right and the optional ones left out still scores 1.0.
 An object whose keys are all optional and left out counts as one matched leaf, like an empty
 one: ``{}`` is then the right answer. This score ignores the schema's verdict; the gate
 (``envs.verify.json.verify``) credits it only for a single, schema-valid value.
@@ -177,6 +179,10 @@ class _Scorer:
         for key, exp in expected.items():
             if key in actual:
                 m, t = self.match(exp, actual[key], self._property(schema, key))
+                if _optional(exp):
+                    if m == t:
+                        continue  # right, it says what leaving it out says: the default
+                    m = 0.0  # given and wrong (even in part): every leaf of it is lost
             elif _optional(exp):
                 continue  # neutral: crediting it would pay `{}` for every key it leaves out
             else:
