@@ -1,4 +1,5 @@
-"""``python -m envs``: list envs and packs, validate a pack folder, show sample tasks."""
+"""``python -m envs``: list envs and packs, validate a pack folder, show sample tasks, print
+verifier report cards."""
 
 from __future__ import annotations
 
@@ -24,7 +25,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--n", type=int, default=3, help="number of tasks (default 3)")
     show.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a procedural pack option, e.g. level=1 (repeatable)")
+    card = commands.add_parser("card", help="verifier report card of each of an env's packs; "
+                                            "exit 1 when a check fails")
+    card.add_argument("env_id", nargs="?", metavar="ENV",
+                      help="an env id (every pack that feeds it), a pack's name or a pack folder")
+    card.add_argument("--pack", help="one pack of the env (default: all of them)")
+    card.add_argument("--env-kwargs", metavar="JSON", help='env keywords, e.g. \'{"level": 1}\'')
+    card.add_argument("--fast", action="store_true",
+                      help="a small seeded sample of tasks per pack (the CI card)")
+    card.add_argument("--tasks", type=int, default=None, metavar="N",
+                      help="tasks per pack (default 200; with --fast 12, 3 for sandboxed envs)")
+    card.add_argument("--seed", type=int, default=0, help="the task sample's seed (default 0)")
+    card.add_argument("--split", help="split to sample (default: test, else the first)")
+    card.add_argument("--corpus", action="append", default=[], metavar="DIR",
+                      help="another folder of *_hacks.jsonl / *_honest.jsonl lines (repeatable)")
+    card.add_argument("--all", action="store_true", dest="all_builtin",
+                      help="every built-in env and pack")
+    shown = card.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", dest="as_json", help="print JSON")
+    shown.add_argument("--markdown", action="store_true",
+                       help="print one Markdown table row per card (the README's table)")
+    shown.add_argument("--update-baseline", action="store_true",
+                       help="with --all --fast: rewrite envs/card/baseline.json and the "
+                            "README's table")
     args = parser.parse_args(argv)
+    if args.command == "card":
+        if args.tasks is not None and args.tasks < 1:
+            parser.error("--tasks must be at least 1")
+        if args.update_baseline and not (args.all_builtin and args.fast):
+            parser.error("--update-baseline needs --all --fast (the CI cards)")
+        if args.all_builtin and (args.env_id or args.pack):
+            parser.error("--all takes no ENV or --pack")
     if getattr(args, "sample", None) is not None and args.sample < 1:
         parser.error("--sample must be at least 1")
 
@@ -37,6 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from envs.cli_validate import print_validation
 
         return print_validation(args.paths, check_gold=not args.no_gold, sample=args.sample)
+    if args.command == "card":
+        from envs.cli_card import print_cards
+
+        return print_cards(args.env_id, pack=args.pack, env_kwargs=args.env_kwargs,
+                           as_json=args.as_json, markdown=args.markdown, fast=args.fast,
+                           all_builtin=args.all_builtin, n_tasks=args.tasks, seed=args.seed,
+                           split=args.split, corpora=args.corpus,
+                           update_baseline=args.update_baseline)
     from envs.cli_show import print_samples
 
     return print_samples(args.env_id, pack=args.pack, split=args.split, n=args.n,
