@@ -32,6 +32,9 @@ from learner.recipe import RECIPE_CHOICES, apply_recipe
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
 GRPO_EPSILON = 0.2
 GSPO_EPSILON = (3e-4, 4e-4)
+#: --max-infra-error-rate is measured over this many steps' samples: one unlucky step of a
+#: small batch does not stop a run, a lasting share of lost containers does.
+INFRA_WINDOW_STEPS = 5
 
 
 class ConfigError(ValueError):
@@ -190,6 +193,11 @@ class Config:
                               "and at the last")
     samples_groups: int = _opt(2, "groups written each time")
     score_workers: int = _opt(16, "threads grading completions concurrently")
+    max_infra_error_rate: float = _opt(
+        0.05, "stop (with a checkpoint and one line) once more than this share of the last "
+        f"{INFRA_WINDOW_STEPS} steps' samples failed for infrastructure (a lost container, "
+        "not the program), rather than train on a shrinking batch; their count is "
+        "samples/infra_errors (1: never stop)")
     ray_address: str | None = _opt(
         None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
         "(nodes with the 'docker' resource grade; see the README)")
@@ -237,6 +245,9 @@ class Config:
                      "micro_batch_tokens", "save_every_minutes"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
+        if not 0 <= self.max_infra_error_rate <= 1:
+            problems.append("--max-infra-error-rate must be in [0, 1], got "
+                            f"{self.max_infra_error_rate}")
         if self.group_size < 2:
             problems.append("--group-size must be >= 2: advantages compare completions in a group")
         if self.temperature <= 0:

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ray_address is not None and (problems := ray_address_problems(args.ray_address)):
         parser.error("; ".join(problems))
     from learner.evaluation.command import ERRORS, evaluate_command  # torch, transformers
-    from learner.evaluation.report import load_report
+    from learner.evaluation.report import headline, load_report
 
     try:
         path = evaluate_command(args)
@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     report = load_report(path)
     print(f"report: {path} and {path.with_suffix('.html')}")
+    print(headline(report))
+    if report.get("baseline"):
+        print(f"starting model: {headline(report['baseline'])}")
     figures = {k: v for k, v in report.items() if k in ("accuracy", "pass_at_k")}
     print(json.dumps(figures, indent=1))
     return 0

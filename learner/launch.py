@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from learner.config import Config
+from learner.evaluation.infra import InfraCount, accuracy_line
 from learner.model_name import model_problem
 from learner.provenance import provenance
 from learner.recipe import describe
@@ -77,14 +78,23 @@ def ray_scorer(env: Any, address: str | None) -> Any:
     return scorer
 
 
-def format_eval(metrics: dict[str, float]) -> str:
-    """One line of held-out figures: accuracy, full marks, pass@k, perturbed prompts."""
-    parts = [f"accuracy {metrics.get('eval/accuracy', float('nan')):.1%}"]
-    if "eval/full_marks" in metrics:
+def format_eval(metrics: dict[str, Any]) -> str:
+    """One line of held-out figures: accuracy, full marks, pass@k, perturbed prompts, with the
+    infrastructure failures beside them; or, past 1% of the samples, why there are none."""
+    n = int(metrics.get("eval/n", 0))
+    count = InfraCount(n, int(metrics.get("eval/infra_errors") or 0),
+                       metrics.get("eval/infra_reason"))
+    if count.refused or metrics.get("eval/accuracy") is None:
+        return accuracy_line(None, count, what="accuracy")
+    parts = [f"accuracy {metrics['eval/accuracy']:.1%}"]
+    if metrics.get("eval/full_marks") is not None:
         parts.append(f"full marks (all reward components) {metrics['eval/full_marks']:.1%}")
-    parts += [f"{k.removeprefix('eval/')} {v:.1%}" for k, v in metrics.items()
-              if k.startswith("eval/pass@")]
-    text = ", ".join(parts) + f" on {int(metrics.get('eval/n', 0))} held-out tasks"
+    for k, v in metrics.items():
+        if k.startswith("eval/pass@"):
+            parts.append(f"{k.removeprefix('eval/')} " + (
+                "- (more than 1% of its samples were infrastructure failures)" if v is None
+                else f"{v:.1%}"))
+    text = ", ".join(parts) + f" on {n} held-out tasks {count.note()}"
     perturbed = [f"{k.removeprefix('eval/perturb/')} {v:.1%}" for k, v in metrics.items()
                  if k.startswith("eval/perturb/")]
     return text + ("; with changed prompts: " + ", ".join(perturbed) if perturbed else "")

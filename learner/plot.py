@@ -34,6 +34,9 @@ PANELS = {
     # verifier shows here before it stalls a run.
     "grading_time": ["time/grade_p50_s", "time/grade_p99_s", "time/grade_max_s"],
     "grading_timeouts": ["samples/grade_timeouts"],
+    # Samples whose grading failed for infrastructure (dropped from the update; past
+    # --max-infra-error-rate the run stops).
+    "infra_errors": ["samples/infra_errors"],
     # The run's peak memory so far (GB): resident, and allocated on a CUDA GPU.
     "memory": ["memory/peak_rss_gb", "memory/cuda_peak_allocated_gb"],
 }

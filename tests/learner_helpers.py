@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import shutil
 import tempfile
 from pathlib import Path
@@ -72,6 +73,33 @@ class ShortEnv(TaskEnv):
         digit = float(any(ch.isdigit() for ch in completion))
         verdict = Verdict.ok() if str(task["answer"]) in completion else Verdict.fail("not_equal")
         return {"short": short, "digit": digit}, verdict
+
+
+class InfraEnv(ShortEnv):
+    """Grading decided by the test, whatever the model writes: the tasks in ``fail_tasks`` and
+    the ``fail_calls``-th grading calls (0-based, over the env's life) come back as
+    infrastructure failures (a lost container); otherwise a task in ``pass_tasks`` passes, and
+    without ``pass_tasks`` every even-numbered call does. Rewards are ShortEnv's, so groups
+    keep a learning signal."""
+
+    REASON = "container lost"
+
+    def __init__(self, *args: Any, fail_tasks: tuple[str, ...] = (),
+                 fail_calls: tuple[int, ...] = (), pass_tasks: tuple[str, ...] | None = None,
+                 **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fail_tasks, self.fail_calls = set(fail_tasks), set(fail_calls)
+        self.pass_tasks = None if pass_tasks is None else set(pass_tasks)
+        self._calls = itertools.count()  # next() is atomic: graders run on a thread pool
+
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        call = next(self._calls)
+        rewards, _ = super().grade(task, completion)
+        if task.id in self.fail_tasks or call in self.fail_calls:
+            return {"short": 0.0, "digit": 0.0}, Verdict.fail(
+                "sandbox_error", sandbox_error=True, error=self.REASON)
+        passed = task.id in self.pass_tasks if self.pass_tasks is not None else call % 2 == 0
+        return rewards, Verdict.ok() if passed else Verdict.fail("not_equal")
 
 
 class ConstantEnv(ShortEnv):

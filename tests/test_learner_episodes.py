@@ -152,7 +152,7 @@ def test_an_infrastructure_failure_mid_episode_is_dropped_not_scored(tmp_path):
     step = t.train_step()
     infra = ~step.samples.graded
     assert 0 < int(infra.sum()) < len(infra)
-    assert step.metrics["samples/sandbox_errors"] == int(infra.sum())
+    assert step.metrics["samples/infra_errors"] == int(infra.sum())
     assert (step.advantages[infra] == 0).all()
     for i in infra.nonzero().squeeze(-1).tolist():
         assert step.samples.scores.infos[i]["reason"] == "sandbox_error"

@@ -17,14 +17,19 @@ def test_metrics_from_records():
         _record(True, {"correct": 1.0, "format": 1.0}, samples_correct=4),
         _record(True, {"correct": 1.0, "format": 0.0}, samples_correct=1),
         _record(False, {"correct": 0.0, "format": 1.0}),
-        _record(False, {"correct": 0.0, "format": 0.0}, infra=True),  # excluded
+        _record(False, {"correct": 0.0, "format": 0.0}),
     ])
     m = result.metrics()
-    assert m["n"] == 3
-    assert m["accuracy"] == pytest.approx(2 / 3)
-    assert m["full_marks"] == pytest.approx(1 / 3)
-    assert m["reward/format"] == pytest.approx(2 / 3)
-    assert m["pass@2"] == pytest.approx((1 + 0.5 + 0) / 3)  # 1 - C(3,2)/C(4,2) = 0.5
+    assert m["n"] == 4 and m["infra_errors"] == 0 and "infra_reason" not in m
+    assert m["accuracy"] == pytest.approx(2 / 4)
+    assert m["full_marks"] == pytest.approx(1 / 4)
+    assert m["reward/format"] == pytest.approx(2 / 4)
+    assert m["pass@2"] == pytest.approx((1 + 0.5 + 0 + 0) / 4)  # 1 - C(3,2)/C(4,2) = 0.5
+    # One infrastructure failure of 4 is more than 1%: no figure, the count instead.
+    result.records[3]["infra_error"] = True
+    m = result.metrics()
+    assert m["n"] == 4 and m["infra_errors"] == 1
+    assert m["accuracy"] is m["full_marks"] is m["reward/format"] is None
 
 
 def test_evaluate_on_the_test_split():

@@ -316,17 +316,19 @@ def test_sandbox_errors_are_dropped_not_scored_zero(tmp_path):
 
 def test_env_sandbox_error_verdicts_are_detected(tmp_path, capsys):
     env = h.ShortEnv(fail_marker="")  # every completion "hits" a sandbox failure
-    t = trainer(tmp_path, env=env, steps=2, eval=False)
+    # --max-infra-error-rate 1: never stop (by default the first step would stop the run)
+    t = trainer(tmp_path, env=env, steps=2, eval=False, max_infra_error_rate=1.0)
     t.train()
     row = read_metrics(tmp_path / "run")[-1]
-    assert row["samples/sandbox_errors"] == 2 * 4
+    assert row["samples/infra_errors"] == 2 * 4
     assert row["group/trained"] == 0
+    assert row["accuracy"] is None  # 8 of 8 failed: no accuracy, not one over 0 samples
     # The run says so once, with the sandbox's own reason, rather than only in a metric.
     notices = [line for line in capsys.readouterr().out.splitlines() if "not scored" in line]
     assert notices == ["warning: step 1: 8 of 8 samples were not scored because the sandbox "
-                       "failed (cannot reach a Docker engine). They are dropped, not scored 0, "
-                       "and counted in samples/sandbox_errors; while this lasts, the run learns "
-                       "only from the rest."]
+                       "failed (cannot reach a Docker engine). They are dropped from the update "
+                       "and counted in samples/infra_errors; past --max-infra-error-rate 1 of "
+                       "the last 5 steps' samples the run stops."]
 
 
 def test_nonfinite_loss_skips_the_update(tmp_path):

@@ -22,6 +22,7 @@ from envs.base import TaskEnv
 from learner.evaluation.flags import flag_samples
 from learner.evaluation.general import general_check
 from learner.evaluation.heldout import pass_at_k, sample
+from learner.evaluation.infra import InfraCount, counted_mean
 from learner.sampling.scoring import RemoteScorer
 from tasks import Task
 
@@ -66,7 +67,8 @@ def histogram(values: Sequence[float], bins: int = HIST_BINS,
 
 
 def _scored(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    # A sandbox failure says nothing about the policy.
+    # A sandbox failure says nothing about the policy: the distributions describe graded
+    # samples; accuracies count every sample (``counted_mean``).
     return [s for s in samples if not s["infra_error"]]
 
 
@@ -108,55 +110,70 @@ def heldout_accuracy(greedy: Sequence[dict[str, Any]], sampled: Sequence[dict[st
                      k: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(accuracy section, pass_at_k section) from one greedy and ``k`` sampled completions/task.
 
-    pass@k uses the learner's unbiased estimator over the task's scored samples.
+    A sample whose grading failed for infrastructure counts as a miss, never leaves the
+    denominator, and each section gives the count beside its figures; past 1% of its samples
+    the figures are None and ``refused`` says why in one line (``learner.evaluation.infra``).
+    pass@k uses the learner's unbiased estimator over each task's samples.
     """
-    hits: dict[int, list[bool]] = {}
-    for s in _scored(sampled):
-        hits.setdefault(s["group"], []).append(s["passed"])
-    scored = _scored(greedy)
+    count = InfraCount.of(greedy)
     accuracy = {
-        "greedy": statistics.fmean(g["passed"] for g in scored) if scored else None,
-        "reward": statistics.fmean(g["reward"] for g in scored) if scored else None,
-        "n": len(scored),
-        "infra_errors": len(greedy) - len(scored),
+        "greedy": counted_mean(greedy, lambda g: g["passed"]),
+        "reward": counted_mean(greedy, lambda g: g["reward"]),
+        "n": len(greedy),
+        "infra_errors": count.failures,
+        "infra_reason": count.first_reason,
+        "refused": count.refusal(),
     }
+    hits: dict[int, list[bool]] = {}
+    for s in sampled:
+        hits.setdefault(s["group"], []).append(bool(s["passed"]) and not s["infra_error"])
     counts = [(len(h), sum(h)) for h in hits.values() if h]
+    sampled_count = InfraCount.of(sampled)
     passk: dict[str, Any] = {"k": k, "n": len(counts),
-                             "estimator": "unbiased (Chen et al. 2021)"}
+                             "estimator": "unbiased (Chen et al. 2021)",
+                             "infra_errors": sampled_count.failures,
+                             "refused": sampled_count.refusal("pass@k")}
     if counts:
-        passk["pass@1"] = statistics.fmean(pass_at_k(n, c, 1) for n, c in counts)
-        passk[f"pass@{k}"] = statistics.fmean(pass_at_k(n, c, min(k, n)) for n, c in counts)
+        ok = not sampled_count.refused
+        passk["pass@1"] = statistics.fmean(pass_at_k(n, c, 1) for n, c in counts) if ok else None
+        passk[f"pass@{k}"] = (statistics.fmean(pass_at_k(n, c, min(k, n)) for n, c in counts)
+                              if ok else None)
     return accuracy, passk
 
 
 def episode_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Multi-turn envs: mean turns, the share of episodes that called the tool, calls per
-    episode and accuracy with and without a call (infrastructure failures left out)."""
+    episode (over the graded episodes) and accuracy with and without a call (every episode,
+    an infrastructure failure a miss; None past 1% of them)."""
     scored = _scored(samples)
-    used = [s for s in scored if s.get("tool_calls")]
-    unused = [s for s in scored if not s.get("tool_calls")]
+    used = [s for s in samples if s.get("tool_calls")]
+    unused = [s for s in samples if not s.get("tool_calls")]
+    refused = InfraCount.of(samples).refused
     return {
-        "n": len(scored),
+        "n": len(samples),
+        "infra_errors": len(samples) - len(scored),
         "turns_mean": statistics.fmean(s["turns"] or 0 for s in scored) if scored else None,
-        "tool_use": len(used) / len(scored) if scored else None,
+        "tool_use": sum(bool(s.get("tool_calls")) for s in scored) / len(scored)
+        if scored else None,
         "tool_calls_mean": (statistics.fmean(s["tool_calls"] or 0 for s in scored)
                             if scored else None),
-        "accuracy_with_tool": statistics.fmean(s["passed"] for s in used) if used else None,
-        "accuracy_without_tool": (statistics.fmean(s["passed"] for s in unused)
-                                  if unused else None),
+        "accuracy_with_tool": None if refused else counted_mean(used, lambda s: s["passed"]),
+        "accuracy_without_tool": (None if refused
+                                  else counted_mean(unused, lambda s: s["passed"])),
     }
 
 
 # -- perturbations --------------------------------------------------------------------------
 def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> dict[str, Any]:
-    scored = _scored(samples)
-    means = {c: (statistics.fmean(s["rewards"].get(c, 0.0) for s in scored) if scored else None)
+    """A variant's figures over every sample, an infrastructure failure a miss (None past 1%)."""
+    means = {c: counted_mean(samples, lambda s, c=c: s["rewards"].get(c, 0.0))
              for c in components}
     return {
-        "n": len(scored),
+        "n": len(samples),
+        "infra_errors": InfraCount.of(samples).failures,
         "score": means[components[0]] if components else None,
         "components": means,
-        "passed": statistics.fmean(s["passed"] for s in scored) if scored else None,
+        "passed": counted_mean(samples, lambda s: s["passed"]),
     }
 
 

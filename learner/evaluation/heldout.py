@@ -15,11 +15,12 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
+from learner.evaluation.infra import InfraCount, counted_mean
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.episodes import is_multi_turn, run_episodes
 from learner.sampling.rollout import Rollout, generate
-from learner.sampling.scoring import RemoteScorer, Scores, score_all
+from learner.sampling.scoring import RemoteScorer, Scores, failure_reason, score_all
 from tasks import Task
 
 
@@ -34,29 +35,52 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class EvalResult:
-    """One record per evaluated task: its id, the greedy completion, correctness, sample counts."""
+    """One record per evaluated task: its id, the greedy completion, correctness, sample counts.
+
+    Every figure counts a task whose grading failed for infrastructure as a miss and reports
+    how many did beside it (``infra_errors``; ``sampled_infra_errors`` for pass@k's samples):
+    past 1% of the samples the figures are None (``learner.evaluation.infra``).
+    """
 
     records: list[dict[str, Any]] = field(default_factory=list)
     k: int = 1
 
-    def metrics(self) -> dict[str, float]:
-        scored = [r for r in self.records if not r["infra_error"]]
-        out: dict[str, float] = {"n": float(len(scored))}
-        if not scored:
+    def infra(self) -> InfraCount:
+        """The greedy pass's failures: what the accuracy's denominator holds."""
+        return InfraCount.of(self.records)
+
+    def sampled_infra(self) -> InfraCount:
+        """pass@k's samples' failures (``k`` > 1)."""
+        records = self.records
+        reason = next((r.get("infra_reason") for r in records
+                       if r.get("samples_infra") and r.get("infra_reason")), None)
+        return InfraCount(sum(r["samples"] for r in records),
+                          sum(r.get("samples_infra", 0) for r in records), reason)
+
+    def metrics(self) -> dict[str, float | int | str | None]:
+        records, count = self.records, self.infra()
+        out: dict[str, float | int | str | None] = {
+            "n": float(len(records)), "infra_errors": count.failures}
+        if count.failures:
+            out["infra_reason"] = count.first_reason or "no reason given"
+        if not records:
             return out
-        out["accuracy"] = sum(r["passed"] for r in scored) / len(scored)
-        out["reward"] = sum(r["reward"] for r in scored) / len(scored)
+        out["accuracy"] = counted_mean(records, lambda r: r["passed"])
+        out["reward"] = counted_mean(records, lambda r: r["reward"])
         # Full marks: passed *and* every reward component at its maximum (the format too).
-        out["full_marks"] = sum(
-            bool(r["passed"]) and all(v >= 1.0 for v in r["components"].values())
-            for r in scored) / len(scored)
-        for name in sorted({k for r in scored for k in r["components"]}):
-            out[f"reward/{name}"] = sum(r["components"].get(name, 0.0) for r in scored) / len(
-                scored)
+        out["full_marks"] = counted_mean(records, lambda r: bool(r["passed"]) and all(
+            v >= 1.0 for v in r["components"].values()))
+        for name in sorted({k for r in records if not r["infra_error"]
+                            for k in r["components"]}):
+            out[f"reward/{name}"] = counted_mean(records,
+                                                 lambda r, n=name: r["components"].get(n, 0.0))
         if self.k > 1:
-            out[f"pass@{self.k}"] = sum(
-                pass_at_k(r["samples"], r["samples_correct"], self.k) for r in scored
-            ) / len(scored)
+            sampled = self.sampled_infra()
+            out["sampled_infra_errors"] = sampled.failures
+            # A failed sample counts among the task's n samples, never among its c correct.
+            out[f"pass@{self.k}"] = None if sampled.refused else sum(
+                pass_at_k(r["samples"], r["samples_correct"], self.k) for r in records
+            ) / len(records)
         return out
 
 
@@ -94,16 +118,22 @@ def evaluate(
                scorer=scorer, max_episode_tokens=max_episode_tokens, tool_role=tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     desc="held-out greedy", **run)
-    sampled_correct = [int(g["passed"]) for g in greedy]
+    sampled_correct = [int(g["passed"] and not g["infra_error"]) for g in greedy]
+    sampled_infra = [int(g["infra_error"]) for g in greedy]
+    reasons = [g.get("infra_reason") for g in greedy]
     if k > 1:
-        sampled_correct = [0] * len(tasks)
+        sampled_correct, sampled_infra = [0] * len(tasks), [0] * len(tasks)
         for row in sample(model, tokenizer, env, tasks, group_size=n_samples,
                           temperature=temperature, top_p=top_p, desc=f"held-out pass@{k}",
                           **run):
-            sampled_correct[row["group"]] += int(row["passed"])
+            i = row["group"]
+            sampled_correct[i] += int(row["passed"] and not row["infra_error"])
+            sampled_infra[i] += int(row["infra_error"])
+            reasons[i] = reasons[i] or row.get("infra_reason")
     result = EvalResult(k=k)
-    for task, g, correct in zip(tasks, greedy, sampled_correct, strict=True):
-        result.records.append({
+    for task, g, correct, failed, reason in zip(tasks, greedy, sampled_correct, sampled_infra,
+                                                reasons, strict=True):
+        record = {
             "task_id": task.id,
             "prompt": g["prompt"],
             "completion": g["completion"],
@@ -113,7 +143,11 @@ def evaluate(
             "infra_error": g["infra_error"],
             "samples": n_samples if k > 1 else 1,
             "samples_correct": correct,
-        })
+            "samples_infra": failed,
+        }
+        if reason:
+            record["infra_reason"] = reason
+        result.records.append(record)
     return result
 
 
@@ -126,7 +160,8 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Task
     """``group_size`` graded completions per task (prompts from ``build``, default the env's).
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
-    rewards (components), passed, truncated, infra_error; on a multi-turn env also transcript
+    rewards (components), passed, truncated, infra_error (and infra_reason when it holds); on a
+    multi-turn env also transcript
     (every turn with its role; ``completion`` is then the policy's turns), turns and
     tool_calls (``max_episode_tokens`` and ``tool_role`` as in training). ``desc`` shows a
     progress bar (tasks done, and whether a batch is generating or grading) on stderr.
@@ -170,6 +205,9 @@ def _records(chunk: list[Task], prompts: list[str], start: int, group_size: int,
                   "completion": text, "reward": scores.rewards[row],
                   "rewards": scores.components[row], "passed": scores.passed[row],
                   "truncated": bool(roll.truncated[row]), "infra_error": scores.infra_error[row]}
+        if record["infra_error"]:  # what the sandbox said: the refusal line quotes the first
+            record["infra_reason"] = (failure_reason(scores.infos[row])
+                                      if row < len(scores.infos) else "the sandbox failed")
         if roll.transcripts is not None:  # an episode: every turn, and what the env counted
             info = scores.infos[row]
             record.update(transcript=roll.transcripts[row], turns=info.get("turns"),

@@ -67,7 +67,13 @@ def infra_reason(scores: Scores) -> str | None:
     """What the sandbox said about the first sample it failed to grade (None if none failed)."""
     for failed, info in zip(scores.infra_error, scores.infos, strict=False):
         if failed:
-            verdict = info.get("verdict")
-            details = getattr(verdict, "details", None) or {}
-            return str(details.get("error") or info.get("reason") or "the sandbox failed")
+            return failure_reason(info)
     return None
+
+
+def failure_reason(info: dict[str, Any]) -> str:
+    """What the sandbox said about one sample it failed to grade, in one line."""
+    verdict = info.get("verdict")
+    details = getattr(verdict, "details", None) or {}
+    text = str(details.get("error") or info.get("reason") or "the sandbox failed")
+    return " ".join(text.split())  # one line, whatever the engine's message held

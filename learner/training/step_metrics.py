@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from learner.evaluation.infra import InfraCount
 from learner.sampling.episodes import episode_metrics
 from learner.training import hack_monitor
 from learner.training.batching import Batch
@@ -37,6 +38,7 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
     out = {k: procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
            for k, v in out.items()}
     out.update(grading_metrics(samples.scores.infos, procs))
+    out.update(infra_metrics(samples, procs))
     out.update(hack_monitor.step_metrics(flags))
     if shaping.graded:
         out["samples/shaping_only_frac"] = shaping.shaping_only / shaping.graded
@@ -86,8 +88,23 @@ def grading_metrics(infos: Sequence[Mapping[str, Any]], procs: Processes) -> dic
     return out
 
 
+def infra_metrics(samples: StepSamples, procs: Processes) -> dict[str, Any]:
+    """Over every process's samples: ``samples/infra_errors``, how many failed for
+    infrastructure, and ``accuracy``, with those counted as misses (never a smaller
+    denominator) and None past 1% of the step's samples (``learner.evaluation.infra``)."""
+    scores = samples.scores
+    failed = sum(procs.gather_ints(sum(map(bool, scores.infra_error))))
+    total = sum(procs.gather_ints(len(scores.rewards)))
+    passed = sum(procs.gather_ints(sum(bool(p) and not f for p, f in
+                                       zip(scores.passed, scores.infra_error, strict=True))))
+    refused = InfraCount(total, failed).refused
+    return {"samples/infra_errors": failed,
+            "accuracy": None if refused or not total else passed / total}
+
+
 def sample_metrics(samples: StepSamples) -> dict[str, Any]:
-    """This process's rewards, accuracy, groups and lengths (sandbox failures left out)."""
+    """This process's rewards, groups and lengths (sandbox failures left out: the rewards
+    describe what the step trains on; ``infra_metrics`` has the accuracy and the count)."""
     graded, scores, roll = samples.graded, samples.scores, samples.rollout
     rewards = torch.tensor(scores.rewards, dtype=torch.float64)[graded]  # the env's reward
     n = max(int(graded.sum()), 1)
@@ -101,11 +118,9 @@ def sample_metrics(samples: StepSamples) -> dict[str, Any]:
     if samples.shaping is not None:  # the same keys on every process: they are averaged
         out["reward/overlong"] = float(samples.shaping[graded].mean()) if graded.any() else 0.0
     out.update({
-        "accuracy": sum(p for p, ok in zip(scores.passed, graded.tolist(), strict=True) if ok) / n,
         "group/std_mean": float(samples.moments.std.mean()),
         "group/frac_zero_std": float((~samples.informative).float().mean()),
         "group/sampling_tries": samples.tries,
-        "samples/sandbox_errors": int((~graded).sum()),
         "completion/len_mean": float(roll.lengths.float().mean()),
         "completion/truncated_frac": float(roll.truncated.float().mean()),
     })

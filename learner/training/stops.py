@@ -3,7 +3,9 @@
 ``StopSignals`` turns the first SIGINT or SIGTERM into a request that the loop honours between
 steps (the step finishes, a checkpoint is saved, one line says how to resume); a second one
 exits at once. ``RunStopped`` is what the loop raises then, or when grading cannot go on
-(``GradingOutage``); the command line prints its message and exits with ``exit_code``.
+(``GradingOutage``), or when too many samples of the last steps failed for infrastructure
+(``InfraErrors``, watched by ``InfraWatch``); the command line prints its message and exits
+with ``exit_code``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,43 @@ class GradingOutage(RunStopped):
         self.reason = reason
         super().__init__(f"grading stopped at step {step} of {total}: {reason}; checkpoint "
                          "saved", step)
+
+
+class InfraErrors(RunStopped):
+    """Too many samples of the last steps failed for infrastructure while the engine still
+    answers (lost containers, say): training on would learn from a shrinking, skewed batch."""
+
+    def __init__(self, failures: int, samples: int, steps: tuple[int, int], max_rate: float,
+                 reason: str | None, total: int):
+        self.failures, self.samples = failures, samples
+        first, last = steps
+        span = f"step {last}" if first == last else f"steps {first}-{last}"
+        super().__init__(
+            f"grading failed for infrastructure on {failures} of {samples} samples in {span} "
+            f"({failures / samples:.1%}, more than --max-infra-error-rate {max_rate:g}; first: "
+            f"{reason or 'no reason given'}): stopped after step {last} of {total} rather than "
+            "train on the rest; checkpoint saved", last)
+
+
+class InfraWatch:
+    """The infrastructure failures of the last ``window`` steps (fewer at the start): past
+    ``max_rate`` of their samples, ``observe`` returns the ``InfraErrors`` to stop with."""
+
+    def __init__(self, max_rate: float, window: int = 5):
+        self.max_rate, self.window = max_rate, window
+        self._steps: list[tuple[int, int, int, str | None]] = []  # step, failed, samples, why
+
+    def observe(self, step: int, failures: int, samples: int, reason: str | None,
+                total: int) -> InfraErrors | None:
+        """Count ``step``'s ``failures`` of ``samples`` (``reason``: its first failure's);
+        ``total`` is the run's last step, for the message."""
+        self._steps = [*self._steps, (step, failures, samples, reason)][-self.window:]
+        failed = sum(s[1] for s in self._steps)
+        seen = sum(s[2] for s in self._steps)
+        if not failed or failed <= self.max_rate * seen:
+            return None
+        first = next((s[3] for s in self._steps if s[3]), None)
+        return InfraErrors(failed, seen, (self._steps[0][0], step), self.max_rate, first, total)
 
 
 class StopSignals:

@@ -28,8 +28,9 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_scheduler
 
 from envs.base import TaskEnv
-from learner.config import Config
+from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.evaluation.heldout import evaluate, heldout_tasks
+from learner.evaluation.infra import InfraCount
 from learner.model import chat_prompt, load_model, load_tokenizer, with_lora
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine
@@ -52,7 +53,13 @@ from learner.training.hack_monitor import HackMonitor, StepFlags, StepShaping
 from learner.training.run_log import RunLog
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, step_metrics
-from learner.training.stops import GradingOutage, Interrupted, RunStopped, StopSignals
+from learner.training.stops import (
+    GradingOutage,
+    InfraWatch,
+    Interrupted,
+    RunStopped,
+    StopSignals,
+)
 from learner.training.update import PolicyUpdate, UpdateStats
 
 
@@ -137,6 +144,9 @@ class GRPOTrainer:
         # --async-steps 1: the next step's samples, drawn while this one trains.
         self.ahead = DrawAhead(self.collector.collect) if c.async_steps else None
         self.step = 0
+        # --max-infra-error-rate: the last steps' infrastructure failures (a resumed run's
+        # window starts afresh).
+        self.infra_watch = InfraWatch(c.max_infra_error_rate, INFRA_WINDOW_STEPS)
         self.memory_plan = self._check_memory()
 
     def _check_memory(self) -> memory_plan.MemoryPlan:
@@ -415,6 +425,7 @@ class GRPOTrainer:
             try:
                 if c.eval and not resumed:
                     result["before"] = self.evaluate()
+                    self._say_if_refused(0, result["before"])
                     if log:
                         log.log(0, result["before"])
                         log.heldout(0, self.heldout_records)
@@ -454,7 +465,7 @@ class GRPOTrainer:
                                 monitor.observe_shaping(step.number, step.shaping)):
                     if warning and main:
                         tqdm.write(f"warning: {warning}")
-                if (metrics["samples/sandbox_errors"] and not infra_warned and main
+                if (metrics["samples/infra_errors"] and not infra_warned and main
                         and stop is None):
                     # Once: a sandbox that fails some samples may fail many.
                     infra_warned = True
@@ -466,6 +477,7 @@ class GRPOTrainer:
                     if c.eval and self.step == c.steps:
                         result["after"] = self.evaluate()
                         metrics.update(result["after"])
+                    self._say_if_refused(self.step, metrics)
                 if log:
                     log.log(self.step, metrics)
                     if "eval/accuracy" in metrics:  # evaluated at this step
@@ -510,12 +522,22 @@ class GRPOTrainer:
 
     def _stop_after(self, step: Step, signals: StopSignals) -> RunStopped | None:
         """Why the run stops after ``step`` (None: it goes on), agreed by every process: a
-        signal, or samples that failed because grading as a whole is down. A sample whose
-        container alone was lost is not a reason: it is dropped, as always."""
-        outage = self.grading_outage() if step.metrics["samples/sandbox_errors"] else None
+        signal, samples that failed because grading as a whole is down, or more than
+        ``--max-infra-error-rate`` of the last steps' samples failed for infrastructure
+        (``InfraWatch``). A few lost containers are not a reason: their samples are dropped
+        from the update and counted in ``samples/infra_errors``."""
+        failed = step.metrics["samples/infra_errors"]  # over every process
+        outage = self.grading_outage() if failed else None
         outages = [o for o in self.procs.gather_objects(outage) if o]
         if outages:
             return GradingOutage(outages[0], step.number, self.config.steps)
+        scores = step.samples.scores
+        reasons = self.procs.gather_objects(infra_reason(scores)) if failed else []
+        too_many = self.infra_watch.observe(
+            step.number, failed, sum(self.procs.gather_ints(len(scores.rewards))),
+            next((r for r in reasons if r), None), self.config.steps)
+        if too_many is not None:
+            return too_many
         signum = max(self.procs.gather_ints(signals.requested or 0))
         return Interrupted(signum, step.number, self.config.steps) if signum else None
 
@@ -529,11 +551,24 @@ class GRPOTrainer:
 
     def _infra_notice(self, step: Step) -> str:
         n = len(step.samples.scores.rewards) * self.procs.world
-        errors = step.metrics["samples/sandbox_errors"] * self.procs.world
+        errors = step.metrics["samples/infra_errors"]
         reason = infra_reason(step.samples.scores) or "on another process"
-        return (f"step {step.number}: {errors:.0f} of {n} samples were not scored because the "
-                f"sandbox failed ({reason}). They are dropped, not scored 0, and counted in "
-                "samples/sandbox_errors; while this lasts, the run learns only from the rest.")
+        return (f"step {step.number}: {errors} of {n} samples were not scored because the "
+                f"sandbox failed ({reason}). They are dropped from the update and counted in "
+                "samples/infra_errors; past --max-infra-error-rate "
+                f"{self.config.max_infra_error_rate:g} of the last {INFRA_WINDOW_STEPS} steps' "
+                "samples the run stops.")
+
+    def _say_if_refused(self, step: int, metrics: dict[str, Any]) -> None:
+        """One line when an evaluation at ``step`` reported no accuracy: more than 1% of its
+        samples failed for infrastructure (metrics.jsonl holds ``eval/accuracy: null``)."""
+        if not self.accelerator.is_main_process or "eval/n" not in metrics \
+                or metrics.get("eval/accuracy") is not None:
+            return
+        count = InfraCount(int(metrics["eval/n"]), int(metrics.get("eval/infra_errors") or 0),
+                           metrics.get("eval/infra_reason"))
+        line = count.refusal("held-out accuracy") or "no held-out accuracy: nothing evaluated"
+        tqdm.write(f"warning: held-out evaluation at step {step}: {line}")
 
     def close(self) -> None:
         """End the run's process group, every process together. A process that simply exits
