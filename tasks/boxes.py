@@ -40,21 +40,20 @@ class Box:
         return self.closed and not self.nested
 
 
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
+
+
 def _brace_pairs(text: str) -> dict[int, int]:
-    """Map each ``{`` index to its matching ``}`` index, in one linear pass."""
+    """Map each ``{`` index to its matching ``}`` index, in one linear pass (over the braces and
+    escapes only, so a long completion costs what its braces do)."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
+    for m in _BRACE_OR_ESCAPE.finditer(text):
+        c = m.group(0)
         if c == "{":
-            stack.append(i)
+            stack.append(m.start())
         elif c == "}" and stack:
-            pairs[stack.pop()] = i
-        i += 1
+            pairs[stack.pop()] = m.start()
     return pairs
 
 

@@ -6,7 +6,8 @@ fractions), consult an LRU cache, and only then send the pair to a kill-able wor
 process that parses with sympy (``math_parse``/``math_equiv``, via ``math_worker``).
 
 Conventions worth knowing (see ``math_equiv`` for all of them):
-- ``50%`` equals ``50%``, ``50`` and ``0.5``; ``50`` vs ``0.5`` is not equal;
+- a gold ``50%`` is answered by ``50%``, ``50`` and ``0.5``; an answer ``18%`` answers a gold
+  of 18, never of 0.18 (one reading of the answer's sign); ``50`` vs ``0.5`` is not equal;
 - bare lists ("1, 2") and sets are unordered; tuples/intervals are ordered;
 - several different final answers (hedges, different boxes) fail with
   ``multiple_answers``;
@@ -17,7 +18,9 @@ Conventions worth knowing (see ``math_equiv`` for all of them):
   must still match exactly (0.24 vs 1/4 is wrong). See ``math_normalize``;
 - a box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` anywhere in
   the completion is ``malformed_box``, never unwrapped or read around
-  (``\\boxed{8 or \\boxed{7}`` is not 7);
+  (``\\boxed{8 or \\boxed{7}`` is not 7); "anywhere" is the whole completion, however long
+  (the box scan is linear; a completion over ``MAX_COMPLETION_CHARS`` is not graded), and so
+  is a competing different box;
 - text in an answer is dropped only when it labels the value (``15\\text{ apples}``): a
   scale word multiplies (``15\\text{ thousand}`` is 15000), a hedge or a second number in
   words (``15\\text{ maybe sixteen}``) is ``multiple_answers``;
@@ -46,10 +49,11 @@ from envs.verify.math_answer import (
     ANSWER_TYPES,
     hedge,
     is_number_literal,
+    operation_word,
     restated_before,
     restated_expression,
 )
-from envs.verify.math_extract import MAX_ANSWER_CHARS, Extraction, extract
+from envs.verify.math_extract import MAX_ANSWER_CHARS, MAX_COMPLETION_CHARS, Extraction, extract
 from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large
 from envs.verify.verdict import Verdict
 
@@ -222,6 +226,9 @@ def gold_problem(gold: str, *, answer: str = "expression", timeout: float = 10.0
 
 def _verify(gold: str, completion: str, timeout: float, answer: str, question: str | None,
             rounding: bool) -> Verdict:
+    if len(completion or "") > MAX_COMPLETION_CHARS:
+        return Verdict.fail("unparseable", None, error=f"completion over {MAX_COMPLETION_CHARS:,} "
+                            "characters")
     try:
         pred_ex = extract(completion or "")
         gold_ex = extract(gold or "", gold=True)
@@ -235,11 +242,18 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
     details = {"source": pred_ex.source}
     if pred_ex.malformed_box:
         return Verdict.fail("malformed_box", shown, **details)
+    if pred_ex.too_many:
+        return Verdict.fail("multiple_answers", shown, error="too many different final answers",
+                            **details)
     final = pred_ex.answer
     for item in final:
         word = hedge(item)
         if word is not None:
             return Verdict.fail("multiple_answers", shown, hedge=word, **details)
+        word = operation_word(item)
+        if word is not None:
+            return Verdict.fail("unparseable", shown, error=f"the word {word!r} changes the value "
+                                "and is not read", **details)
     if question is not None:
         gold_text = ", ".join(gold_ex.answer)
         for item in final:

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from envs.verify.math_normalize import HEDGE_WORDS, NUMBER_WORDS, normalize_answer
+from envs.verify.math_normalize import HEDGE_WORDS, NUMBER_WORDS, OPERATION_WORDS, normalize_answer
 
 ANSWER_TYPES = ("number", "expression")
 
@@ -34,13 +34,25 @@ _FRACTION_LITERAL = re.compile(
     r"^[+-]?(?:(\d+)\s*/\s*(\d+)|\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\})(?:\s*\\%)?$")
 
 
+# Scientific notation (``math_simplest.SCIENTIFIC_MIN_EXPONENT``): 10^6, 2.5 \cdot 10^{4}.
+_SCIENTIFIC_LITERAL = re.compile(
+    r"^[+-]?(?:(\d(?:\.\d+)?)\s*(?:\\cdot|\*)\s*)?10\s*\^\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))$")
+SCIENTIFIC_MIN_EXPONENT = 4  # the same as math_simplest's (which imports sympy)
+
+
 def is_number_literal(answer: str) -> bool:
     """``answer`` (as extracted) is a plain number once units and separators are dropped: an
-    integer, a decimal, or a fraction in lowest terms (``\\frac{14850}{2}`` is a division
-    left to do, not a number)."""
+    integer, a decimal, a fraction in lowest terms (``\\frac{14850}{2}`` is a division
+    left to do, not a number), or a number in scientific notation (``10^6``,
+    ``2.5\\times 10^{4}``; from the exponent 4 on, as the simplest-form rule has it)."""
     s = normalize_answer(answer)
     if _DECIMAL_LITERAL.match(s):
         return True
+    sci = _SCIENTIFIC_LITERAL.match(s)
+    if sci is not None:
+        mantissa, exponent = sci.group(1), sci.group(2) or sci.group(3)
+        return abs(int(exponent)) >= SCIENTIFIC_MIN_EXPONENT and (
+            mantissa is None or mantissa[0] != "0")
     m = _FRACTION_LITERAL.match(s)
     if m is None:
         return False
@@ -73,6 +85,20 @@ def hedge(answer: str) -> str | None:
     m = _HEDGE.search(s)
     if m is None and re.search(r"\d", s):
         m = _NUMBER_WORD.search(s)
+    return m.group(0) if m else None
+
+
+_OPERATION_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{OPERATION_WORDS})(?![A-Za-z])", re.I)
+
+
+def operation_word(answer: str) -> str | None:
+    """A word in a numeric answer that changes its value (``6\\text{ squared}``,
+    ``0.3\\text{ repeating}``, ``3\\text{ tenths}``), or ``None``. Such text is no label: the
+    number before it is not the answer, and the checker does not compute words."""
+    s = normalize_answer(answer)
+    if not re.search(r"\d", s):
+        return None
+    m = _OPERATION_WORD.search(s)
     return m.group(0) if m else None
 
 

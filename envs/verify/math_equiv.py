@@ -5,7 +5,9 @@ Rules, in short:
   ``decimal_rounding`` does a decimal match a value with no finite decimal form (1/3,
   sqrt(17)) that it is correctly rounded or truncated from, given enough significant
   digits (``math_normalize.decimal_matches``: 2 for a rational, 4 otherwise);
-- ``X%`` matches ``X%``, ``X`` and ``X/100``; two bare numbers never compare as percent;
+- a gold ``X%`` matches ``X%``, ``X`` and ``X/100``; an answer ``X%`` matches a gold ``X`` only
+  (its percent sign is a unit, never also a factor 1/100); two bare numbers never compare as
+  percent;
 - expressions: exact difference, then ``simplify``, then high-precision evaluation at
   random points;
 - equations match when ``lhs - rhs`` of one is a non-zero constant multiple of the
@@ -183,11 +185,12 @@ def _decimal_close(dec: str, other: Any) -> bool:
 
 
 def val_equal(g: Val, p: Val) -> bool:
+    """A gold written ``28\\%`` is answered by ``28\\%``, ``28`` or ``0.28``. An answer's
+    percent sign has one reading: it names the unit of the number before it, so ``18\\%``
+    answers a gold of 18 and ``1800\\%`` does not (read two ways, both were credited)."""
     a, b = g.expr, p.expr
-    if g.pct != p.pct:
-        pct, other = (g, p) if g.pct else (p, g)
-        choices = [pct.expr, pct.expr / 100]
-        return any(_num_equal(c, other.expr, None, other.decimal) for c in choices)
+    if g.pct and not p.pct:
+        return any(_num_equal(c, b, None, p.decimal) for c in (a, a / 100))
     return _num_equal(a, b, g.decimal, p.decimal)
 
 

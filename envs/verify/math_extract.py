@@ -26,10 +26,15 @@ from dataclasses import dataclass
 from tasks.boxes import BOX_COMMAND, find_boxes
 from tasks.boxes import malformed as boxes_malformed
 
-# Completions longer than this are only scanned at their end: final answers live there,
-# and it bounds the regex work on hostile 1 MB inputs.
+# Completions longer than this are only scanned at their end for answer markers, math segments
+# and numbers: final answers live there, and it bounds the regex work on hostile 1 MB inputs.
+# The box rules (an unclosed or nested box, competing boxes) hold on the whole completion: the
+# box finder is linear and visits only box commands and braces.
 MAX_SCAN_CHARS = 40_000
 MAX_ANSWER_CHARS = 2_000
+#: Longer completions are not graded at all (``math.verify``: ``unparseable``): no model answer
+#: is this long, and it bounds the linear box scan.
+MAX_COMPLETION_CHARS = 2_000_000
 
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|im_start|endoftext|eot_id|end)\|>.*", re.S)
 
@@ -44,9 +49,10 @@ _DOUBLE_ESCAPE = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z]{2,})")
 _LITERAL_NEWLINE = re.compile(r"(?<!\\)\\n(?![a-zA-Z])")
 
 
-def clean_text(text: str) -> str:
-    """Repair common escaping damage and drop control characters (NUL included)."""
-    if len(text) > MAX_SCAN_CHARS:
+def clean_text(text: str, *, whole: bool = False) -> str:
+    """Repair common escaping damage and drop control characters (NUL included). Only the last
+    ``MAX_SCAN_CHARS`` are kept unless ``whole``."""
+    if len(text) > MAX_SCAN_CHARS and not whole:
         text = text[-MAX_SCAN_CHARS:]
     for bad, good in _CTRL_FIXES.items():
         if bad in text:
@@ -75,6 +81,8 @@ class Extraction:
     #: A box inside a box (``\\boxed{2 + \\boxed{6}}``) or an unclosed ``\\boxed{18`` anywhere in a
     #: completion. Malformed: never unwrapped or read around.
     malformed_box: bool = False
+    #: More different final answers than ``MAX_GROUPS`` (only the last are kept in ``groups``).
+    too_many: bool = False
 
     @property
     def answer(self) -> tuple[str, ...]:
@@ -118,7 +126,7 @@ def _joinable_gap(gap: str) -> bool:
 
 def _group(spans: list[tuple[int, int, str]], text: str) -> list[list[tuple[int, int, str]]]:
     groups: list[list[tuple[int, int, str]]] = []
-    for span in spans[-MAX_GROUPS * 4 :]:
+    for span in spans:
         if groups and _joinable_gap(text[groups[-1][-1][1] : span[0]]):
             groups[-1].append(span)
         else:
@@ -355,7 +363,8 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
     ``gold=True`` is lenient (an unclosed ``\\boxed{`` runs to the end) and keeps only
     the last group: a gold solution is trusted, a completion's hedges are not.
     """
-    text = clean_text(text)
+    # The whole completion for the box rules; its last MAX_SCAN_CHARS for the rest.
+    text = clean_text(text, whole=True)
     text = _SPECIAL_TOKENS.sub("", text)
     if "</think>" in text:
         after = text.rsplit("</think>", 1)[1]
@@ -368,18 +377,18 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
 
     boxes = _find_boxes(text, lenient=gold)
     box_groups = _group(boxes, text) if boxes else []
-    marker = None
-    for m in _MARKER.finditer(text):
-        marker = m
-    heading = None
-    for m in _MARKER_HEADING.finditer(text):
-        heading = m
-    if heading is not None and (marker is None or heading.end() > marker.end()):
-        marker = heading
+    offset = max(0, len(text) - MAX_SCAN_CHARS)
+    scan = text[offset:]
+    marker_end = -1
+    for m in _MARKER.finditer(scan):
+        marker_end = m.end()
+    for m in _MARKER_HEADING.finditer(scan):
+        marker_end = max(marker_end, m.end())
+    marker_end = marker_end + offset if marker_end >= 0 else -1
 
     last_box_pos = box_groups[-1][-1][0] if box_groups else -1
-    if marker is not None and marker.end() > last_box_pos:
-        tail = text[marker.end() :].lstrip(" \t\n:*")
+    if marker_end >= 0 and marker_end > last_box_pos:
+        tail = text[marker_end:].lstrip(" \t\n:*")
         tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
         got = _answer_from_marker_tail(tail) if tail.strip() else None
         if got is not None and got[0] and all(a.strip() for a in got[0]):
@@ -391,7 +400,7 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
             groups = groups[-1:]
         return _finish(tuple(groups), "boxed")
 
-    got = _answer_from_span(text)
+    got = _answer_from_span(scan)
     if got is None:
         return None
     return _finish((got[0],), got[1])
@@ -407,8 +416,9 @@ def _malformed(text: str) -> Extraction:
 
 def _finish(groups: tuple[tuple[str, ...], ...], source: str) -> Extraction | None:
     cleaned = []
-    for g in groups[-MAX_GROUPS:]:
-        items = tuple(_trim(a)[: MAX_ANSWER_CHARS + 1] for a in g)
+    for g in groups:
+        # an answer over the limit is refused as too long: cut first, so trimming stays linear
+        items = tuple(_trim(a[: 2 * MAX_ANSWER_CHARS])[: MAX_ANSWER_CHARS + 1] for a in g)
         items = tuple(a for a in items if a)
         if items:
             cleaned.append(items)
@@ -421,5 +431,7 @@ def _finish(groups: tuple[tuple[str, ...], ...], source: str) -> Extraction | No
         uniq.pop(key, None)
         uniq[key] = g
     uniq_groups = list(uniq.values())
+    too_many = len(uniq_groups) > MAX_GROUPS
+    uniq_groups = uniq_groups[-MAX_GROUPS:]
     nested = any(BOX_COMMAND.search(a) for g in uniq_groups for a in g)
-    return Extraction(tuple(uniq_groups), source, nested)
+    return Extraction(tuple(uniq_groups), source, nested, too_many)

@@ -106,12 +106,23 @@ NUMBER_WORDS = (
     r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
     r"eighty|ninety|hundred|thousand|million|billion|trillion|dozen|half|quarter"
 )
-_NOT_LABEL = rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}"
+#: Words that change the value they follow: "6\text{ squared}" is 36 and "0.3\text{ repeating}" is
+#: 1/3, so such text is never a label to drop (``math_answer.operation_word`` refuses the answer).
+OPERATION_WORDS = (
+    r"squared|cubed|doubled|tripled|quadrupled|halved|twice|thrice|negated|negative|inverse|"
+    r"inverted|reciprocal|factorial|repeating|recurring|"
+    r"(?:hal(?:f|ves)|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|"
+    r"tenths?|twelfths?|hundredths?|thousandths?|millionths?|billionths?)"
+)
+_NOT_LABEL = rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}|{OPERATION_WORDS}"
 # A scale word after a number multiplies it: "15\text{ thousand}" is 15000, never 15.
 _SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+# The scale word may open a label: "8\text{ thousand dollars}" is 8000 dollars, so the rest of the
+# text stays behind as a label of its own (dropped as one, or refused as a hedge).
 _SCALE = re.compile(
-    r"(?<![\d.,])(\d+(?:\.\d+)?)\s*(?:\\(?:text|textnormal|textrm|mbox|mathrm)\s*\{\s*("
-    + "|".join(_SCALES) + r")s?\s*\}|\s+(" + "|".join(_SCALES) + r")s?(?![A-Za-z]))",
+    r"(?<![\d.,])(\d+(?:\.\d+)?)\s*(?:\\(text|textnormal|textrm|mbox|mathrm)\s*\{\s*("
+    + "|".join(_SCALES) + r")s?(?![A-Za-z])([^{}]*)\}|\s+(" + "|".join(_SCALES)
+    + r")s?(?![A-Za-z]))",
     re.I,
 )
 _TEXT_LABEL = re.compile(
@@ -178,13 +189,99 @@ def _text_repl(m: re.Match[str]) -> str:
 
 
 def _scaled(m: re.Match[str]) -> str:
-    value = Decimal(m.group(1)).scaleb(_SCALES[(m.group(2) or m.group(3)).lower()])
-    return format(value.normalize(), "f")
+    number, command, word, rest, bare_word = m.groups()
+    value = Decimal(number).scaleb(_SCALES[(word or bare_word).lower()])
+    out = format(value.normalize(), "f")
+    if rest and rest.strip():
+        out += f"\\{command}{{{rest}}}"
+    return out
+
+
+# ---------------------------------------------------------------- unicode math
+
+# Unicode math reads as its LaTeX twin: "2√5" is 2\sqrt{5}, "(5, ∞)" is (5, \infty), "½" is
+# \frac{1}{2}. One character table, applied before anything else reads the answer, so the
+# parser, the fast paths, the hedge and restatement rules all see the LaTeX spelling.
+_UNICODE_SYMBOLS = {
+    "·": r"\cdot ", "⋅": r"\cdot ", "∙": r"\cdot ", "•": r"\cdot ", "✕": r"\cdot ",
+    "✖": r"\cdot ", "÷": r"\div ", "∗": "*", "−": "-", "–": "-", "—": "-", "‐": "-", "‑": "-",
+    "﹣": "-", "－": "-", "＋": "+", "⁄": "/", "∕": "/", "∞": r"\infty ", "∪": r"\cup ",
+    "∩": r"\cap ", "∈": r"\in ", "∅": r"\emptyset ", "≤": r"\leq ", "⩽": r"\leq ",
+    "≥": r"\geq ", "⩾": r"\geq ", "≠": r"\neq ", "±": r"\pm ", "∓": r"\mp ", "π": r"\pi ",
+    "θ": r"\theta ", "α": r"\alpha ", "β": r"\beta ", "γ": r"\gamma ", "δ": r"\delta ",
+    "φ": r"\phi ", "λ": r"\lambda ", "μ": r"\mu ", "σ": r"\sigma ", "ω": r"\omega ",
+    "⟨": "(", "⟩": ")", "〈": "(", "〉": ")", "\u00a0": " ", "\u2009": " ", "\u202f": " ",
+    "\u2002": " ", "\u2003": " ", "\u200b": "", "（": "(", "）": ")", "［": "[", "］": "]",
+    "，": ",", "．": ".",
+}
+_VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5),
+           "⅖": (2, 5), "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅐": (1, 7),
+           "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8), "⅑": (1, 9), "⅒": (1, 10)}
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾ⁿⁱˣ", "0123456789+-()nix", strict=True))
+_SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₊₋₍₎", "0123456789+-()", strict=True))
+_ROOTS = {"√": "", "∛": "[3]", "∜": "[4]"}
+_UNICODE = re.compile("[" + "".join(_UNICODE_SYMBOLS) + "".join(_VULGAR) + "".join(_ROOTS)
+                      + "".join(_SUPERSCRIPTS) + "".join(_SUBSCRIPTS) + "０-９" + "]")
+_SUPER_RUN = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
+_SUB_RUN = re.compile("[" + "".join(_SUBSCRIPTS) + "]+")
+# What a root sign takes: a bracketed group, a number, a letter or a command (\pi).
+_ROOT_ARG = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|(\\[A-Za-z]+)|([A-Za-z]))")
+
+
+def _root_operand(s: str, i: int) -> tuple[str, int] | None:
+    """The operand of a root sign whose operand starts at ``s[i]``, and where it ends."""
+    j = i
+    while j < len(s) and s[j] == " ":
+        j += 1
+    if j < len(s) and s[j] in "({[":
+        close = {"(": ")", "{": "}", "[": "]"}[s[j]]
+        depth = 0
+        for k in range(j, len(s)):
+            if s[k] == s[j]:
+                depth += 1
+            elif s[k] == close:
+                depth -= 1
+                if depth == 0:
+                    return s[j + 1:k], k + 1
+        return None
+    m = _ROOT_ARG.match(s, i)
+    return (m.group(0).strip(), m.end()) if m else None
+
+
+def _unicode_to_latex(s: str) -> str:
+    if not _UNICODE.search(s):
+        return s
+    s = _SUPER_RUN.sub(lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)) + "}", s)
+    s = _SUB_RUN.sub(lambda m: "_{" + "".join(_SUBSCRIPTS[c] for c in m.group(0)) + "}", s)
+    out: list[str] = []
+    for c in s:
+        if c in _VULGAR:
+            num, den = _VULGAR[c]
+            out.append(rf"\frac{{{num}}}{{{den}}}")  # after a digit: a mixed number, 2½
+        elif c in _UNICODE_SYMBOLS:
+            out.append(_UNICODE_SYMBOLS[c])
+        elif "０" <= c <= "９":
+            out.append(chr(ord(c) - ord("０") + ord("0")))
+        else:
+            out.append(c)
+    s = "".join(out)
+    out = []
+    i = 0
+    while i < len(s):  # roots last: their operand may be a symbol just translated (√π)
+        c = s[i]
+        got = _root_operand(s, i + 1) if c in _ROOTS else None
+        if got is None:
+            out.append(c)  # a root of nothing is left for the parser to refuse
+            i += 1
+            continue
+        out.append(rf"\sqrt{_ROOTS[c]}{{{got[0]}}}")
+        i = got[1]
+    return "".join(out)
 
 
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
-    s = s.strip()
+    s = _unicode_to_latex(s.strip()).strip()
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
     s = _SCALE.sub(_scaled, s)

@@ -2,10 +2,17 @@
 
 The structure of an answer (lists, tuples vs intervals, sets, relations, assignments,
 ratios, ellipses) is parsed here by bracket-aware splitting, because it decides how two
-answers compare; only leaf expressions go to sympy (``math_simple`` for plain arithmetic,
-``latex2sympy2_extended`` for everything else). Decimals are
-rewritten as exact fractions before sympy sees them, so 0.5 == 1/2 exactly and no float
-ever rounds 1/2**99 into 1/2**98.
+answers compare; only leaf expressions go to sympy.
+
+**One tree per leaf.** A leaf is parsed once, as written (``latex2sympy2_extended`` with sympy's
+evaluation off: ``leaf_tree``), and both its value (``value_of``: the same tree, evaluated) and
+the simplest-form rule's tally of undone work (``math_simplest.leaf_work``) are read from that
+one tree. A syntax the form scorer cannot read has no value either: Python's ``**`` and ``//``
+are not LaTeX and are ``unparseable``, never a value with no work counted. Bracketed factors
+side by side (``(10)(9)``, ``[10][9]``, ``2(3)``), which latex2sympy would read as a mixed
+number (a sum), are made explicit products before the parse (``explicit_products``), so both
+readings see a product. Decimals are rewritten as exact fractions before sympy sees them, so
+0.5 == 1/2 exactly and no float ever rounds 1/2**99 into 1/2**98.
 
 Imports sympy: only the worker processes import this module.
 """
@@ -15,14 +22,15 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
+from sympy.core.parameters import evaluate
 
 from envs.verify.math_normalize import normalize_answer, too_large
-from envs.verify.math_simple import parse_simple
 
 LATEX_NORMALIZATION = NormalizationConfig(
     basic_latex=True,
@@ -193,6 +201,9 @@ def name_like(lhs: str) -> bool:
 _DECIMAL = re.compile(r"(?<![\w.])(\d*)\.(\d+)(?![\d.])")
 _DECIMAL_LEAF = re.compile(r"^-?(?:\d+\.\d*|\.\d+)$")
 _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z\s'\-]*\)?$")
+# Single letters joined by minus signs ("p - q", "p--q") are arithmetic on symbols, not a word:
+# compared as text, "p - q" was "pq" and "-q+p" was refused.
+_LETTER_EXPRESSION = re.compile(r"^\(?\s*-?\s*[A-Za-z](?:\s*-[\s-]*[A-Za-z])+\s*\)?$")
 # Answers that are labels, not quantities: a time of day ("9 a.m.", "4:30 p.m.") and a numeral
 # in another base ("0.0011_{2}"); they compare as canonical text.
 _CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s*m\.?$", re.I)
@@ -226,21 +237,85 @@ def exact_decimals(leaf: str) -> str:
 _LEAVES: ContextVar[list[str] | None] = ContextVar("answer_leaves", default=None)
 
 
-def to_sympy(leaf: str) -> Any:
+# Side by side, a number and a bracket (or two brackets) multiply: "(10)(9)", "[10][9]", "2(3)",
+# "(3)2". latex2sympy reads a number next to a bracketed number as a mixed number (a sum: 19, 5),
+# so the product is made explicit. "]" that closes a root's index (\sqrt[3](8)) is not a factor.
+_CLOSE_THEN_OPEN = re.compile(r"(?<!\\)([)\]])\s*(?=[(\[\d])|(\d)\s*(?=[(\[])")
+
+
+_EXPONENT_DIGITS = re.compile(r"[\^_]\s*\d+$")
+
+
+def explicit_products(src: str) -> str:
+    """``src`` with a ``\\cdot`` between juxtaposed bracketed factors and numbers."""
+    if "(" not in src and "[" not in src:
+        return src
+    index_ends = {m.end() - 1 + _root_index_len(src, m.end() - 1) for m in
+                  re.finditer(r"\\sqrt\s*\[", src)}
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) is not None and m.start(1) in index_ends:
+            return m.group(0)
+        if m.group(2) is not None and _EXPONENT_DIGITS.search(src, 0, m.end(2)):
+            return m.group(0)  # \tan^2(y): a function's power, then its argument
+        return (m.group(1) or m.group(2)) + r"\cdot "
+
+    return _CLOSE_THEN_OPEN.sub(repl, src)
+
+
+def _root_index_len(src: str, open_at: int) -> int:
+    close = src.find("]", open_at)
+    return close - open_at if close >= 0 else 0
+
+
+def written(src: str) -> Any:
+    """``src`` parsed with sympy's automatic evaluation off, so ``e^{\\ln 5}`` stays
+    ``exp(log(5))`` and ``\\binom{5}{2}`` a binomial. A few constructs need evaluation to parse
+    (latex2sympy builds a mixed number ``2\\frac12`` from numbers): they are read the usual way,
+    which latex2sympy also keeps unevaluated for everything but ``exp``, binomials and those."""
+    try:
+        with evaluate(False):
+            return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
+    except Exception:
+        return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
+
+
+@lru_cache(maxsize=8192)
+def leaf_tree(leaf: str) -> Any:
+    """The one tree of ``leaf``, as written (cached: the value and the form are read from the
+    same object). Raises ``Unparseable``."""
     if too_large(leaf):
         raise Unparseable("number too large")
+    try:
+        return written(explicit_products(exact_decimals(leaf)))
+    except Exception as exc:  # the ANTLR parser raises bare Exceptions
+        raise Unparseable(str(exc)[:200]) from None
+
+
+def value_of(tree: Any) -> Any:
+    """The value of a tree parsed as written: each node rebuilt with sympy's evaluation on, as
+    latex2sympy would have built it. Relations stay relations (``1 = 1`` is not ``True``)."""
+    if isinstance(tree, sympy.MatrixBase):
+        return tree.applyfunc(value_of)
+    if not isinstance(tree, sympy.Basic) or tree.is_Atom or not tree.args:
+        return tree
+    args = [value_of(a) for a in tree.args]
+    if isinstance(tree, (sympy.core.relational.Relational, sympy.logic.boolalg.Boolean)):
+        return tree.func(*args, evaluate=False) if isinstance(
+            tree, sympy.core.relational.Relational) else tree.func(*args)
+    try:
+        return tree.func(*args)
+    except Exception:  # a node sympy will not rebuild with evaluation: keep it as written
+        return tree
+
+
+def to_sympy(leaf: str) -> Any:
+    """The value of one leaf, read from its one tree (``leaf_tree``)."""
+    tree = leaf_tree(leaf)
     leaves = _LEAVES.get()
     if leaves is not None:
         leaves.append(leaf)
-    src = exact_decimals(leaf)
-    fast = parse_simple(src)
-    if fast is not None:
-        return fast
-    try:
-        expr = latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
-    except Exception as exc:  # the ANTLR parser raises bare Exceptions
-        raise Unparseable(str(exc)[:200]) from None
-    return expr
+    return value_of(tree)
 
 
 def _leaf(s: str) -> Any:
@@ -262,7 +337,7 @@ def _leaf(s: str) -> Any:
     base = _BASE_NUMERAL.match(s)
     if base:
         return Text(f"{base.group(1).lower()}_{int(base.group(2))}")
-    if _WORDS.match(s):
+    if _WORDS.match(s) and not _LETTER_EXPRESSION.match(s):
         word = s.strip("()").strip()
         val = None
         if len(word) == 1:

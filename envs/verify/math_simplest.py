@@ -60,14 +60,19 @@ from functools import lru_cache
 from typing import Any
 
 import sympy
-from latex2sympy2_extended import latex2sympy
 from sympy.concrete.expr_with_limits import ExprWithLimits
 from sympy.core.function import Application
-from sympy.core.parameters import evaluate
 
-from envs.verify.math_parse import LATEX_NORMALIZATION, exact_decimals
+from envs.verify.math_parse import Unparseable, leaf_tree, written
+
+__all__ = ["KINDS", "SCIENTIFIC_MIN_EXPONENT", "Work", "excess", "leaf_work", "written"]
 
 KINDS = ("function", "identity", "arithmetic", "fraction", "radical")
+#: Scientific notation is a form, not a computation, from this exponent on: ``10^6`` and
+#: ``2.5\times 10^{4}`` write their numbers shorter than the digits do (``10^4`` has four
+#: characters, ``10000`` five). Below it the power is arithmetic left undone: ``10^2`` for 100,
+#: ``1.5\times 10^3`` for 1500, ``10^{-1}`` for 0.1.
+SCIENTIFIC_MIN_EXPONENT = 4
 
 _PERCENT = sympy.Rational(1, 100)  # latex2sympy's percent marker, UnevaluatedExpr(1/100)
 _OPERATORS = (ExprWithLimits, sympy.Limit, sympy.Derivative)
@@ -127,6 +132,17 @@ _NUMERATOR_ONE = "numerator one"  # not a kind: settled against the text in leaf
 _REPEATING = re.compile(r"\d*\.\d*\\(?:overline|bar)\s*\{\s*\d+\s*\}")
 
 
+# And it writes a minus sign as a factor -1 (-x is Mul(-1, x)), so a factor -1 written out
+# ((-1)\cdot 50, (80-15x)(-1), -1\cdot x) looks like a sign: it is read here. A factor 1 of any
+# sign is an identity; a power (-1)^n is not a factor, nor is a -1 in an exponent or a fraction.
+_MULTIPLY = r"(?:\\cdot|\\times|\*)"
+_UNIT_FACTOR = re.compile(
+    r"\(\s*[-+]\s*1\s*\)(?!\s*\^)(?=\s*(?:\\cdot|\\times|\*|[(\[\w\\]))"
+    rf"|(?<=[)\]\w}}])\s*(?:{_MULTIPLY}\s*)?\(\s*[-+]\s*1\s*\)(?!\s*\^)"
+    rf"|{_MULTIPLY}\s*-\s*1(?![\d.])(?!\s*\^)"
+    r"|(?<![\w.}{^_])-\s*1(?![\d.])(?!\s*\^)(?=\s*(?:\\cdot|\\times|\*|\(|\[|\\(?!frac)[A-Za-z]|[A-Za-z]))")
+
+
 def _text_work(leaf: str, work: Work) -> None:
     """The work the parser hides: unreduced or compound fractions of numbers, double
     negatives, e^{1}, a number to the power -1, repeating decimals."""
@@ -138,22 +154,11 @@ def _text_work(leaf: str, work: Work) -> None:
             work.add("fraction", m.group(0))  # \frac{1}{2.0}: a fraction inside a fraction
         elif int(den) != 0 and math.gcd(int(num), int(den)) > 1:
             work.add("fraction", m.group(0))
-    for kind, pattern in (("arithmetic", _DOUBLE_MINUS), ("identity", _E_TO_THE_ONE),
+    for kind, pattern in (("identity", _UNIT_FACTOR), ("arithmetic", _DOUBLE_MINUS),
+                          ("identity", _E_TO_THE_ONE),
                           ("arithmetic", _NUMBER_RECIPROCAL), ("fraction", _REPEATING)):
         for m in pattern.finditer(leaf):
             work.add(kind, m.group(0))
-
-
-def written(src: str) -> Any:
-    """``src`` parsed with sympy's automatic evaluation off, so ``e^{\\ln 5}`` stays
-    ``exp(log(5))`` and ``\\binom{5}{2}`` a binomial. A few constructs need evaluation to parse
-    (latex2sympy builds a mixed number ``2\\frac12`` from numbers): they are read the usual way,
-    which latex2sympy also keeps unevaluated for everything but ``exp``, binomials and those."""
-    try:
-        with evaluate(False):
-            return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
-    except Exception:
-        return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
 
 
 # ---------------------------------------------------------------- the walk
@@ -346,7 +351,33 @@ def _tally(factors: list[tuple[Any, Any]]) -> _Tally:
     return t
 
 
+def power_of_ten(e: Any) -> bool:
+    """``e`` is written ``10^k`` with an integer ``|k| >= SCIENTIFIC_MIN_EXPONENT``."""
+    if not getattr(e, "is_Pow", False) or e.base != 10:
+        return False
+    k = e.exp
+    return bool(k.is_number and k.is_integer and abs(int(k)) >= SCIENTIFIC_MIN_EXPONENT)
+
+
+def _scientific(node: Any) -> bool:
+    """``node`` is ``m \\times 10^k`` as written: one power of ten (``power_of_ten``) and a
+    mantissa 1 <= |m| < 10 with a finite decimal form, a minus sign aside."""
+    args = [a for a in node.args if a != -1]
+    powers = [a for a in args if power_of_ten(a)]
+    rest = [a for a in args if not power_of_ten(a)]
+    if len(powers) != 1 or len(rest) != 1 or not rest[0].is_Rational:
+        return False
+    m = abs(rest[0])
+    q = int(m.q)
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    return q == 1 and 1 <= m < 10
+
+
 def _mul(node: Any, kids: list[Any], work: Work) -> None:
+    if _scientific(node):
+        return  # 2.5 \times 10^{6}: a way to write a number (SCIENTIFIC_MIN_EXPONENT)
     factors: list[tuple[Any, Any]] = []
     for k in kids:
         _factors(k, 1, factors)
@@ -473,6 +504,8 @@ def _pow(base: Any, exp: Any, work: Work, node: Any) -> bool:
             work.add("arithmetic", node)  # e^{i\pi}: a power whose value is a plain number
         return False
     if base.is_Rational:
+        if exp.is_Integer and power_of_ten(sympy.Pow(base, exp, evaluate=False)):
+            return False  # 10^6: scientific notation (SCIENTIFIC_MIN_EXPONENT)
         if exp.is_Integer:
             work.add("arithmetic", node)  # 10^2, (1/2)^3
             return False
@@ -513,14 +546,15 @@ def _extracts(n: int, q: int) -> bool:
 
 @lru_cache(maxsize=4096)
 def leaf_work(leaf: str) -> Work:
-    """Work left in one answer leaf (a string ``math_parse.to_sympy`` parsed). Cached: do not
-    mutate the result."""
+    """Work left in one answer leaf, read from the one tree its value came from
+    (``math_parse.leaf_tree``) and from the text where the parser loses what was written.
+    Cached: do not mutate the result."""
     work = Work()
     _text_work(leaf, work)
     try:
-        tree = written(exact_decimals(leaf))
-    except Exception:
-        return work  # the value parsed another way (math_simple); nothing more to measure
+        tree = leaf_tree(leaf)
+    except Unparseable:
+        return work  # no tree, so no value either: the answer was refused before this
     # A sympy object the rules do not expect stops the walk: what was found so far stands.
     with contextlib.suppress(TypeError, ValueError, AttributeError, RecursionError):
         _visit(tree, work)
