@@ -89,8 +89,11 @@ def heldout_answers(output_dir: str | Path, n: int = 3) -> list[tuple[bool, str,
     if not rows:
         return []
     last = [r for r in rows if r["step"] == max(r["step"] for r in rows)]
-    picked = [r for r in last if r["passed"]][:n] + [r for r in last if not r["passed"]][:n]
-    return [(bool(r["passed"]), r.get("prompt", r["task_id"]), r["completion"]) for r in picked]
+    # An infrastructure failure is a miss there, whatever its record claims.
+    passed = [bool(r["passed"]) and not r.get("infra_error") for r in last]
+    picked = ([(r, p) for r, p in zip(last, passed, strict=True) if p][:n]
+              + [(r, p) for r, p in zip(last, passed, strict=True) if not p][:n])
+    return [(p, r.get("prompt", r["task_id"]), r["completion"]) for r, p in picked]
 
 
 def show_results(output_dir: str | Path) -> None:

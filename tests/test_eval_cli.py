@@ -49,6 +49,13 @@ def test_cli_run_report_and_compare(run_dir, tmp_path, capsys):
                  "--max-new-tokens", "6", "--general-limit", "3", "--output-dir", str(out)])
     assert code == 0
     report = json.loads((out / "report.json").read_text())
+    # The headline says how many samples failed for infrastructure, beside the accuracy.
+    printed = capsys.readouterr().out.splitlines()
+    assert (f"held-out accuracy {report['accuracy']['greedy']:.1%} on 3 tasks "
+            "(0 infrastructure failures)") in printed
+    assert (f"starting model: held-out accuracy {report['baseline']['accuracy']['greedy']:.1%} "
+            "on 3 tasks (0 infrastructure failures)") in printed
+    assert report["accuracy"]["infra_errors"] == 0 and report["accuracy"]["refused"] is None
     for section in ("metadata", "accuracy", "pass_at_k", "reward_distribution",
                     "group_variance", "perturbations", "flagged", "general", "timing",
                     "baseline", "deltas"):

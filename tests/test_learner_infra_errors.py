@@ -147,6 +147,16 @@ def test_episode_accuracies_follow_the_same_rule():
     assert summary["accuracy_with_tool"] is summary["accuracy_without_tool"] is None
 
 
+def test_a_perturbed_prompt_score_follows_the_same_rule():
+    from learner.evaluation.gates import _summarise
+
+    one = _summarise([_sample(i, infra=i == 0) for i in range(100)], ["correct"])
+    assert one["n"] == 100 and one["infra_errors"] == 1
+    assert one["score"] == pytest.approx(0.24) and one["passed"] == pytest.approx(0.24)
+    two = _summarise([_sample(i, infra=i < 2) for i in range(100)], ["correct"])
+    assert two["score"] is two["passed"] is None and two["infra_errors"] == 2
+
+
 def test_counted_mean_of_nothing_is_none():
     assert counted_mean([], lambda r: 1.0) is None
 
@@ -229,6 +239,17 @@ def test_training_under_the_rate_goes_on_and_logs_the_count(tmp_path):
     assert [r["accuracy"] for r in rows] == [None, 0.5, None]
     assert all(r["group/trained"] > 0 and r["loss"] is not None for r in rows)
     t.close()
+    from learner.plot import plot
+
+    assert "infra_errors" in {path.stem for path in plot(cfg.output_dir)}
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.5])
+def test_a_rate_outside_zero_to_one_is_refused_in_one_line(tmp_path, rate):
+    from learner.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--max-infra-error-rate must be in \[0, 1\], got "):
+        h.config(tmp_path, max_infra_error_rate=rate)
 
 
 def test_the_command_line_prints_one_line_and_metrics_carry_null(tmp_path, capsys):
