@@ -63,20 +63,35 @@ CODE_PERTURBATIONS = (
     IRRELEVANT,
 )
 
-#: Trivial programs no task may pay in full: constants, the first argument echoed, and the
-#: empty value of its type (name -> the returned expression).
+#: Constant programs no task may pay in full (name -> the returned expression).
 BASELINES = {
     "None": "None", "True": "True", "False": "False", "0": "0", "1": "1", '""': '""',
     "[]": "[]", "{}": "{}",
-    "the first argument": "args[0] if args else None",
-    "the first argument's empty value": "type(args[0])() if args else None",
 }
+#: Simple transforms of one argument, tried on each argument a task's calls pass (a name and an
+#: expression, with ``{arg}`` the argument's ordinal and ``{a}`` the argument): a task that one
+#: of them passes in full asks for a builtin, not a program. One that does not apply raises,
+#: which fails its case.
+ARGUMENT_TRANSFORMS = {
+    "the {arg}": "{a}",
+    "the {arg}'s empty value": "type({a})()",
+    "the {arg}'s first item": "{a}[0]",
+    "the {arg}'s last item": "{a}[-1]",
+    "the {arg}'s min": "min({a})",
+    "the {arg}'s max": "max({a})",
+    "the {arg}'s length": "len({a})",
+    "the {arg}'s sum": "sum({a})",
+    "the {arg} sorted": "sorted({a})",
+    "the {arg} reversed": "{a}[::-1]",
+    "the {arg} is even": "{a} % 2 == 0",
+    "the {arg} is odd": "{a} % 2 == 1",
+    "the {arg} is truthy": "bool({a})",
+}
+_ORDINALS = ("first", "second", "third", "fourth")
 #: Also checked on a record with ``strict_baselines`` (a pack whose tasks are never a bare
-#: builtin, such as the procedural ``pyfunc``), with the shown answers and the first hidden one
-#: returned as constants: simple transforms of the arguments (a name -> the returned expression;
-#: one that does not apply raises, which fails its case).
+#: builtin, such as the procedural ``pyfunc``), with the first hidden answer returned as a
+#: constant: arithmetic transforms of the arguments (a name -> the returned expression).
 TRANSFORMS = {
-    "the second argument": "args[1]",
     "the first argument negated": "-args[0]",
     "the first argument's abs": "abs(args[0])",
     "the first argument plus 1": "args[0] + 1",
@@ -86,15 +101,15 @@ TRANSFORMS = {
     "the sum of the first two arguments": "args[0] + args[1]",
     "the difference of the first two arguments": "args[0] - args[1]",
     "the product of the first two arguments": "args[0] * args[1]",
-    "the first argument's length": "len(args[0])",
-    "the first argument sorted": "sorted(args[0])",
-    "the first argument reversed": "args[0][::-1]",
-    "the first argument's sum": "sum(args[0])",
-    "the first argument's max": "max(args[0])",
-    "the first argument's min": "min(args[0])",
     "the first argument in upper case": "args[0].upper()",
     "the first argument in lower case": "args[0].lower()",
 }
+#: Record fields the model never sees: the rest (the prompt's text, its examples) are searched
+#: for the literal strings a shallow program could return.
+UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "challenge_tests",
+                            "entry_point", "id", "form"})
+MAX_LITERALS = 16  # literal strings per task, the first ones shown
+MAX_LITERAL_CHARS = 40
 
 
 def extract_program(completion: str) -> tuple[str, bool]:
@@ -112,8 +127,8 @@ class CodeTestsEnv(TaskEnv):
     default_pack: ClassVar[str] = "humaneval"
     default_weights: ClassVar[dict[str, float]] = {"tests": 1.0, "format": 0.1}
     #: Optional: ``setup`` (trusted test set-up code: the prompt's helpers, imports),
-    #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (imports put
-    #: before the program),
+    #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (the prompt's
+    #: imports and helpers, run in the program's namespace before it),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
     #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold) and
     #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``).
@@ -182,7 +197,7 @@ class CodeTestsEnv(TaskEnv):
             # A task may allow more time per case (a slow reference solution).
             per_test_s = max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0))
             report = run_tests(
-                self.sandbox, task.fields.get("prelude", "") + program, tests,
+                self.sandbox, program, tests, prelude=task.fields.get("prelude", ""),
                 setup=task.fields.get("setup", ""), per_test_s=per_test_s,
                 entry_points=task_entry_points(task),
             )
@@ -191,30 +206,49 @@ class CodeTestsEnv(TaskEnv):
                     Verdict.fail("sandbox_error", program, sandbox_error=True, error=str(exc)))
         return _rewards(report, fenced, shown), _verdict(report, program, shown)
 
+    def baseline_scores(self, task: Task) -> dict[str, float]:
+        """Each of ``task_baselines(task)`` -> the fraction of the task's graded cases it
+        passes, all of them graded in one sandbox run (``run_variants``); raises
+        ``SandboxUnavailable`` when the sandbox fails."""
+        names = task_entry_points(task) or find_entry_points(
+            list(task["tests"]), task.fields.get("setup", ""))
+        programs = task_baselines(task)
+        functions = [f"baseline_{i}" for i in range(len(programs))]
+        program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
+                          for fn, expr in zip(functions, programs.values(), strict=True))
+        reports = run_variants(
+            self.sandbox, program, list(task["tests"]),
+            [dict.fromkeys(names, fn) for fn in functions], prelude=task.fields.get("prelude", ""),
+            setup=task.fields.get("setup", ""), entry_points=names,
+            per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
+        if any(r.sandbox_error for r in reports):
+            raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
+        shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
+        return {name: _fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
+
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
-        """The ``BASELINES`` that pass every graded case of a task, per task that has any: all
-        of them graded in one sandbox run per task, concurrently through the pool."""
+        """The shallow programs of ``task_baselines`` that pass every graded case of a task,
+        per task that has any (``baseline_scores``, concurrently through the pool)."""
         def check(task: Task) -> tuple[str, list[str]]:
-            names = task_entry_points(task) or find_entry_points(
-                list(task["tests"]), task.fields.get("setup", ""))
-            programs = task_baselines(task)
-            functions = [f"baseline_{i}" for i in range(len(programs))]
-            program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
-                              for fn, expr in zip(functions, programs.values(), strict=True))
-            reports = run_variants(
-                self.sandbox, task.fields.get("prelude", "") + program, list(task["tests"]),
-                [dict.fromkeys(names, fn) for fn in functions],
-                setup=task.fields.get("setup", ""), entry_points=names,
-                per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
-            shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-            if any(r.sandbox_error for r in reports):
-                raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
-            return task.id, [name for name, r in zip(programs, reports, strict=True)
-                             if _fraction(r, shown) == 1.0]
+            scores = self.baseline_scores(task)
+            return task.id, [name for name, score in scores.items() if score == 1.0]
 
         with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="base") as ex:
             found = dict(ex.map(check, tasks))
         return {tid: names for tid, names in found.items() if names}
+
+    def shallow_completions(self, task: Task) -> dict[str, str]:
+        """The default shallow answers and each program of ``task_baselines``, as a model would
+        write it: a fenced block defining every entry point to return the baseline's
+        expression (the report card's ``statistical.adversarial_floor``)."""
+        names = task_entry_points(task) or find_entry_points(
+            list(task["tests"]), task.fields.get("setup", "")) or ["solution"]
+        shallow = super().shallow_completions(task)
+        for name, expr in task_baselines(task).items():
+            program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n\n\n"
+                              for fn in names)
+            shallow[f"returns {name}"] = f"```python\n{program.rstrip()}\n```\n"
+        return shallow
 
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
                    ) -> list[tuple[float, dict[str, Any]]]:
@@ -227,21 +261,71 @@ class CodeTestsEnv(TaskEnv):
 
 
 def task_baselines(task: Task) -> dict[str, str]:
-    """The trivial programs ``trivially_passed`` runs on ``task`` (a name -> the returned
-    expression): ``BASELINES``, and with ``strict_baselines`` the shown answers and the first
-    hidden answer as constants (the latter pays every case when all answers are equal) and the
-    ``TRANSFORMS``."""
+    """The shallow programs ``trivially_passed`` runs on ``task`` (a name -> the returned
+    expression), in families: the constants of ``BASELINES``; the shown answers (the value each
+    shown case expects); the literal strings the prompt shows (``shown_literals``: 'Not
+    matched!'); and ``ARGUMENT_TRANSFORMS`` on each argument the tests pass. With
+    ``strict_baselines`` also the first hidden answer as a constant (it pays every case when all
+    answers are equal) and the arithmetic ``TRANSFORMS``."""
     programs = dict(BASELINES)
-    if not task.fields.get("strict_baselines"):
-        return programs
     tests = list(task["tests"])
     shown = set(shown_cases(tests, task.fields.get("shown_tests") or ()))
     answers = [(i, _answer(test)) for i, test in enumerate(tests)]
     programs.update({f"the shown answer {a}": a for i, a in answers if i in shown and a})
-    hidden = [a for i, a in answers if i not in shown and a]
-    if hidden:
-        programs[f"the first hidden answer {hidden[0]}"] = hidden[0]
-    return programs | TRANSFORMS
+    for text in shown_literals(task):
+        programs.setdefault(f"the shown string {text!r}", repr(text))
+    for k in range(min(_arity(task), len(_ORDINALS))):
+        for name, expr in ARGUMENT_TRANSFORMS.items():
+            programs[name.format(arg=f"{_ORDINALS[k]} argument")] = expr.format(a=f"args[{k}]")
+    if task.fields.get("strict_baselines"):
+        hidden = [a for i, a in answers if i not in shown and a]
+        if hidden:
+            programs.setdefault(f"the first hidden answer {hidden[0]}", hidden[0])
+        programs.update(TRANSFORMS)
+    return programs
+
+
+_QUOTED = re.compile(rf"(?<![\w'\"])(['\"])([^'\"\n]{{0,{MAX_LITERAL_CHARS}}})\1(?!\w)")
+
+
+def shown_literals(task: Task) -> list[str]:
+    """The short literal strings the prompt shows, first shown first (at most
+    ``MAX_LITERALS``): string constants of the fields that are code (MBPP's example assert, a
+    HumanEval prompt) and quoted text in prose and docstrings (``return 'Yes' ... 'No'``). Read
+    from every field a model sees (all but ``UNSHOWN_FIELDS``), so a third-party pack's prompt
+    text counts too."""
+    found: dict[str, None] = {}
+    for key, value in task.fields.items():
+        if key in UNSHOWN_FIELDS:
+            continue
+        for text in [value] if isinstance(value, str) else (
+                v for v in value if isinstance(v, str)) if isinstance(value, list) else ():
+            try:
+                constants = [n.value for n in ast.walk(parse(text))
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            except (SyntaxError, ValueError):
+                constants = [text]  # prose: only what it quotes
+            else:
+                found.update((c, None) for c in constants if len(c) <= MAX_LITERAL_CHARS)
+            for constant in constants:
+                found.update((m.group(2), None) for m in _QUOTED.finditer(constant))
+    return list(found)[:MAX_LITERALS]
+
+
+def _arity(task: Task) -> int:
+    """The most positional arguments a test passes the entry point (or ``candidate``); 1 when
+    no call is found."""
+    names = set(task_entry_points(task) or find_entry_points(
+        list(task["tests"]), task.fields.get("setup", ""))) | {"candidate"}
+    most = 0
+    for test in task["tests"]:
+        try:
+            tree = parse(test)
+        except (SyntaxError, ValueError):
+            continue
+        most = max([most] + [len(n.args) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                             and isinstance(n.func, ast.Name) and n.func.id in names])
+    return most or 1
 
 
 def _answer(test: str) -> str | None:

@@ -180,24 +180,27 @@ def candidate_source() -> str:
 
 def run_tests(
     sandbox, program: str, tests: list[str], *, setup: str = "", per_test_s: float = 3.0,
-    total_s: float = 30.0, entry_points: list[str] | None = None,
+    total_s: float = 30.0, entry_points: list[str] | None = None, prelude: str = "",
 ) -> TestReport:
     """Run ``program`` in its own process and each test case (source) in the judge, calling the
     program's ``entry_points`` (default: ``find_entry_points(tests, setup)``).
 
     ``setup`` is trusted code run once in the judge before the cases (the prompt's helper
-    functions, the tests' imports). Each case may take ``per_test_s``; the whole run at most
+    functions, the tests' imports). ``prelude`` runs in the program's own namespace before the
+    program (the prompt's imports and helpers, so that a program may call them without
+    repeating them); it is the program's copy, never the judge's, and a program that redefines
+    a helper changes only its own. Each case may take ``per_test_s``; the whole run at most
     ``total_s`` (raised to fit two cases when ``per_test_s`` is large), after which the
     remaining cases count as failed (``not_run``).
     """
     return run_variants(sandbox, program, tests, [{}], setup=setup, per_test_s=per_test_s,
-                        total_s=total_s, entry_points=entry_points)[0]
+                        total_s=total_s, entry_points=entry_points, prelude=prelude)[0]
 
 
 def run_variants(
     sandbox, program: str, tests: list[str], variants: list[dict[str, str]], *,
     setup: str = "", per_test_s: float = 3.0, total_s: float = 30.0,
-    entry_points: list[str] | None = None,
+    entry_points: list[str] | None = None, prelude: str = "",
 ) -> list[TestReport]:
     """``run_tests`` once per variant, in one sandbox job: a variant binds entry points to other
     functions of ``program`` (``{"f": "always_true"}``), so several trivial programs are graded
@@ -213,6 +216,7 @@ def run_variants(
     names = list(entry_points) if entry_points else find_entry_points(tests, setup)
     spec = {
         "program": program,
+        "prelude": prelude,
         "setup": setup,
         "tests": list(tests),
         "entry_points": names,

@@ -1,5 +1,8 @@
-"""Tests that a trivial program can pass: constants (None, True, False, 0, 1, "", [], {}), the
-first argument echoed and its type's empty value (``CodeTestsEnv.trivially_passed``).
+"""Tests that a shallow program can pass, in families (``envs.code_tests.task_baselines``):
+constants (None, True, False, 0, 1, "", [], {}), the shown answers, the literal strings the
+prompt shows, and simple transforms of each argument (itself, its type's empty value, first and
+last item, min, max, length, sum, sorted, reversed, parity, truthiness), found by
+``CodeTestsEnv.trivially_passed``.
 
 ``python -m envs validate`` refuses a code pack with such a task, naming the task and the
 answer; the built-in packs have none (their fixes: ``tasks/humaneval`` and ``tasks/mbpp``)."""
@@ -10,7 +13,7 @@ import json
 
 import pytest
 
-from envs.code_tests import BASELINES, CodeTestsEnv
+from envs.code_tests import BASELINES, CodeTestsEnv, shown_literals, task_baselines
 from envs.validate import validate_folder
 from tasks import Task, load_pack
 from tasks.mbpp import EXAMPLE_INDEX
@@ -18,28 +21,55 @@ from tasks.mbpp import EXAMPLE_INDEX
 pytestmark = pytest.mark.docker
 
 
-def _task(tests: list[str], shown: list[str] = ()) -> Task:
-    return Task("synthetic/1", "train", {"tests": tests, "shown_tests": list(shown)})
+def _task(tests: list[str], shown: list[str] = (), **fields) -> Task:
+    return Task("synthetic/1", "train", {"tests": tests, "shown_tests": list(shown), **fields})
 
 
-def test_each_baseline_is_found_on_the_cases_it_passes(sandbox):
+def test_each_baseline_family_is_found_on_the_cases_it_passes(sandbox):
     env = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
     tasks = {
         "constant": _task(["assert f(3) == True", "assert f(4) == True"]),
         "shown_case_does_not_count": _task(["assert f(3) == False", "assert f(4) == True",
                                             "assert f(5) == True"], shown=["assert f(3) == False"]),
+        "shown_answer": _task(["assert f(3) == 7", "assert f(4) == 7"], shown=["assert f(3) == 7"]),
         "echo": _task(["assert f(3, 1) == 3", "assert f(-2, 9) == -2"]),
         "empty_of_type": _task(["assert f('ab') == ''", "assert f('c') == ''"]),
+        "shown_string": _task(["assert f('ab') == 'Not matched!'",
+                               "assert f('c') == 'Not matched!'"],
+                              text="Return 'Found a match!' or 'Not matched!'."),
+        "second_sorted": _task(["assert f(1, [3, 1, 2]) == [1, 2, 3]",
+                                "assert f(0, [9, 8]) == [8, 9]"]),
+        "parity": _task(["assert f(3) == True", "assert f(5) == True", "assert f(4) == False"]),
+        "last_item": _task(["assert f([1, 5, 2]) == 2", "assert f([7, 0]) == 0"]),
+        "an_unshown_constant": _task(["assert f(3) == 'x'", "assert f(4) == 'x'"]),
         "honest": _task(["assert f(3) == 9", "assert f(4) == 16"]),
     }
     found = env.trivially_passed([Task(name, "train", t.fields) for name, t in tasks.items()])
+    truthy = ["True", "1", "the first argument is truthy"]  # 1 == True, as the tests compare
     assert found == {
-        "constant": ["True", "1"],  # 1 == True in Python, as the tests compare
-        "shown_case_does_not_count": ["True", "1"],
+        "constant": truthy,
+        "shown_case_does_not_count": truthy,
+        "shown_answer": ["the shown answer 7"],
         "echo": ["the first argument"],
         "empty_of_type": ['""', "the first argument's empty value"],
+        "shown_string": ["the shown string 'Not matched!'"],
+        "second_sorted": ["the second argument sorted"],
+        "parity": ["the first argument is odd"],
+        "last_item": ["the first argument's last item"],
     }
-    assert len(BASELINES) == 10
+    assert len(BASELINES) == 8
+
+
+def test_the_families_cover_every_argument_and_the_prompts_strings():
+    task = _task(["assert f([2, 1], 'ab', 3) == 0"], text='Say "Yes" or \'No\'; don\'t shout.',
+                 example="assert f([2, 1], 'ab', 3) == 0")
+    programs = task_baselines(task)
+    assert programs["the third argument's length"] == "len(args[2])"
+    assert programs["the second argument reversed"] == "args[1][::-1]"
+    assert "the fourth argument" not in programs
+    # The example's string constants and the prose's quoted words, not its apostrophes.
+    assert shown_literals(task) == ["Yes", "No", "ab"]
+    assert programs["the shown string 'No'"] == "'No'"
 
 
 def _code_pack(folder, records):
@@ -68,13 +98,15 @@ def test_validate_refuses_a_task_that_a_constant_passes(tmp_path, sandbox, monke
     assert not report.ok
     assert [str(p) for p in report.errors] == [
         f"{folder / 'train.jsonl'}:1: a trivial program earns full marks: returning True or 1 "
-        "passes every graded test; add tests whose answers differ"]
+        "or the first argument is even or the first argument is truthy passes every graded "
+        "test; add tests whose answers differ"]
     assert report.golds_passed == 2  # both golds are right: the tests are what is weak
 
 
 def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     """Every test task of both packs, and the MBPP tasks whose shown example was moved so that
-    their hidden answers differ (mbpp/79: ``word_len("great") == True`` is shown now)."""
+    their hidden answers differ (mbpp/79: ``word_len("great") == True`` is shown now; mbpp/29's
+    hidden answers are no longer each list's max)."""
     he = CodeTestsEnv(pack="humaneval", sandbox=sandbox)
     mbpp = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
     assert mbpp.pack.get("mbpp/79")["example"] == 'assert word_len("great") == True'
@@ -82,7 +114,9 @@ def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     test_tasks = [mbpp.pack.get(i) for i in mbpp.pack.ids("test")]
     assert he.trivially_passed([he.pack.get(i) for i in he.pack.ids("test")]) == {}
     assert mbpp.trivially_passed(test_tasks + [t for t in moved if t.split == "train"]) == {}
-    assert {"humaneval/40", "humaneval/54"}.isdisjoint(he.pack.ids("train") + he.pack.ids("test"))
+    he_ids = he.pack.ids("train") + he.pack.ids("test")
+    assert {"humaneval/40", "humaneval/54", "humaneval/34", "humaneval/58"}.isdisjoint(he_ids)
+    assert {"mbpp/62", "mbpp/203"}.isdisjoint(mbpp.pack.ids("train") + mbpp.pack.ids("test"))
 
 
 def test_the_moved_example_keeps_the_split():

@@ -11,6 +11,10 @@ from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests
 from tasks import Task, load_pack
+from tasks.humaneval import PAYABLE_BY_A_CONSTANT, PAYABLE_BY_A_SHALLOW_PROGRAM
+from tasks.humaneval import shown_cases as humaneval_shown_cases
+from tasks.mbpp import NOT_GRADABLE
+from tasks.mbpp import PAYABLE_BY_A_SHALLOW_PROGRAM as MBPP_SHALLOW
 
 
 def fenced(code: str) -> str:
@@ -28,12 +32,16 @@ def test_extract_program_takes_the_last_python_block():
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))
-    # humaneval/40 and 54 leave the pack (PAYABLE_BY_A_CONSTANT).
-    assert ids == {f"humaneval/{i}" for i in range(164)} - {"humaneval/40", "humaneval/54"}
+    # Tasks a constant or another shallow program earns leave the pack.
+    left_out = PAYABLE_BY_A_CONSTANT | PAYABLE_BY_A_SHALLOW_PROGRAM
+    assert left_out >= {"40", "54", "34", "58", "72"}
+    assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in left_out}
     assert he.size("test") > 0 and he.size("train") > he.size("test")
     mbpp = load_pack("mbpp")
     ids = set(mbpp.ids("train")) | set(mbpp.ids("test"))
-    assert ids == {f"mbpp/{i}" for i in range(11, 511)} - {"mbpp/367", "mbpp/404", "mbpp/508"}
+    left_out = NOT_GRADABLE | MBPP_SHALLOW
+    assert left_out >= {"367", "404", "508", "62", "164", "203", "502"}
+    assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in left_out}
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
     task = mbpp.get("mbpp/11")
     prompt = mbpp.prompt(task)
@@ -70,7 +78,42 @@ def test_humaneval_shown_tests_are_the_docstring_examples():
     # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
     assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
     ids = he.ids("train") + he.ids("test")
-    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 104
+    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 112
+
+
+def test_humaneval_examples_in_prose_and_with_brackets_in_strings_are_shown():
+    """humaneval/84 writes its examples in prose ("For N = 1000, ... the output should be "1""),
+    and humaneval/119's arguments hold brackets (``match_parens([')', ')']) == 'No'``):
+    before, neither counted as shown, and a program that memorised the docstring earned 0.70
+    and 0.645 there."""
+    he = load_pack("humaneval")
+    task = he.get("humaneval/84")
+    assert task["shown_tests"] == task["tests"][:3]
+    task = he.get("humaneval/119")
+    assert task["shown_tests"] == task["tests"][:2]
+    # Prose with the input and the output: "For lst = [1,2,3] the output should be 14".
+    assert len(he.get("humaneval/133")["shown_tests"]) == 4
+    # ``correct_bracketing(")(()")`` shows the brackets case of humaneval/61.
+    assert "assert not candidate(')(()')" in he.get("humaneval/61")["shown_tests"]
+
+
+def test_shown_case_detection_reads_the_prompt_as_code_and_prose():
+    prompt = ("def f(s, n):\n"
+              "    \"\"\"Examples:\n"
+              "    f(')(', 2) == 'No'\n"
+              "    f(\"[(]\", 1) ➞ 'Yes'\n"
+              "    For s = 'ab' and n = 3, the answer is 'abab'.\n"
+              "    If s = 'xy'\n"
+              "    and n = 0, return ''.\n"
+              "    The output 'cd' comes before s = 'cd', n = 1.\n"
+              "    \"\"\"\n")
+    cases = ["assert candidate(')(', 2) == 'No'", "assert candidate('[(]', 1) == 'Yes'",
+             "assert candidate('ab', 3) == 'abab'", "assert candidate('xy', 0) == ''",
+             "assert candidate('cd', 1) == 'cd'", "assert candidate('ab', 4) == 'abab'",
+             "assert candidate(')(', 3) == 'No'"]
+    # The first four are shown; in the fifth the answer is written before the input, the
+    # sixth's input and the last one's are not written at all.
+    assert humaneval_shown_cases(prompt, "f", cases) == cases[:4]
 
 
 def test_shown_cases_match_as_parsed_code():
@@ -118,7 +161,7 @@ def test_every_humaneval_canonical_solution_passes_and_empty_bodies_fail(env):
 def test_mbpp_canonical_solutions_pass(sandbox):
     env = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
     # A sample, plus golds returning dict/tuple subclasses (Counter) that must still compare equal.
-    ids = sorted({*range(11, 511, 10), 40, 88})
+    ids = sorted({*range(11, 511, 10), 40, 88} - {int(i) for i in MBPP_SHALLOW})
     tasks = [env.pack.get(f"mbpp/{i}") for i in ids]
     results = env.grade_many(tasks, [fenced(t["canonical_solution"]) for t in tasks])
     failed = [t.id for t, (_, info) in zip(tasks, results, strict=True) if not info["passed"]]

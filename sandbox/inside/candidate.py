@@ -5,7 +5,11 @@ held a test, an expected value or the run's nonce, under the seccomp filter of `
 (protecting the trusted process). Before any of the program's code runs it offers itself first
 to the out-of-memory killer. Then, over two pipes:
 
-- ``{"program": source}`` in; the program runs as ``__main__``; ``{"op": "loaded"}`` or
+- ``{"program": source, "prelude": code}`` in; the prelude (the prompt's imports and helper
+  functions) then the program run in one namespace, the module ``solution``, not ``__main__``
+  (as HumanEval's own harness runs it: a model's ``if __name__ == "__main__":`` block with
+  ``unittest.main()``, ``input()`` or ``sys.exit()`` is a demo, not part of the answer);
+  ``{"op": "loaded"}`` or
   ``{"op": "load_error", "error": ...}`` out;
 - a call, ``{"op": "call", "seq": n, "name": f, "args": [...], "kwargs": {...}}`` in (plain
   data, see ``plain_data``); ``{"seq": n, "value": v}``, ``{"seq": n, "raised": [type,
@@ -59,13 +63,16 @@ def main() -> None:
             fh.write("1000")  # out of memory, this process goes first, not the judge
     except OSError:
         pass
-    source = frames.read(req)["program"]
-    main_module = types.ModuleType("__main__")
-    main_module.__file__ = "solution.py"
-    sys.modules["__main__"] = main_module
-    ns = main_module.__dict__
+    msg = frames.read(req)
+    source, prelude = msg["program"], msg.get("prelude") or ""
+    module = types.ModuleType("solution")
+    module.__file__ = "solution.py"
+    sys.modules["solution"] = module  # what dataclasses, pickle and typing look up
+    ns = module.__dict__
     sys.argv[:] = ["solution.py"]
     try:
+        # Compiled apart: the program may start with ``from __future__`` imports.
+        exec(compile(prelude, "prelude.py", "exec"), ns)
         exec(compile(source, "solution.py", "exec"), ns)
     except BaseException as exc:  # noqa: BLE001 - SystemExit at load is a load error too
         frames.write(rep, {"op": "load_error", "error": f"{type(exc).__name__}: {_message(exc)}"})

