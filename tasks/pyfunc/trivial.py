@@ -1,8 +1,8 @@
 """The generator's own check that no trivial program earns a task: hidden answers that are not
-all equal (so no constant passes them all) and that no simple transform of the arguments
-reproduces. It mirrors what ``python -m envs validate`` runs in the sandbox (the code env's
-baselines and, for records with ``strict_baselines``, its transforms), so that a drawn task is
-redrawn here rather than refused there.
+all equal (so no constant, shown answer or shown string passes them all) and that no simple
+transform of an argument reproduces. It mirrors what ``python -m envs validate`` runs in the
+sandbox (the code env's baseline families and, for records with ``strict_baselines``, its
+arithmetic transforms), so that a drawn task is redrawn here rather than refused there.
 """
 
 from __future__ import annotations
@@ -12,10 +12,32 @@ from typing import Any
 
 Case = tuple[tuple[Any, ...], Any]  # (arguments, expected answer)
 
+#: Each of ``envs.code_tests.ARGUMENT_TRANSFORMS``, on the argument at index ``k``.
+_PER_ARGUMENT: dict[str, Callable[[Any], Any]] = {
+    "itself": lambda x: x,
+    "empty value": lambda x: type(x)(),
+    "first item": lambda x: x[0],
+    "last item": lambda x: x[-1],
+    "min": min,
+    "max": max,
+    "len": len,
+    "sum": sum,
+    "sorted": sorted,
+    "reversed": lambda x: x[::-1],
+    "is even": lambda x: x % 2 == 0,
+    "is odd": lambda x: x % 2 == 1,
+    "is truthy": bool,
+}
+N_ARGUMENTS = 2  # the most a form takes
+
+
+def _on(k: int, fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    return lambda *a: fn(a[k])
+
+
 TRANSFORMS: dict[str, Callable[..., Any]] = {
-    "the first argument": lambda *a: a[0],
-    "the first argument's empty value": lambda *a: type(a[0])(),
-    "the second argument": lambda *a: a[1],
+    **{f"argument {k + 1} {name}": _on(k, fn) for k in range(N_ARGUMENTS)
+       for name, fn in _PER_ARGUMENT.items()},
     "negated": lambda *a: -a[0],
     "abs": lambda *a: abs(a[0]),
     "plus 1": lambda *a: a[0] + 1,
@@ -25,12 +47,6 @@ TRANSFORMS: dict[str, Callable[..., Any]] = {
     "sum of two": lambda *a: a[0] + a[1],
     "difference of two": lambda *a: a[0] - a[1],
     "product of two": lambda *a: a[0] * a[1],
-    "len": lambda *a: len(a[0]),
-    "sorted": lambda *a: sorted(a[0]),
-    "reversed": lambda *a: a[0][::-1],
-    "sum": lambda *a: sum(a[0]),
-    "max": lambda *a: max(a[0]),
-    "min": lambda *a: min(a[0]),
     "upper": lambda *a: a[0].upper(),
     "lower": lambda *a: a[0].lower(),
 }
