@@ -16,7 +16,7 @@ from envs.base import TaskEnv
 from envs.card import baseline as card_baseline
 from envs.card import render
 from envs.card.card import Card, corpus_folders, run_card
-from envs.card.corpora import CorpusError, load
+from envs.card.corpus import CorpusError, load
 from envs.registration import BUILTIN
 from tasks.pack import Manifest, PackError, load_folder
 from tasks.registry import pack_names, pack_sources

@@ -1,4 +1,5 @@
-"""``python -m envs validate PATH|PACK``: print every problem of each pack folder and a summary."""
+"""``python -m envs validate PATH|PACK``: print every problem of each pack folder and a summary,
+then the summary line of the pack's fast verifier report card (``python -m envs card``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,22 @@ def pack_folder(path: str) -> str:
     return path
 
 
+def card_line(folder: str, env_id: str) -> str:
+    """The summary line of the pack's fast card; it informs and never refuses the pack (the
+    card's checks measure the verifier, not the pack's form)."""
+    from envs.card.card import run_card
+    from envs.cli_card import make_env
+
+    try:
+        env = make_env(env_id, Path(folder), {})
+        try:
+            return run_card(env, fast=True).summary() + "; details: python -m envs card " + folder
+        finally:
+            env.close()
+    except Exception as exc:  # noqa: BLE001 - the validation itself stands; say why
+        return f"card: not computed ({type(exc).__name__}: {exc})"[:300]
+
+
 def print_validation(paths: Sequence[str], *, check_gold: bool = True,
                      sample: int | None = None) -> int:
     """Returns the exit code: 1 when any folder has an error, else 0."""
@@ -33,5 +50,7 @@ def print_validation(paths: Sequence[str], *, check_gold: bool = True,
         print(report.summary())
         if report.ok:
             print(f"pack_version: {report.pack_version}")
+            if check_gold:  # the card grades golds too: not without the verifier's sandbox
+                print(card_line(pack_folder(path), report.env))
         failed = failed or not report.ok
     return 1 if failed else 0

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 
 from envs.base import TaskEnv
-from envs.card import corpora
+from envs.card import corpus as corpora
 from envs.card.checks import BY_ID, ORACLE_TOLERANCE, Result
 from envs.card.grading import Graded, grade, max_reward
 from tasks import Pack, Task
@@ -28,10 +28,10 @@ from tasks import Pack, Task
 #: runs programs) gets fewer in a fast card, as each completion costs a container run.
 FULL_TASKS = 200
 FAST_TASKS = 12
-FAST_TASKS_SANDBOXED = 3
+FAST_TASKS_SANDBOXED = 2
 #: Corpus lines a fast card of a sandboxed env grades per kind (the lines with the smallest
 #: hash of their id, so appending lines moves few of them); other envs grade every line.
-FAST_CORPUS_SANDBOXED = 16
+FAST_CORPUS_SANDBOXED = 12
 #: Words of the prompt a "random words" completion keeps, and a random text's length.
 RANDOM_WORDS = 30
 RANDOM_CHARS = 80
