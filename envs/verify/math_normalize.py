@@ -87,7 +87,7 @@ _UNIT_END = r"(?=\s*(?:$|[,;)\]]|\\}|and\b|or\b))"
 _NUM_UNIT = re.compile(
     r"(?<=[\d}])(?:\s*" + _UNIT + r"|\s+" + _SHORT_UNIT + r")(?:\s*\^\s*\{?\d\}?)?" + _UNIT_END
 )
-# A word label in a text command after a value ends the item: "81\text{ teachers}",
+# A word label in a text command after a value ends the item: "81\text{ teachers}", "4\pi\text{ units}",
 # "\frac{68}{3}\text{ pounds}", "18\text{ ways.}" are 81, 68/3 and 18, whatever the
 # noun (the unit list above cannot name every counted thing). Only text commands, whose
 # argument is prose: "2\mathrm{e}" is a constant. A label with a connective is kept: "and"
@@ -126,7 +126,7 @@ _SCALE = re.compile(
     re.I,
 )
 _TEXT_LABEL = re.compile(
-    r"(?<=[\d}])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
+    r"(?<=[\d}A-Za-z])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
     rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
     + _UNIT_END
 )
@@ -289,7 +289,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"(?<!\\)%", r"\\%", s)
     # Units after a number go before \text{} is unwrapped ("15\mbox{ cm}^2").
     s = re.sub(
-        r"(?<=[\d}])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
+        r"(?<=[\d}A-Za-z])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
         + _UNIT
         + "|"
         + _SHORT_UNIT

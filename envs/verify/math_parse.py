@@ -280,6 +280,52 @@ def written(src: str) -> Any:
         return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
 
 
+# A brace-less argument before a group: \frac1{2x}, \frac{1}2{...} is not bare.
+_AFTER_COMMAND = re.compile(r"\\[A-Za-z]+\s*[\w.]\s*$")
+
+
+def bare_groups_as_brackets(src: str) -> str:
+    """``src`` with each brace group that is no command's argument written as a bracket:
+    ``{10}{9}`` is ``(10)(9)``, a product (latex2sympy read it as the mixed number 10 + 9).
+    An argument follows a command's name, ``^``, ``_``, a root's index or another argument."""
+    if "{" not in src:
+        return src
+    out = list(src)
+    stack: list[bool] = []  # per open group: is it an argument?
+    last_closed_arg = False
+    prev = ""  # the last character before the current one that is not a space
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c == "\\":
+            j = i + 1
+            while j < len(src) and src[j].isalpha():
+                j += 1
+            j = max(j, i + 2)  # an escape (\{, \,) is one character after the backslash
+            prev = src[j - 1]
+            last_closed_arg = False
+            i = j
+            continue
+        if c == "{":
+            arg = (prev.isalpha() or (prev != "" and prev in "^_]")
+                   or (prev == "}" and last_closed_arg)
+                   or _AFTER_COMMAND.search(src, max(0, i - 40), i) is not None)
+            stack.append(arg)
+            if not arg:
+                out[i] = "("
+        elif c == "}" and stack:
+            arg = stack.pop()
+            last_closed_arg = arg
+            if not arg:
+                out[i] = ")"
+        if not c.isspace():
+            prev = c
+            if c != "}":
+                last_closed_arg = False
+        i += 1
+    return "".join(out)
+
+
 @lru_cache(maxsize=8192)
 def leaf_tree(leaf: str) -> Any:
     """The one tree of ``leaf``, as written (cached: the value and the form are read from the
@@ -287,7 +333,7 @@ def leaf_tree(leaf: str) -> Any:
     if too_large(leaf):
         raise Unparseable("number too large")
     try:
-        return written(explicit_products(exact_decimals(leaf)))
+        return written(explicit_products(bare_groups_as_brackets(exact_decimals(leaf))))
     except Exception as exc:  # the ANTLR parser raises bare Exceptions
         raise Unparseable(str(exc)[:200]) from None
 

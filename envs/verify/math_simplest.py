@@ -108,8 +108,12 @@ _NUMBER_FRACTION = re.compile(
     r"|(?<![\w.}^])(\d+(?:\.\d+)?)\s*(?:/|\\div(?![A-Za-z]))\s*(\d+(?:\.\d+)?)(?![\w.{])")
 
 
-# latex2sympy also negates a number while parsing (-(-6) is read as 6).
-_DOUBLE_MINUS = re.compile(r"-\s*(?:\\left)?[({]?\s*-")
+# latex2sympy also negates a number while parsing (-(-6) is read as 6): two signs in a row,
+# whatever brackets sit between them (-(-6), -[-6], -((-6)), +(-q), p + -q), are read here.
+_DOUBLE_MINUS = re.compile(r"[-+]\s*(?:(?:\\left)?(?:[(\[{]|\\\{)\s*)*-")
+# A factor 1 after a power of ten: 10^6 \cdot 1 (the mantissa of scientific notation comes first).
+_TEN_POWER_TIMES_ONE = re.compile(
+    r"10\s*\^\s*(?:\{[^{}]*\}|[-+]?\d+)\s*(?:\\cdot|\\times|\*)\s*1(?![\d.])")
 
 # It writes the letter e, e^{1} and \exp(1) alike as exp(1): the exponent 1 is read here.
 _E_TO_THE_ONE = re.compile(
@@ -154,7 +158,8 @@ def _text_work(leaf: str, work: Work) -> None:
             work.add("fraction", m.group(0))  # \frac{1}{2.0}: a fraction inside a fraction
         elif int(den) != 0 and math.gcd(int(num), int(den)) > 1:
             work.add("fraction", m.group(0))
-    for kind, pattern in (("identity", _UNIT_FACTOR), ("arithmetic", _DOUBLE_MINUS),
+    for kind, pattern in (("identity", _UNIT_FACTOR), ("identity", _TEN_POWER_TIMES_ONE),
+                          ("arithmetic", _DOUBLE_MINUS),
                           ("identity", _E_TO_THE_ONE),
                           ("arithmetic", _NUMBER_RECIPROCAL), ("fraction", _REPEATING)):
         for m in pattern.finditer(leaf):
