@@ -21,12 +21,13 @@ import gymnasium as gym
 from envs.base import TaskEnv
 from envs.card import corpus as corpora
 from envs.card.checks import BY_ID, ORACLE_TOLERANCE, Result
-from envs.card.grading import Graded, grade, max_reward
+from envs.card.grading import Graded, grade, max_reward, skill_weights
 from tasks import Pack, Task
 
 #: Tasks per card: a full card, and a fast one (CI); a sandboxed env (one whose ``grade_many``
-#: runs programs) gets fewer in a fast card, as each completion costs a container run.
+#: runs programs) gets fewer, as each completion costs a container run (``--tasks`` for more).
 FULL_TASKS = 200
+FULL_TASKS_SANDBOXED = 30
 FAST_TASKS = 12
 FAST_TASKS_SANDBOXED = 2
 #: Corpus lines a fast card of a sandboxed env grades per kind (the lines with the smallest
@@ -51,6 +52,8 @@ class Card:
     fast: bool
     seed: int
     max_reward: float
+    #: The components the floors read (the env's format-independent ``check_components``).
+    skill: tuple[str, ...] = ()
     results: list[Result] = field(default_factory=list)
 
     @property
@@ -79,6 +82,7 @@ class Card:
         return {"env": self.env_id, "pack": self.pack, "pack_version": self.pack_version,
                 "split": self.split, "tasks": self.n_tasks, "split_size": self.split_size,
                 "fast": self.fast, "seed": self.seed, "max_reward": self.max_reward,
+                "floors_read": list(self.skill),
                 "summary": self.summary(), "checks": [r.to_json() for r in self.results]}
 
 
@@ -108,14 +112,15 @@ def run_card(env: TaskEnv, *, fast: bool = False, n_tasks: int | None = None, se
     split = split or card_split(env.pack)
     sandboxed = hasattr(env, "grade_many")
     if n_tasks is None:
-        n_tasks = (FAST_TASKS_SANDBOXED if sandboxed else FAST_TASKS) if fast else FULL_TASKS
+        n_tasks = ((FAST_TASKS_SANDBOXED if sandboxed else FAST_TASKS) if fast
+                   else FULL_TASKS_SANDBOXED if sandboxed else FULL_TASKS)
     tasks = sample_tasks(env.pack, split, n_tasks, seed)
     lines = corpora.for_card(corpora.load() if corpus_lines is None else corpus_lines,
                              env.env_id, env.pack.name, type(env).default_pack)
     if fast and sandboxed:
         lines = _fast_lines(lines)
     card = Card(env.env_id, env.pack.name, env.pack.pack_version, split, len(tasks),
-                env.pack.size(split), fast, seed, max_reward(env))
+                env.pack.size(split), fast, seed, max_reward(env), tuple(skill_weights(env)))
     _Run(env, tasks, lines, seed, card, env_kwargs or {}).run()
     return card
 

@@ -45,7 +45,8 @@ def text(card: Card) -> str:
     size = "unbounded" if card.split_size is None else str(card.split_size)
     head = (f"{card.env_id}  pack {card.pack} {card.pack_version}  split {card.split}: "
             f"{card.n_tasks} of {size} tasks (seed {card.seed}{', fast' if card.fast else ''})"
-            f"  max reward {card.max_reward:g}; rewards below are fractions of it")
+            f"\n  rewards are fractions of the maximum ({card.max_reward:g}): the whole reward for "
+            f"the oracle, its {' + '.join(card.skill)} part for the other checks")
     rows = [("check", "ours", "result", "threshold", "status")]
     for r in card.results:
         rows.append((r.check.id, r.check.ours, describe(r), r.check.threshold, r.status))
