@@ -151,6 +151,26 @@ def _replica_check(out: str) -> None:
         f"{t.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
 
 
+def _infra_check(out: str) -> None:
+    """Entry point for ``accelerate launch -m tests.learner_helpers infra OUT``: process 1's
+    first 4 grading calls are lost containers, process 0's none. Both must count the step's
+    failures over every process and stop together; each writes the line it stopped with."""
+    import os
+
+    from learner.training.stops import InfraErrors
+    from learner.training.trainer import GRPOTrainer
+
+    cfg = config(Path(out), steps=3, prompts_per_step=4, group_size=4, eval=False)
+    fail = (0, 1, 2, 3) if os.environ.get("RANK") == "1" else ()
+    t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=InfraEnv(fail_calls=fail))
+    try:
+        t.train()
+        said = "no stop"
+    except InfraErrors as stop:
+        said = str(stop)
+    (Path(out) / f"stop-{t.accelerator.process_index}.txt").write_text(said)
+
+
 def _moved(policy, seed: int = 7) -> None:
     """Move a policy away from its reference, the same way on every process: its KL to the
     reference then has a gradient."""
@@ -329,5 +349,6 @@ if __name__ == "__main__":
 
     if sys.argv[1] == "cli":
         sys.exit(_cli(sys.argv[2:]))
-    {"replicas": _replica_check, "grads": _gradient_check}[sys.argv[1]](sys.argv[2])
+    {"replicas": _replica_check, "grads": _gradient_check,
+     "infra": _infra_check}[sys.argv[1]](sys.argv[2])
     _end_processes()

@@ -152,3 +152,15 @@ def test_deepspeed_zero3_cli_run_resumes_identically(tmp_path):
     assert source.endswith("step-0000004")
     for key, value in policy.state_dict().items():
         assert torch.allclose(value, final[key], atol=1e-6), key
+
+
+def test_infrastructure_failures_are_counted_over_processes_and_stop_them_together(tmp_path):
+    # Only process 1 lost containers (4 of its 8 samples): the count and the stop are global.
+    launch(["infra", tmp_path])
+    said = {(tmp_path / f"stop-{r}.txt").read_text() for r in (0, 1)}
+    assert said == {"grading failed for infrastructure on 4 of 16 samples in step 1 (25.0%, more "
+                    "than --max-infra-error-rate 0.05; first: container lost): stopped after "
+                    "step 1 of 3 rather than train on the rest; checkpoint saved"}
+    rows = read_metrics(tmp_path / "run")
+    assert [(r["step"], r["samples/infra_errors"]) for r in rows] == [(1, 4)]
+    assert (tmp_path / "run/checkpoints/step-0000001").is_dir()
