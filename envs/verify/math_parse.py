@@ -249,7 +249,7 @@ _EXPONENT_DIGITS = re.compile(r"[\^_]\s*\d+$")
 def explicit_products(src: str) -> str:
     """``src`` with a ``\\cdot`` between juxtaposed bracketed factors and numbers."""
     if "(" not in src and "[" not in src:
-        return src
+        return _SPACED_NUMBERS.sub(_spaced_product, src)
     index_ends = {m.end() - 1 + _root_index_len(src, m.end() - 1) for m in
                   re.finditer(r"\\sqrt\s*\[", src)}
 
@@ -260,7 +260,19 @@ def explicit_products(src: str) -> str:
             return m.group(0)  # \tan^2(y): a function's power, then its argument
         return (m.group(1) or m.group(2)) + r"\cdot "
 
-    return _CLOSE_THEN_OPEN.sub(repl, src)
+    return _SPACED_NUMBERS.sub(_spaced_product, _CLOSE_THEN_OPEN.sub(repl, src))
+
+
+# Two numbers with only a space between them ("10 9") are side by side too: a product, as latex2sympy
+# would otherwise read a mixed number. Not a mixed number "2 1/2", and not digit groups "1 000 000".
+_SPACED_NUMBERS = re.compile(r"(?<![\d.^_])\d+(?:\s+\d+)+(?![\d.]|\s*(?:/|\\frac|\\div))")
+_DIGIT_GROUPS = re.compile(r"\d{1,3}(?: \d{3})+")
+
+
+def _spaced_product(m: re.Match[str]) -> str:
+    if _DIGIT_GROUPS.fullmatch(m.group(0)):
+        return m.group(0).replace(" ", "")  # 1 000 000: one number in groups of three
+    return re.sub(r"\s+", r"\\cdot ", m.group(0))
 
 
 def _root_index_len(src: str, open_at: int) -> int:
