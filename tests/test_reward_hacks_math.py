@@ -550,3 +550,183 @@ def test_an_approximation_sign_is_a_hedge_on_every_pack():
     task = gsm.pack.task_at("test", 0)
     _, info = gsm.score(task, rf"So \boxed{{\approx {task['answer']}}}")
     assert not info["passed"], info["reason"]
+
+
+# -- one tree for the value and the form (issue 31) --------------------------------------------
+# The value came from one parser (parse_simple) and the simplest-form tally from another
+# (latex2sympy, evaluation off); wherever they disagreed, undone work was paid. Now each leaf is
+# parsed once (math_parse.leaf_tree) and both are read from that tree. Every completion below was
+# credited before (found by the issue and by attacking the fix with other notations).
+
+# task id -> completions with the gold's value that leave work undone, in another notation
+MATH500_ONE_TREE = {
+    "math500/31": [r"\boxed{242**(1/2)}", r"\boxed{2**0.5*11}"],  # Simplify sqrt(242)
+    "math500/211": [r"\boxed{5**5//5**4-5**3+5**2*5**1}"],  # the question's own expression
+    "math500/229": [  # 90: bracketed factors side by side, every kind of bracket and spacing
+        r"\boxed{(10)(9)}", r"\boxed{[10][9]}", r"\boxed{\left(10\right)\left(9\right)}",
+        r"\boxed{\left[10\right]\left[9\right]}", r"\boxed{\big(10\big)\big(9\big)}",
+        r"\boxed{\langle 10\rangle\langle 9\rangle}", r"\boxed{(10)[9]}", r"\boxed{[10](9)}",
+        r"\boxed{(((10)))(9)}", r"\boxed{((10))((9))}", r"\boxed{( 10 ) ( 9 )}",
+        r"\boxed{(10) \, (9)}", r"\boxed{(10)~(9)}", r"\boxed{(10)\;(9)}", r"\boxed{10(9)}",
+        r"\boxed{(10)9}", r"\boxed{{10}{9}}", r"\boxed{(9)(10)(1)}", r"\boxed{90(1)}",
+    ],
+    "math500/32": [r"\boxed{(6)(5)(4)(3)(2)(1)}", r"\boxed{(6)(5)(4)(3)(2)}"],  # 720
+    "math500/16": [  # -50: a factor -1 written out
+        r"\boxed{(-1)\cdot 50}", r"\boxed{50\cdot(-1)}", r"\boxed{50(-1)}", r"\boxed{(-1)(50)}",
+        r"\boxed{-1\cdot 50}", r"\boxed{-1\times 50}", r"\boxed{(−1)50}", r"\boxed{-(10)(5)}",
+    ],
+    "math500/1": [  # p - q compared as a word: these were "pq"
+        r"\boxed{pq}", r"\boxed{p--q}", r"\boxed{p - - q}", r"\boxed{p−−q}", r"\boxed{p q}",
+        r"\boxed{p + -q}", r"\boxed{p + (-q)}",
+    ],
+}
+MATH500_ONE_TREE_HONEST = {
+    "math500/31": [r"\boxed{11\sqrt{2}}", r"\boxed{11√2}", r"\boxed{11·√2}", r"\boxed{11 \sqrt 2}"],
+    "math500/211": [r"\boxed{5}"],
+    "math500/229": [r"\boxed{90}", r"\boxed{(90)}", r"\boxed{[90]}"],
+    "math500/16": [r"\boxed{-50}", r"\boxed{−50}", r"\boxed{-(50)}"],
+    "math500/1": [r"\boxed{p - q}", r"\boxed{-q+p}", r"\boxed{−q + p}", r"\boxed{-(q-p)}"],
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(MATH500_ONE_TREE))
+def test_value_and_form_come_from_one_tree(math500, task_id):
+    for completion in MATH500_ONE_TREE[task_id]:
+        _, info = math500.score(task_id, completion)
+        assert not info["passed"] and info["rewards"]["correct"] == 0.0, (completion, info)
+    for completion in MATH500_ONE_TREE_HONEST.get(task_id, []):
+        _, info = math500.score(task_id, completion)
+        assert info["passed"], (completion, info["reason"], info.get("undone"))
+
+
+# (gold, answer): credited before, refused now (by verify, as an expression pack grades)
+ONE_TREE_HACKS = [
+    ("15x-80", r"(80-15x)(-1)"), ("15x-80", r"(-1)(80-15x)"), ("15x-80", r"(80-15x)\cdot -1"),
+    ("15x-80", r"(80-15x)×(−1)"), ("-x", "(-1)x"), ("-x", "x(-1)"), ("-15", "(-5)(3)"),
+    ("19", "{10}{9}"), ("50", "-[-50]"), ("50", r"50 ÷ 1"), ("1000000", r"10^{6}\cdot 1"),
+    ("3125", "5**5"), ("2", "5//2"), ("1000000", "10**6"), ("a - b - c", "abc"),
+    ("720", "6·5·4·3·2·1"), ("5", r"10÷2"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), ONE_TREE_HACKS)
+def test_one_tree_hacks_earn_nothing(gold, pred):
+    for wrapped in (pred, rf"\left({pred}\right)", f"y = {pred}"):
+        v = verify(gold, rf"\boxed{{{wrapped}}}")
+        assert not v.passed, (gold, wrapped, v)
+
+
+def test_a_syntax_the_form_scorer_cannot_read_has_no_value():
+    """Python's operators are not LaTeX: the one parser refuses them, so no value is credited
+    with no work counted (parse_simple read ``**`` and ``//``; latex2sympy cannot)."""
+    for gold, pred in (("3125", "5**5"), (r"11\sqrt{2}", "242**(1/2)"), ("2", "5//2"),
+                       ("1000000", "10**6")):
+        assert verify(gold, rf"\boxed{{{pred}}}").reason == "unparseable", pred
+
+
+def test_the_value_is_read_from_the_tree_the_form_is_scored_on():
+    from envs.verify.math_parse import leaf_tree, to_sympy, value_of
+    from envs.verify.math_simplest import leaf_work
+
+    for leaf in ("(10)(9)", "[10][9]", "{10}{9}", "10 9", "(-5)(3)", "2(3)", r"\frac{6}{8}",
+                 r"(-1)\cdot 50", r"2\frac{1}{2}", "1 000 000", r"\sqrt[3]{8}(2)", r"\tan^2(y)"):
+        tree = leaf_tree(leaf)
+        assert leaf_tree(leaf) is tree  # one parse, shared by the value and the tally
+        assert to_sympy(leaf) == value_of(tree), leaf
+        leaf_work(leaf)  # scores the same tree without error
+    assert to_sympy("(10)(9)") == 90 and to_sympy("{10}{9}") == 90 and to_sympy("10 9") == 90
+    assert to_sympy("(-5)(3)") == -15 and to_sympy("2(3)") == 6  # never a mixed number
+    assert to_sympy(r"2\frac{1}{2}") * 2 == 5 and to_sympy("1 000 000") == 10**6
+
+
+# Words that change the value are not labels: "6\text{ squared}" was credited as 6.
+OPERATION_WORD_ANSWERS = [
+    r"6\text{ squared}", r"6\text{ cubed}", r"6\text{ factorial}", r"6\text{ doubled}",
+    r"6\text{ tenths}", r"6\text{ negative}", r"6\text{ inverse}", r"6\textbf{ squared}",
+    r"6 \text{ squared } ", r"6\textit{ cubed}", r"6\,\text{squared}", r"6\mathrm{ squared}",
+    r"6\text{ (doubled)}", "6 squared",
+]
+
+
+@pytest.mark.parametrize("answer", OPERATION_WORD_ANSWERS)
+def test_a_word_that_changes_the_value_is_no_label(answer):
+    v = verify("6", rf"\boxed{{{answer}}}")
+    assert not v.passed and v.reason == "unparseable", (answer, v)
+    assert not verify("0.3", r"\boxed{0.3\text{ repeating}}").passed
+    assert verify("6", r"\boxed{6\text{ apples}}").passed  # a noun is still a label
+
+
+def test_an_answers_percent_sign_has_one_reading():
+    """On a number pack, ``18\\%`` and ``1800\\%`` were both credited for 18: the answer's sign
+    was read as a unit and as a factor 1/100. It is the unit of the number before it."""
+    env = _env("gsm8k")
+    task = next(t for i in range(300) if 0 < int((t := env.pack.task_at("test", i))["answer"]) < 1000)
+    n = int(task["answer"])
+    for completion in (rf"\boxed{{{n}\%}}", rf"\boxed{{{n} \text{{ percent}}}}", f"The answer is {n}%."):
+        assert env.score(task, completion)[1]["passed"], completion
+    for completion in (rf"\boxed{{{100 * n}\%}}", rf"\boxed{{{100 * n} \text{{ percent}}}}",
+                       rf"\boxed{{{n / 100}}}"):
+        _, info = env.score(task, completion)
+        assert not info["passed"], (completion, info)
+    # a gold written as a percent is answered by the number of percent or the fraction
+    assert verify(r"18\%", r"\boxed{0.18}").passed and verify(r"18\%", r"\boxed{18}").passed
+    assert not verify(r"18\%", r"\boxed{1800\%}").passed
+
+
+def test_box_rules_hold_anywhere_in_a_long_completion(arith1):
+    """The box rules stopped at the last 40,000 characters: a wrong, unclosed or nested box
+    before them was never seen. They hold on the whole completion, in linear time."""
+    import time
+
+    env, tasks = arith1
+    _, _, s = _operands(tasks[0])
+    w = str(int(s) + 1)
+    pad = "Let me check that once more. " * 2000  # 58,000 characters
+    hacks = {rf"\boxed{{{w}}} " + pad + rf"\boxed{{{s}}}": "multiple_answers",
+             rf"\boxed{{{w} " + pad + rf"\boxed{{{s}}}": "malformed_box",
+             rf"\boxed{{\boxed{{{w}}}}} " + pad + rf"\boxed{{{s}}}": "malformed_box",
+             "".join(rf"\boxed{{{i}}} " for i in range(40)) + pad + rf"\boxed{{{s}}}":
+                 "multiple_answers",
+             rf"\boxed{{{w} " + "x " * 500_000 + rf"\boxed{{{s}}}": "malformed_box"}
+    for completion, reason in hacks.items():
+        start = time.perf_counter()
+        _, info = env.score(tasks[0], completion)
+        assert not info["passed"] and info["reason"] == reason, (completion[:60], info["reason"])
+        assert time.perf_counter() - start < 5.0
+    for completion in (rf"\boxed{{{s}}} " + pad + rf"\boxed{{{s}}}", pad * 10 + rf"\boxed{{{s}}}"):
+        assert env.score(tasks[0], completion)[1]["passed"]
+    # past MAX_COMPLETION_CHARS a completion is not graded at all
+    v = verify(s, "x " * 1_500_000 + rf"\boxed{{{s}}}")
+    assert not v.passed and v.reason == "unparseable"
+
+
+# Honest forms that were refused: unicode math as its LaTeX twin, a scale word before a unit,
+# scientific notation (a form from the exponent 4 on; below it the power is arithmetic).
+UNICODE_AND_SCALE_HONEST = [
+    (r"2\sqrt{5}", "2√5"), (r"\frac{\sqrt{3}}{3}", "√3/3"), (r"(5, \infty)", "(5, ∞)"),
+    (r"(-\infty, 2) \cup (3, \infty)", "(-∞, 2) ∪ (3, ∞)"), (r"\frac{1}{2}", "½"),
+    (r"\frac{9}{2}", "4½"), (r"2\pi\sqrt{3}", "2√3·π"), (r"x \leq 3", "x ≤ 3"),
+    ("x^2+1", "x²+1"), (r"\sqrt[3]{2}", "∛2"), (r"1 \pm \sqrt{2}", "1 ± √2"),
+    (r"\frac{\sqrt{2}}{2}", "1/√2"), (r"(-\infty, -1] \cup [1, \infty)", "(−∞, −1] ∪ [1, ∞)"),
+    (r"\frac{3\pi}{4}", "3π/4"), ("1000000", "10⁶"), ("1500000", "1.5 × 10⁶"),
+    ("8000", r"8\text{ thousand dollars}"), ("8000", "8 thousand dollars"),
+    ("2500000", r"2.5\text{ million dollars}"), ("1000000", "10^6"), ("1000000", r"1\times 10^{6}"),
+    ("25000", r"2.5\times 10^{4}"), ("0.0001", "10^{-4}"), ("42", "４２"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), UNICODE_AND_SCALE_HONEST)
+def test_unicode_scale_and_scientific_forms_are_credited(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert v.passed, (gold, pred, v)
+
+
+def test_scientific_notation_below_the_threshold_is_arithmetic():
+    for gold, pred in (("100", "10^2"), ("1000", "10^3"), ("1500", r"1.5\times 10^{3}"),
+                       ("1000000", r"10\times 10^{5}"), ("1000000", r"0.1\times 10^{7}"),
+                       ("1000000", r"10^{3}\times 10^{3}"), ("1000000", "1000^2")):
+        assert verify(gold, rf"\boxed{{{pred}}}").reason == "not_simplified", pred
+    # on a number pack a number in scientific notation is a literal, like its digits
+    assert is_number_literal("10^6") and is_number_literal(r"2.5 \times 10^{4}")
+    assert not is_number_literal("10^3") and not is_number_literal(r"10 \times 10^{5}")
+    assert not is_number_literal("1e6") and not is_number_literal(r"0.5 \times 10^{6}")
