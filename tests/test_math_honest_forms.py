@@ -10,7 +10,6 @@ writes, so its provenance is checkable.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
