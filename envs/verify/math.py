@@ -22,8 +22,13 @@ Conventions worth knowing (see ``math_equiv`` for all of them):
   (the box scan is linear; a completion over ``MAX_COMPLETION_CHARS`` is not graded), and so
   is a competing different box;
 - text in an answer is dropped only when it labels the value (``15\\text{ apples}``): a
-  scale word multiplies (``15\\text{ thousand}`` is 15000), a hedge or a second number in
-  words (``15\\text{ maybe sixteen}``) is ``multiple_answers``;
+  scale word multiplies (``15\\text{ thousand}`` is 15000, ``8\\text{ thousand dollars}`` 8000),
+  a hedge or a second number in words (``15\\text{ maybe sixteen}``) is ``multiple_answers``,
+  and a word that changes the value (``6\\text{ squared}``, ``0.3\\text{ repeating}``) is
+  ``unparseable``;
+- unicode math reads as its LaTeX twin (``2√5``, ``(5, ∞)``, ``½``, ``x²``, ``·``, ``−``);
+- an answer's value and its form come from one parse (``math_parse.leaf_tree``): what the
+  simplest-form rule cannot read (Python's ``**``, ``//``) is ``unparseable``;
 - an answer equal to the gold must be in a form no less simplified than the gold's
   (``not_simplified`` for ``\\log_2 64`` against 6 or ``\\sqrt{242}`` against
   ``11\\sqrt{2}``; see ``math_simplest``);

@@ -1,5 +1,10 @@
 """Fast parser for simple LaTeX leaves (numbers, fractions, roots, polynomials).
 
+Not used for grading since issue 31: an answer's value and its simplest-form tally are read from
+one tree (``math_parse.leaf_tree``); a second parser that reads more than the form scorer (Python's
+``**`` and ``//``, bracketed numbers side by side) paid for work left undone. Kept for callers
+that want a quick sympy reading of plain arithmetic.
+
 The ANTLR-based ``latex2sympy`` costs 5-50 ms per call in pure Python; most answers are
 far simpler. This translator handles digits, single-letter variables, ``+ - * / ^``,
 parentheses, ``\\frac``, ``\\sqrt``, ``\\pi``, ``\\cdot`` and implicit multiplication,

@@ -3,7 +3,10 @@
 The checker credits any expression with the gold's value, so without this rule ``\\log_2 64``
 would answer "Evaluate $\\log_2 64$" and ``\\sqrt{242}`` a gold of ``11\\sqrt{2}``: the question's
 computation, left undone in another notation. Each answer leaf is parsed *as written* (sympy's
-evaluation off) and its tree is scored, kind by kind, for the work left in it:
+evaluation off) and its tree is scored, kind by kind, for the work left in it. That tree is the
+one the leaf's value is read from (``math_parse.leaf_tree``, issue 31): a syntax this scorer
+cannot read has no value either, so nothing is credited with its work left uncounted (Python's
+``**`` and ``//`` are ``unparseable``; ``(10)(9)``, ``[10][9]`` and ``{10}{9}`` are products):
 
 - ``function``: an application of a function or operator (log, trig and inverse trig, abs,
   floor, factorial, binomial, gcd, max, sum, product, integral, limit, derivative, ...).
@@ -14,12 +17,15 @@ evaluation off) and its tree is scored, kind by kind, for the work left in it:
   operator computes). An application that sympy's own evaluation rewrites counts once more
   (``\\cos(\\frac{\\pi}{2} - 1)`` is ``\\sin 1``, ``\\ln\\frac12`` is ``-\\ln 2``), so one
   function traded for another with the evaluation left in its argument is not free;
-- ``identity``: a term ``0``, a factor ``1`` (not a written numerator: ``x^{-1}\\cdot 1`` is not
-  ``\\frac1x``), a denominator ``1``, an exponent ``0`` or ``1`` (``e^{1}``), a power of ``1``;
+- ``identity``: a term ``0``, a factor ``1`` of either sign (not a written numerator:
+  ``x^{-1}\\cdot 1`` is not ``\\frac1x``; ``(-1)\\cdot 50`` and ``(80-15x)(-1)`` write a minus
+  sign as a product), a denominator ``1``, an exponent ``0`` or ``1`` (``e^{1}``), a power of ``1``;
 - ``arithmetic``: numbers left to combine: two number terms in one sum, like terms
   (``x + x``), a term or product that is 0, two integers on one side of a product
-  (``2 \\cdot 3``, ``\\frac12\\cdot\\frac13``), two minus signs in a row, an integer power of a
-  number (``10^2``, ``2^{-1}``), a power of a power, a repeated factor (``x \\cdot x``,
+  (``2 \\cdot 3``, ``\\frac12\\cdot\\frac13``, ``(10)(9)``), two signs in a row through any
+  brackets (``-(-6)``, ``-[-6]``, ``p + (-q)``), an integer power of a
+  number (``10^2``, ``2^{-1}``; scientific notation from ``10^4`` on is a form, below), a power of
+  a power, a repeated factor (``x \\cdot x``,
   ``\\frac{x}{x}``), an integer power of a product with a number in it (``(2x)^2``), a product or
   power of sums of numbers (``(\\sqrt3+1)(\\sqrt3-1)``), a power of numbers whose value is rational
   (``e^{i\\pi}``), a sum that multiplied out (logarithms expanded too) loses terms or cancels
@@ -33,6 +39,12 @@ evaluation off) and its tree is scored, kind by kind, for the work left in it:
   one index that combine (``\\sqrt2\\sqrt3``, ``\\frac{\\sqrt6}{\\sqrt2}``), a numerator that
   cancels a root in the denominator (``\\frac{2}{\\sqrt2}``), a root that takes something out
   of a root in a sum it multiplies (``\\sqrt2(1+\\sqrt2)``).
+
+**Scientific notation is a form, not a computation**, from the exponent
+``SCIENTIFIC_MIN_EXPONENT`` = 4 on: ``10^6`` and ``2.5\\times 10^{4}`` (one power of ten, a
+mantissa 1 <= |m| < 10 written first) write their numbers shorter than the digits do. Below it the
+power is arithmetic left undone (``10^2`` for 100, ``1.5\\times 10^3`` for 1500), as is any other
+product with a power of ten (``10\\times 10^5``, ``10^6\\cdot 1``).
 
 Notation is free: signs, the order of terms, a factor distributed over a sum or not
 (``\\frac{1+\\sqrt5}{2}``, ``\\pi(1+\\sqrt2)``, ``(x-1)(x+1)``) unless multiplying out evaluates
