@@ -147,6 +147,8 @@ class _Run:
         self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("pack", "split")}
         self.all: list[Graded] = []
         self.notes: dict[str, str] = {}
+        #: Per corpus kind: lines whose task the pack no longer has (why, one line each).
+        self.stale: dict[str, list[str]] = defaultdict(list)
 
     def run(self) -> None:
         env, tasks = self.env, self.tasks
@@ -177,7 +179,7 @@ class _Run:
             _determinism(pairs),
             self._adversarial(by_group["shallow"]),
             self._hacks(hacks, by_group["gold"]),
-            _honest(honest),
+            _honest(honest, self.stale["honest"]),
             _latency(self.all),
             _infra(self.all),
         ]
@@ -267,8 +269,8 @@ class _Run:
             pairs, kept = [], []
             for line in lines:
                 task = _line_task(env, line)
-                if isinstance(task, str):
-                    self.notes["statistical.gameability_gap"] = task
+                if isinstance(task, str):  # the task left the pack (corpora are append-only)
+                    self.stale[line.kind].append(task)
                     continue
                 pairs.append((task, line.completion))
                 kept.append(line)
@@ -295,13 +297,15 @@ class _Run:
         mean = _mean(g.skill for _, g in usable)
         gold_mean = _mean(g.skill for _, _, g in golds if g.usable) if golds else 1.0
         metrics = {"n": len(usable), "paid": len(paid), "mean": mean,
-                   "max": max((g.skill for _, g in usable), default=0.0), "gap": gold_mean - mean}
+                   "max": max((g.skill for _, g in usable), default=0.0), "gap": gold_mean - mean,
+                   "stale": len(self.stale["hacks"])}
         note = self.notes.get("statistical.gameability_gap", "")
         if paid:
             note = f"paid: {', '.join(paid[:5])}"
         elif not usable and not note:
             note = "no corpus lines for this env and pack"
-        return Result(BY_ID["statistical.gameability_gap"], metrics, note)
+        return Result(BY_ID["statistical.gameability_gap"], metrics,
+                      _with_stale(note, self.stale["hacks"]))
 
 
 def _line_task(env: TaskEnv, line: corpora.Line) -> Task | str:
@@ -340,14 +344,22 @@ def _determinism(pairs: list[tuple[Graded, Graded]]) -> Result:
                   {"n": len(usable), "agree": _mean(agree)})
 
 
-def _honest(honest: list[tuple[corpora.Line, Graded]]) -> Result:
+def _honest(honest: list[tuple[corpora.Line, Graded]], stale: list[str]) -> Result:
     usable = [(li, g) for li, g in honest if g.usable]
     refused = [f"{li.id} ({g.reason})" for li, g in usable if not g.passed]
     note = f"refused: {', '.join(refused[:5])}" if refused else (
         "" if usable else "no corpus lines for this env and pack")
     return Result(BY_ID["grpo.honest_precision"],
                   {"n": len(usable), "precision": _mean(g.passed for _, g in usable),
-                   "refused": len(refused)}, note)
+                   "refused": len(refused), "stale": len(stale)}, _with_stale(note, stale))
+
+
+def _with_stale(note: str, stale: list[str]) -> str:
+    """The note, and how many lines name a task the pack no longer has (the first named)."""
+    if not stale:
+        return note
+    extra = f"{len(stale)} line(s) not graded, e.g. {stale[0]}"
+    return f"{note}; {extra}" if note else extra
 
 
 def _latency(graded: list[Graded]) -> Result:
