@@ -280,15 +280,22 @@ def _root_index_len(src: str, open_at: int) -> int:
     return close - open_at if close >= 0 else 0
 
 
+# The one construct latex2sympy cannot build with evaluation off: a mixed number of literals.
+_MIXED_NUMBER = re.compile(r"\s*-?\s*\d+\s*\\frac\s*\{\s*\d+\s*\}\s*\{\s*\d+\s*\}\s*")
+
+
 def written(src: str) -> Any:
     """``src`` parsed with sympy's automatic evaluation off, so ``e^{\\ln 5}`` stays
-    ``exp(log(5))`` and ``\\binom{5}{2}`` a binomial. A few constructs need evaluation to parse
-    (latex2sympy builds a mixed number ``2\\frac12`` from numbers): they are read the usual way,
-    which latex2sympy also keeps unevaluated for everything but ``exp``, binomials and those."""
+    ``exp(log(5))`` and ``\\binom{5}{2}`` a binomial. A mixed number ``2\\frac12`` needs
+    evaluation to parse and is read the usual way (its only work, an unreduced fraction, is read
+    from the text). Anything else that parses only with evaluation on is refused: an evaluated
+    tree would hide its work from the tally (``\\{10\\}\\{9\\}`` was read as 19)."""
     try:
         with evaluate(False):
             return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
     except Exception:
+        if not _MIXED_NUMBER.fullmatch(src):
+            raise
         return latex2sympy(src, normalization_config=LATEX_NORMALIZATION)
 
 
