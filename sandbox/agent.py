@@ -22,6 +22,7 @@ import errno
 import json
 import os
 import resource
+import select
 import selectors
 import signal
 import stat
@@ -183,29 +184,171 @@ def _reap(spare):
             os.waitpid(p, os.WNOHANG)
 
 
-def _wipe(root):
-    """Remove everything under ``root``; return False when something stayed."""
-    ok = True
+class _OverBudget(Exception):
+    """The clean-up met more than it may handle: the container is not trusted any more."""
+
+
+class _Budget:
+    """What one clean-up may spend: ``entries`` directory entries and ``seconds`` in all."""
+
+    def __init__(self, entries, seconds):
+        self.left = entries
+        self.end = time.monotonic() + seconds
+
+    def take(self):
+        self.left -= 1
+        if self.left < 0 or (self.left % 256 == 0 and time.monotonic() > self.end):
+            raise _OverBudget()
+
+
+# A directory is opened only as a directory (a fifo or a device is never opened, a link never
+# followed), and its descriptor is not inherited by anything.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _empty(root, budget):
+    """Remove everything under ``root``; False when something stayed. Raises ``_OverBudget``.
+
+    Depth-first without recursion, through directory descriptors: any depth and any path length
+    (names are never joined into paths), one descriptor open at a time (the way back up is
+    "..", checked to be the directory we came from), links unlinked and never followed, and a
+    directory made ours (0o700) before it is read. Nothing of the job runs any more, so the tree
+    holds still while it is walked.
+    """
+    fd = os.open(root, _DIR_FLAGS)
+    device = os.fstat(fd).st_dev
+    clean = True
+    above = []  # per level above ``fd``: (name of the one below, its (dev, ino), dirs left)
+    subdirs = None
     try:
-        entries = os.listdir(root)
+        while True:
+            if subdirs is None:  # a directory just entered: its files go, its dirs wait
+                names = []
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        budget.take()
+                        names.append((entry.name, entry.is_dir(follow_symlinks=False)))
+                subdirs = []
+                for name, is_dir in names:
+                    if is_dir:
+                        subdirs.append(name)
+                        continue
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                    except OSError:
+                        clean = False
+            if subdirs:
+                name = subdirs.pop()
+                try:
+                    os.chmod(name, 0o700, dir_fd=fd)  # a directory (d_type), nothing moves
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    clean = False
+                    continue
+                if os.fstat(child).st_dev != device:  # jobs cannot mount: never seen
+                    os.close(child)
+                    clean = False
+                    continue
+                here = os.fstat(fd)
+                above.append((name, (here.st_dev, here.st_ino), subdirs))
+                os.close(fd)
+                fd, subdirs = child, None
+                continue
+            if not above:
+                return clean
+            name, parent, subdirs = above.pop()
+            up = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != parent:
+                return False
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                clean = False
+    finally:
+        os.close(fd)
+
+
+def _reset_root(root, mode):
+    """Give a wiped root back its mode and no extended attributes or chosen times (a job owns
+    ``/scratch`` itself, and could leave a note there for the next job); False when it cannot."""
+    try:
+        st = os.lstat(root)
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.chmod(root, mode)
+        for name in os.listxattr(root, follow_symlinks=False):
+            os.removexattr(root, name, follow_symlinks=False)
+        if st.st_uid == os.getuid():
+            os.utime(root)
+        return True
     except OSError:
         return False
-    for name in entries:
-        path = os.path.join(root, name)
+
+
+def _wipe(roots, budget):
+    """Empty every (root, mode) of ``roots`` and the message queues; 0 when all is clean, 1 when
+    something stayed, 2 when the budget ran out."""
+    clean = True
+    try:
+        for root, mode in roots:
+            # A root the job made unreadable is given back its mode before it is read.
+            clean = _reset_root(root, mode) and clean
+            try:
+                clean = _empty(root, budget) and clean
+            except OSError:
+                clean = False
+            clean = _reset_root(root, mode) and clean
+        clean = _clear_mqueues(budget) and clean
+    except _OverBudget:
+        return 2
+    return 0 if clean else 1
+
+
+WIPE_ENTRIES = 20_000  # more than both tmpfs mounts' inodes and the queues: never met honestly
+CLEAN_UP_S = 3.0  # well within the host's grace for a reply (worker.REPLY_GRACE_S)
+#: Why a clean-up was not trusted, by the exit status of the process that ran it.
+_UNTRUSTED = {1: "the job left files the agent could not remove",
+              2: f"the job left more than {WIPE_ENTRIES} entries (or more than the agent can "
+                 f"remove in {CLEAN_UP_S:g} s)"}
+
+
+def _clean_up(roots):
+    """Empty the writable places in a process of its own: its stack, its memory and its life are
+    not the agent's, so no state a job leaves can exhaust the agent's stack or hang it (the
+    process is killed at the deadline) or crash it. Returns None when all is clean, else why not.
+    """
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return f"cannot start the clean-up: {exc.strerror}"
+    if pid == 0:
+        code = 3
         try:
-            st = os.lstat(path)
-            if stat.S_ISDIR(st.st_mode):
-                os.chmod(path, 0o700)
-                ok = _wipe(path) and ok
-                os.rmdir(path)
-            else:
-                os.unlink(path)
-        except OSError:
-            ok = False
-    return ok
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)  # the host's channel is the agent's alone
+            os.dup2(null, 1)
+            code = _wipe(roots, _Budget(WIPE_ENTRIES, CLEAN_UP_S))
+        finally:
+            os._exit(code)
+    done = _wait_exit(pid, CLEAN_UP_S + 1.0)
+    if done is None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        _wait(pid, 5.0)
+        return f"the clean-up did not finish in {CLEAN_UP_S + 1.0:g} s"
+    status = done[0]
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return None
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in _UNTRUSTED:
+        return _UNTRUSTED[os.WEXITSTATUS(status)]
+    return f"the clean-up failed (wait status {status})"
 
 
-def _clear_mqueues():
+def _clear_mqueues(budget):
     """Unlink every POSIX message queue (they outlive their creator); False when one stayed."""
     try:
         names = os.listdir(MQUEUE)
@@ -215,6 +358,7 @@ def _clear_mqueues():
         return False
     ok = True
     for name in names:
+        budget.take()
         try:
             os.unlink(os.path.join(MQUEUE, name))
         except OSError:
@@ -265,6 +409,9 @@ class Baseline:
         self.zygote_pid = zygote_pid
         self.sockets = _socket_counts()
         self.states = {pid: _process_state(pid) for pid in (os.getpid(), zygote_pid)}
+        # The places a job can write, with the modes the clean-up gives them back.
+        self.roots = [(root, stat.S_IMODE(os.lstat(root).st_mode)) for root in (SCRATCH, SHM)
+                      if os.path.isdir(root)]
 
     def changed(self):
         # With no process left, a socket survives only in flight (a unix socket passed in a
@@ -279,22 +426,30 @@ class Baseline:
 # agent keeps its own rights). io_setup draws on a quota that is one for the whole host
 # (fs.aio-max-nr); the others would change another process of the same uid, such as the agent
 # (making the job's own run read as an infrastructure failure) or the zygote (and so every later
-# job): its rlimits, priorities, scheduling. Rules: call name -> the arguments (index) of which
-# any non-zero one makes it fail with EPERM (a pid, or "who", of 0 is the caller itself), or
-# None: always.
+# job): its rlimits, priorities, scheduling, or name it as the owner of a file's I/O signals
+# (fcntl F_SETOWN, F_SETOWN_EX, F_SETSIG; ioctl FIOSETOWN, SIOCSPGRP on a socket), with which
+# O_ASYNC sends it any signal the job likes. Rules: call name -> None (always EPERM), a tuple of
+# argument indexes of which any non-zero one makes it EPERM (a pid, or "who", of 0 is the
+# caller itself), or {argument index: values} of which any one makes it EPERM.
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+_SET_OWNER = {1: (F_SETOWN, F_SETSIG, F_SETOWN_EX)}
 DENIED = {"io_setup": None, "ioprio_set": None, "prlimit64": (0,), "setpriority": (0, 1),
           "sched_setparam": (0,), "sched_setscheduler": (0,), "sched_setaffinity": (0,),
-          "sched_setattr": (0,)}
+          "sched_setattr": (0,), "fcntl": _SET_OWNER, "fcntl64": _SET_OWNER,
+          "ioctl": {1: (FIOSETOWN, SIOCSPGRP)}}
 _NAMES = ("io_setup", "ioprio_set", "prlimit64", "setpriority", "sched_setparam",
-          "sched_setscheduler", "sched_setaffinity", "sched_setattr")
+          "sched_setscheduler", "sched_setaffinity", "sched_setattr", "fcntl", "fcntl64", "ioctl")
 _X32 = 0x40000000
-# Per audit arch, the numbers of ``_NAMES`` in each ABI a job can reach: on x86-64 that includes
-# x32 (same arch, numbers with bit 30 set) and i386 (int 0x80 from 64-bit code).
+# Per audit arch, the numbers of ``_NAMES`` in each ABI a job can reach (None: not in it): on
+# x86-64 that includes x32 (same arch, numbers with bit 30 set) and i386 (int 0x80 from 64-bit
+# code).
 SYSCALL_NUMBERS = {
-    0xC000003E: [(206, 251, 302, 141, 142, 144, 203, 314),
-                 tuple(_X32 | n for n in (543, 251, 302, 141, 142, 144, 203, 314))],
-    0x40000003: [(245, 289, 340, 97, 154, 156, 241, 351)],
-    0xC00000B7: [(0, 30, 261, 140, 118, 119, 122, 274)],
+    0xC000003E: [(206, 251, 302, 141, 142, 144, 203, 314, 72, None, 16),
+                 tuple(_X32 | n for n in (543, 251, 302, 141, 142, 144, 203, 314, 72))
+                 + (None, _X32 | 514)],
+    0x40000003: [(245, 289, 340, 97, 154, 156, 241, 351, 55, 221, 54)],
+    0xC00000B7: [(0, 30, 261, 140, 118, 119, 122, 274, 25, None, 29)],
 }
 
 
@@ -309,13 +464,23 @@ def seccomp_program(denied=None, numbers=None):
         body = []
         for abi in abis:
             for name, nr in zip(_NAMES, abi, strict=True):
-                for arg in (denied[name] or (None,)) if name in denied else ():
-                    if arg is None:
-                        body += [(ld, 0, 0, 0), (jeq, 0, 1, nr), (ret, 0, 0, deny)]
-                    else:  # the low 32 bits of the argument (pids and "who" are ints)
+                if nr is None or name not in denied:
+                    continue
+                rule = denied[name]
+                if rule is None:
+                    body += [(ld, 0, 0, 0), (jeq, 0, 1, nr), (ret, 0, 0, deny)]
+                elif isinstance(rule, dict):  # the low 32 bits: the kernel reads an int here
+                    for arg, values in rule.items():
+                        for value in values:
+                            body += [(ld, 0, 0, 0), (jeq, 0, 3, nr), (ld, 0, 0, 16 + 8 * arg),
+                                     (jeq, 0, 1, value), (ret, 0, 0, deny)]
+                else:  # the low 32 bits of the argument (pids and "who" are ints)
+                    for arg in rule:
                         body += [(ld, 0, 0, 0), (jeq, 0, 3, nr), (ld, 0, 0, 16 + 8 * arg),
                                  (jeq, 1, 0, 0), (ret, 0, 0, deny)]
         # seccomp_data: nr at offset 0, arch at 4, args from 16 (8 bytes each, little-endian).
+        if len(body) + 1 > 255:
+            raise ValueError("seccomp program: too many rules for one arch (8-bit jumps)")
         prog += [(ld, 0, 0, 4), (jeq, 0, len(body) + 1, arch), *body, (ret, 0, 0, allow)]
     prog.append((ret, 0, 0, allow))
     return b"".join(struct.pack("=HBBI", *insn) for insn in prog)
@@ -359,6 +524,11 @@ def _job(cpu, disk, fds):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")  # out of memory, the job goes first, not the agent or the zygote
+    except OSError:
+        pass
     if _prctl is not None:
         _prctl(4, 1, 0, 0, 0)  # the job's own /proc/self behaves normally
     os.chdir("/scratch")
@@ -513,21 +683,34 @@ def _wait(pid, timeout):
         time.sleep(0.002)
 
 
+def _wait_exit(pid, timeout):
+    """``_wait`` for a child of ours, woken the moment it exits (a pidfd) rather than polled."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return _wait(pid, timeout)
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    return _try_wait(pid)
+
+
 def _set_nonblocking(fd):
     os.set_blocking(fd, False)
 
 
 def run_job(req, zygote, baseline):
     start = time.monotonic()
-    wall = float(req["wall_s"])
-    cap = int(req["output_bytes"])
     specs = [(MAIN, int(req["code_bytes"]))] + [(n, int(b)) for n, b in req.get("files") or []]
     source = Input(sum(size for _, size in specs))
     error = _write_inputs(specs, source)
     stdin = Input(int(req.get("stdin_bytes") or 0))
     if error is not None:
+        # Before any job code ran (the host checked that the inputs fit): not the job's doing,
+        # and safe to retry on another container.
         stdin.discard()
-        return {"status": "sandbox_error", "error": error, "dirty": True}
+        return {"status": "sandbox_error", "error": error, "dirty": True, "started": False}
     oom_before = _oom_kills()
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -542,6 +725,33 @@ def run_job(req, zygote, baseline):
         # No job code ran (e.g. the last job killed the zygote): the host may retry elsewhere.
         return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True,
                 "started": False}
+    try:
+        reply = _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before)
+    except HostGone:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the job's code had run
+        # The job ran, so it may be what broke us: this is its verdict, never the host's.
+        with contextlib.suppress(OSError):
+            stdin.discard()  # the host sends all of it before it reads the reply
+        reply = _verdict("dirty_container", f"agent: {_short(exc)}", time.monotonic() - start)
+    return _settle(reply, zygote, baseline)
+
+
+def _verdict(status, error, wall_s):
+    return {"status": status, "exit_code": None, "stdout": "", "stderr": "", "truncated": False,
+            "wall_s": wall_s, "cpu_s": 0.0, "error": error}
+
+
+def _short(exc, limit=300):
+    text = repr(exc)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before):
+    """Relay the job's stdin and collect its output until it exits or hits a limit; the reply
+    with the job's status (``_settle`` adds whether the container can be trusted)."""
+    wall = float(req["wall_s"])
+    cap = int(req["output_bytes"])
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -695,9 +905,7 @@ def run_job(req, zygote, baseline):
             status = "ok"
         else:
             status = "runtime_error"
-    clean = _wipe(SCRATCH) & _wipe(SHM) & _clear_mqueues()
-    dirty = (leftover or not clean or not zygote.alive() or _sysv_ipc_used() or oom
-             or status in ("timeout", "memory_limit", "output_limit") or baseline.changed())
+    limit_hit = status in ("timeout", "memory_limit", "output_limit")
     return {
         "status": status,
         "exit_code": code,
@@ -706,8 +914,34 @@ def run_job(req, zygote, baseline):
         "truncated": truncated,
         "wall_s": wall_s,
         "cpu_s": cpu_s,
-        "dirty": bool(dirty),
+        "dirty": bool(leftover or oom or limit_hit),
     }
+
+
+def _settle(reply, zygote, baseline):
+    """After a job: nothing of it may run, nothing it wrote may stay, and nothing it changed may
+    reach the next job. What is left that cannot be removed but is seen (processes that had to be
+    killed, SysV IPC, sockets in flight, a changed zygote) costs the container ("dirty"); what
+    the agent could not clean or check makes the verdict ``dirty_container``, the job's own
+    failure, never an infrastructure error (a job must not be able to turn its grade into one).
+    """
+    why = None
+    try:
+        leftover = _kill_all(zygote.pid)
+        with contextlib.suppress(OSError):
+            os.kill(zygote.pid, signal.SIGCONT)
+        why = _clean_up(baseline.roots)
+        dirty = (leftover or why is not None or not zygote.alive() or _sysv_ipc_used()
+                 or baseline.changed())
+    except Exception as exc:  # noqa: BLE001 - the job's doing, as far as anyone can tell
+        why = f"agent: {_short(exc)}"
+        dirty = True
+    if why is not None:
+        if reply.get("status") in ("ok", "runtime_error"):
+            reply["status"] = "dirty_container"
+        reply["error"] = why
+    reply["dirty"] = bool(reply.get("dirty") or dirty)
+    return reply
 
 
 def main():

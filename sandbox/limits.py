@@ -5,16 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Status = Literal["ok", "runtime_error", "timeout", "memory_limit", "output_limit", "sandbox_error"]
-#: Statuses caused by the program itself; ``sandbox_error`` alone means the infrastructure failed.
-PROGRAM_STATUSES = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit")
+Status = Literal["ok", "runtime_error", "timeout", "memory_limit", "output_limit",
+                 "dirty_container", "sandbox_error"]
+#: Verdicts on the program: whatever a job does to its own container, files, processes or
+#: descriptors ends in one of these. ``dirty_container``: the program failed by leaving behind
+#: state the agent could not clean up or check (more entries than it removes in its budget,
+#: files it cannot remove, an agent that broke while the job ran); the container is replaced.
+PROGRAM_STATUSES = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit",
+                    "dirty_container")
+#: Failures independent of the program: the engine, the pool, the host, a container lost, a job
+#: that could not start. Only these are ``RunResult.infra_error``; a learner drops them.
+INFRA_STATUSES = ("sandbox_error",)
 
 
 @dataclass(frozen=True)
 class Limits:
     """Per-run limits. ``memory_mb``, ``pids``, ``disk_mb`` and ``cpus`` are container limits:
     each set of them in use gets its own warm pool of containers (``Sandbox`` keeps several,
-    bounded in total), so they are enforced by the engine, never weakened."""
+    bounded in total), so they are enforced by the engine, never weakened. The scratch space
+    (``disk_mb``) and ``/dev/shm`` are memory that outlives a job's processes: together they
+    leave 32 MB of ``memory_mb`` to the agent, so with a small ``memory_mb`` the scratch space
+    is smaller than ``disk_mb`` (``sandbox.worker.writable_mb``)."""
 
     wall_s: float = 10.0
     cpu_s: float = 10.0
@@ -45,11 +56,16 @@ class RunResult:
     truncated: bool
     wall_s: float
     cpu_s: float = 0.0
-    error: str = ""  # what went wrong when status == "sandbox_error"
+    error: str = ""  # what went wrong: why a sandbox_error, or what made a dirty_container
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def infra(self) -> bool:
+        """The infrastructure failed, not the program (``INFRA_STATUSES``)."""
+        return self.status in INFRA_STATUSES
 
     @classmethod
     def infra_error(cls, message: str, wall_s: float = 0.0) -> RunResult:

@@ -24,7 +24,7 @@ from typing import Any
 import docker
 from docker.types import LogConfig
 
-from sandbox.limits import Limits, RunResult
+from sandbox.limits import PROGRAM_STATUSES, Limits, RunResult
 
 LABEL = "grpo-sandbox"
 OWNER_LABEL = "grpo-sandbox.owner"  # the host process (for removing stale containers)
@@ -39,12 +39,15 @@ AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text(encoding="utf-8"
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 27
 START_TIMEOUT_S = 60.0
-# Seconds the host waits past a job's wall limit before it declares the container hung.
+# Seconds the host waits past a job's wall limit before it declares the container hung: more
+# than the agent takes to stop a job and clean up after it (at most about 6 s: agent.CLEAN_UP_S).
 REPLY_GRACE_S = 10.0
 # The slowest input rate the host tolerates before it declares the agent stuck (bytes/s).
 INPUT_FLOOR_BPS = 1 << 20
 AGENT_RESERVE_MB = 32  # memory left to the agent and the program beside the job's files
+SHM_MB = 16  # the most /dev/shm holds
 SCRATCH_INODES = 4096
+SHM_INODES = 4096
 _ids = itertools.count(1)
 
 
@@ -65,18 +68,23 @@ def container_config(
 ) -> dict[str, Any]:
     """``create_container`` keyword arguments: every isolation control, on."""
     uid = pick_uid(client)
+    scratch_mb, shm_mb = writable_mb(limits)
     host_config = client.api.create_host_config(
         network_mode="none",
         read_only=True,
         tmpfs={
             # Owned by the sandbox user (the engine copies the image's mode onto the mount).
-            "/scratch": f"size={limits.disk_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},gid={uid},"
+            "/scratch": f"size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},gid={uid},"
                         "noexec,nosuid,nodev",
             # Hides the engine's devpts: the count of ptys is one table for the whole host
             # (kernel.pty.max), which a job holding thousands of them would exhaust for others.
             "/dev/pts": "ro,size=4k,nr_inodes=2,mode=555,noexec,nosuid,nodev",
+            # Instead of the engine's own /dev/shm (shm_size), which bounds bytes, not files:
+            # millions of empty files there would pin the container's memory until the agent
+            # itself is killed for it, and take longer to remove than the host waits.
+            "/dev/shm": f"size={shm_mb}m,nr_inodes={SHM_INODES},mode=1777,"
+                        "noexec,nosuid,nodev",
         },
-        shm_size=f"{min(limits.disk_mb, 16)}m",
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",  # equal to the memory limit: no swap
         pids_limit=limits.pids,
@@ -102,6 +110,16 @@ def container_config(
         labels={LABEL: "1", LIMITS_LABEL: limits_label(limits), UID_LABEL: str(uid), **labels},
         host_config=host_config,
     )
+
+
+def writable_mb(limits: Limits) -> tuple[int, int]:
+    """The sizes (MB) of the scratch space and of /dev/shm. Both are memory that outlives the
+    job's processes, so together they leave ``AGENT_RESERVE_MB`` of ``memory_mb`` free: a job
+    that fills them cannot starve the agent (whose death would read as an infrastructure
+    failure). With the default limits that is the whole ``disk_mb``."""
+    room = max(2, limits.memory_mb - AGENT_RESERVE_MB)
+    shm = max(1, min(limits.disk_mb, SHM_MB, room // 4))
+    return max(1, min(limits.disk_mb, room - shm)), shm
 
 
 def pick_uid(client: docker.DockerClient) -> int:
@@ -253,18 +271,28 @@ class Worker:
             return RunResult.infra_error(str(exc), time.monotonic() - start), False
         if reply.get("id") == job_id and reply.get("started") is False:
             raise JobNotStarted(reply.get("error") or "the job could not be started")
-        if reply.get("id") != job_id or reply.get("status") == "sandbox_error":
-            error = reply.get("error") or f"unexpected reply from the sandbox agent: {reply}"
+        # Past this point the job's code ran: its verdict is one of PROGRAM_STATUSES (the agent
+        # reports what a job left behind as dirty_container). Only a reply that is not a verdict
+        # (the agent's own failure before the job, or a garbled frame) is an infrastructure error.
+        if reply.get("id") == job_id and reply.get("status") == "sandbox_error":
+            error = str(reply.get("error") or "the sandbox agent failed")
             return RunResult.infra_error(error, time.monotonic() - start), False
-        result = RunResult(
-            status=reply["status"],
-            exit_code=reply["exit_code"],
-            stdout=_text(reply["stdout"]),
-            stderr=_text(reply["stderr"]),
-            truncated=bool(reply["truncated"]),
-            wall_s=float(reply["wall_s"]),
-            cpu_s=float(reply["cpu_s"]),
-        )
+        try:
+            if reply.get("id") != job_id or reply.get("status") not in PROGRAM_STATUSES:
+                raise ValueError(f"{reply}")
+            result = RunResult(
+                status=reply["status"],
+                exit_code=reply["exit_code"],
+                stdout=_text(reply["stdout"]),
+                stderr=_text(reply["stderr"]),
+                truncated=bool(reply["truncated"]),
+                wall_s=float(reply["wall_s"]),
+                cpu_s=float(reply["cpu_s"]),
+                error=str(reply.get("error") or ""),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            error = f"unexpected reply from the sandbox agent: {str(exc)[:300]}"
+            return RunResult.infra_error(error, time.monotonic() - start), False
         return result, not reply.get("dirty", True)
 
     def close(self) -> str | None:
@@ -309,6 +337,13 @@ class JobInput:
                 raise ValueError(f"bad file name {name!r}: use a relative path inside the "
                                  "scratch directory (main.py is the program itself)")
             pairs.append((name, _bytes(data)))
+        names = {name for name, _ in pairs} | {"main.py"}
+        for name in names:
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in names:
+                    raise ValueError(f"bad file name {name!r}: {'/'.join(parts[:i])!r} is a "
+                                     "file, so it cannot be a directory too")
         job = cls(_bytes(code), _bytes(stdin), tuple(pairs))
         # tmpfs rounds every file up to whole pages; each file and directory takes an inode.
         need = sum(-(-len(d) // 4096) * 4096 for d in (job.code, *(d for _, d in job.files)))
@@ -318,7 +353,7 @@ class JobInput:
         if need > limits.disk_mb * 2**20:
             raise ValueError(f"the program and its files need {mb:.1f} MB of scratch space, "
                              f"more than Limits.disk_mb={limits.disk_mb}: raise disk_mb")
-        if need > (limits.memory_mb - AGENT_RESERVE_MB) * 2**20:
+        if need > writable_mb(limits)[0] * 2**20:
             raise ValueError(f"the program and its files ({mb:.1f} MB) are kept in memory and "
                              f"leave too little of Limits.memory_mb={limits.memory_mb} "
                              f"({AGENT_RESERVE_MB} MB are reserved): raise memory_mb")

@@ -12,7 +12,11 @@ removed):
   (``kill(-1, ...)``); signals to the program's own processes still work;
 - ``ptrace``, ``process_vm_readv``/``writev`` and the pidfd calls, whatever their target;
 - ``prlimit64``, ``setpriority`` and the scheduler calls aimed at the protected process, and
-  ``setpriority`` on the whole user.
+  ``setpriority`` on the whole user;
+- naming any process the owner of a file's I/O signals, whatever the target: ``fcntl``
+  ``F_SETOWN``, ``F_SETOWN_EX`` and ``F_SETSIG``, and the sockets' ``ioctl`` ``FIOSETOWN`` and
+  ``SIOCSPGRP`` (with ``O_ASYNC``, the kernel would send the owner any signal the program
+  chose, on the program's behalf, past the signal rules above).
 
 Only x86_64 and aarch64 are known (``supported()``); elsewhere ``install`` installs nothing.
 """
@@ -32,11 +36,13 @@ _SYSCALLS = {
     "x86_64": dict(kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297,
                    ptrace=101, process_vm_readv=310, process_vm_writev=311, pidfd_open=434,
                    pidfd_send_signal=424, pidfd_getfd=438, prlimit64=302, setpriority=141,
-                   sched_setaffinity=203, sched_setscheduler=144, sched_setparam=142),
+                   sched_setaffinity=203, sched_setscheduler=144, sched_setparam=142,
+                   fcntl=72, ioctl=16),
     "aarch64": dict(kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240,
                     ptrace=117, process_vm_readv=270, process_vm_writev=271, pidfd_open=434,
                     pidfd_send_signal=424, pidfd_getfd=438, prlimit64=261, setpriority=140,
-                    sched_setaffinity=122, sched_setscheduler=119, sched_setparam=118),
+                    sched_setaffinity=122, sched_setscheduler=119, sched_setparam=118,
+                    fcntl=25, ioctl=29),
 }
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_BIT = 0x40000000  # x86_64's second ABI: its calls are refused, not filtered twice
@@ -45,6 +51,9 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
            "pidfd_send_signal", "pidfd_getfd")
 _SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 _PID_FIRST = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam")
+# The second argument (a command: an int to the kernel, so its low 32 bits) that sets an owner.
+_SET_OWNER = {"fcntl": (8, 15, 10),  # F_SETOWN, F_SETOWN_EX, F_SETSIG
+              "ioctl": (0x8901, 0x8902)}  # FIOSETOWN, SIOCSPGRP
 
 
 class _Filter(ctypes.Structure):
@@ -70,12 +79,17 @@ def program(protected_pid: int, machine: str | None = None) -> list[tuple[int, i
     code += [(_JEQ, "deny", None, nr[n]) for n in _DENIED]
     code += [(_JEQ, "signal", None, nr[n]) for n in _SIGNALS]
     code += [(_JEQ, "pid_first", None, nr[n]) for n in _PID_FIRST]
+    code += [(_JEQ, f"owner_{n}", None, nr[n]) for n in _SET_OWNER]
     code += [(_JEQ, "priority", None, nr["setpriority"]), (_RET, None, None, _ALLOW),
              "signal", (_LD_W_ABS, None, None, _ARG0)]
     code += [(_JEQ, "deny", None, v) for v in (pid, group, 0xFFFFFFFF)]
     code += [(_RET, None, None, _ALLOW),
              "pid_first", (_LD_W_ABS, None, None, _ARG0), (_JEQ, "deny", None, pid),
              (_RET, None, None, _ALLOW),
+             *[item for n, commands in _SET_OWNER.items()
+               for item in (f"owner_{n}", (_LD_W_ABS, None, None, _ARG1),
+                            *[(_JEQ, "deny", None, c) for c in commands],
+                            (_RET, None, None, _ALLOW))],
              "priority", (_LD_W_ABS, None, None, _ARG0), (_JEQ, "deny", None, _PRIO_USER),
              (_LD_W_ABS, None, None, _ARG1), (_JEQ, "deny", None, pid),
              (_RET, None, None, _ALLOW),
