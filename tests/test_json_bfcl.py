@@ -10,8 +10,8 @@ import pytest
 import envs  # noqa: F401 - registers the env ids
 from envs.verify.json import verify
 from envs.verify.json_content import ABSENT, AnyOf, expected_from_json
-from tasks import load_pack
-from tasks.bfcl import CATEGORIES, accepted_example, expected_value, json_schema
+from tasks import Task, load_pack
+from tasks.bfcl import CATEGORIES, SCHEMA_ONLY, accepted_example, expected_value, json_schema
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,8 @@ def pack():
 
 def test_pack_size_splits_and_manifest(pack):
     train, test = pack.size("train"), pack.size("test")
-    assert train + test > 1700 and 0.15 < test / (train + test) < 0.25
+    # 1.1.0 left out the 69 tasks a schema-only answer passes (tasks.bfcl.SCHEMA_ONLY)
+    assert train + test > 1650 and 0.15 < test / (train + test) < 0.25
     assert not set(pack.ids("train")) & set(pack.ids("test"))
     # BFCL repeats queries across categories: no test prompt may also be a train prompt
     train_prompts = {pack.prompt(t) for t in map(pack.get, pack.ids("train"))}
@@ -109,3 +110,30 @@ def test_env_over_bfcl():
     _, reward, _, _, info = env.step("```json\n" + answer + "\n```")
     assert info["rewards"] == {"valid": 1.0, "content": 1.0, "format": 1.0}
     assert reward == pytest.approx(1.1)
+
+
+def test_tasks_a_schema_only_answer_passes_are_left_out(pack):
+    # bfcl 1.1.0: every task the env's schema-only answers pass in full is in SCHEMA_ONLY (with
+    # why) and out of both splits; none of the remaining tasks is passed by one of them.
+    ids = set(pack.ids("train")) | set(pack.ids("test"))
+    assert len(SCHEMA_ONLY) == 69 and all(reason for reason in SCHEMA_ONLY.values())
+    assert not {f"bfcl/{i}" for i in SCHEMA_ONLY} & ids
+    env = gym.make("grpo/JsonSchema-v0", pack="bfcl", split="test").unwrapped
+    for split in ("train", "test"):
+        assert env.trivially_passed([pack.get(t) for t in pack.ids(split)]) == {}, split
+    assert pack.manifest.version == "1.1.0"
+
+
+def test_trivially_passed_names_the_schema_only_answers(pack):
+    # A call without arguments, and one whose answer is an enum's second value, as a third-party
+    # pack could hold them: validate must refuse both, naming the answers that pass.
+    env = gym.make("grpo/JsonSchema-v0", pack="bfcl", split="test").unwrapped
+    none = Task("x/none", "test", {"schema": {"type": "object", "properties": {},
+                                              "additionalProperties": False}, "expected": {}})
+    enum = Task("x/enum", "test", {"schema": {"type": "object", "required": ["unit"],
+                                              "properties": {"unit": {"enum": ["c", "f", "k"]}}},
+                                   "expected": {"unit": "f"}})
+    real = pack.get(pack.ids("test")[0])
+    found = env.trivially_passed([none, enum, real])
+    assert set(found) == {"x/none", "x/enum"}
+    assert "empty_object" in found["x/none"] and "enum_value_1" in found["x/enum"]

@@ -280,3 +280,22 @@ def test_example_option_takes_only_a_bool():
     # gym.make passes pack options through, as the CPU recipe does.
     env = gym.make(ENV_ID, pack="extract", level=1, example=True).unwrapped
     assert "For example, another" in env.prompt(env.pack.task_at("test", 0))
+
+
+def test_a_draft_in_the_reasoning_is_not_a_final_answer():
+    # With the Python tool, JSON drafted inside <think> must not end the turn before its call
+    # (it did: any JSON before the call was taken as the final answer), and the answer after
+    # the reasoning is what is graded.
+    env = gym.make(ENV_ID, python_tool=True).unwrapped
+    call = "```python\nprint(2 + 2)\n```"
+    draft = '<think>Maybe {"name": "Ada"}; let me check.</think>\n'
+    assert env.tool_call_end(draft + call) == len(draft + call)
+    assert env.tool_call_end('<think>hm</think>{"name": "Ada"}\n' + call) is None
+    plain = JsonSchemaEnv(level=1, family="people")
+    task = plain.pack.task_at("train", 0)
+    gold = json.dumps(task["expected"])
+    wrong = json.dumps({**task["expected"], "name": "Someone Else"})
+    _, info = plain.score(task, f"<think>```json\n{wrong}\n```</think>\n{gold}")
+    assert info["passed"] and info["rewards"] == {"valid": 1.0, "content": 1.0, "format": 1.0}
+    _, info = plain.score(task, f"<think>{gold}</think>")
+    assert not info["passed"] and info["reason"] == "no_json"

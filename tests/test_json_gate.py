@@ -272,3 +272,61 @@ def test_validators_are_cached_per_schema():
     assert compiled_validator(schema) is first
     assert compiled_validator(json.loads(json.dumps(schema))) is first
     assert compiled_validator({**schema, "required": ["z"]}) is not first
+
+
+# -- reasoning blocks -------------------------------------------------------------------------
+WRONG = '{"name": "Bob", "age": 7}'
+EXPECT = {"name": "Ada", "age": 36}
+
+
+@pytest.mark.parametrize("text", [
+    # A draft in the reasoning, the answer after it (the draft was graded before: the fenced
+    # one in place of the answer, the bare one as a competing value).
+    f"<think>First try:\n```json\n{WRONG}\n```\nno, she is 36.</think>\n{GOOD}",
+    f"<think>{WRONG}</think>{GOOD}",
+    f"<think>{WRONG}</think>\n```json\n{GOOD}\n```",
+    # Several blocks, JSON inside each and after the last.
+    f"<think>{WRONG}</think>Let me check again.<think>```json\n{WRONG}\n```</think>{GOOD}",
+    # The block opened by the chat template: only its closing tag is in the completion.
+    f"Maybe {WRONG}?</think>\n{GOOD}",
+    # Tags as models write them: other case, spaces, <thinking>.
+    f"<THINK>{WRONG}</Think >{GOOD}",
+    f"<thinking>\n{WRONG}\n</thinking>\n\nAnswer: {GOOD}",
+    # The answer between two blocks, nothing after the last one.
+    f"<think>{WRONG}</think>{GOOD}<think>done</think>",
+])
+def test_the_answer_after_the_reasoning_is_graded(text):
+    verdict = verify(PERSON, text, expected=EXPECT)
+    assert verdict.passed and verdict.extracted == EXPECT, verdict
+    assert verdict.details["single"]
+
+
+@pytest.mark.parametrize("text", [
+    f"<think>{GOOD}</think>",  # the answer only in the reasoning
+    f"<think>{GOOD}</think>\n\n",
+    f"<think>so it is {GOOD}",  # unclosed: all of it is reasoning
+    f"I think it is this.<think>{GOOD}",
+    f"{GOOD}</think>",  # everything before a closing tag is reasoning
+])
+def test_json_only_inside_the_reasoning_is_no_answer(text):
+    verdict = verify(PERSON, text, expected=EXPECT)
+    assert not verdict.passed and verdict.reason == "no_json"
+    assert verdict.details["after_reasoning"] is True
+
+
+def test_a_value_before_an_unclosed_block_is_the_answer():
+    verdict = verify(PERSON, f"{GOOD}\n<think>was that right? {WRONG}", expected=EXPECT)
+    assert verdict.passed and verdict.details["single"]
+
+
+def test_two_values_after_the_reasoning_still_compete():
+    verdict = verify(PERSON, f"<think>hmm</think>{GOOD} or {WRONG}", expected=EXPECT)
+    assert verdict.reason == "competing_values" and verdict.details["content"] == 0.0
+
+
+def test_reasoning_tags_cost_linear_time():
+    import time
+    for text in ("<think>" * 100_000, "</think>" * 100_000, "< think" * 100_000):
+        start = time.process_time()
+        verdict = verify(PERSON, text, expected=EXPECT)
+        assert not verdict.passed and time.process_time() - start < 2.0

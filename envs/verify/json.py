@@ -2,7 +2,8 @@
 
 ``verify(schema, completion, expected=...)`` takes the whole text if it is JSON, else the last
 fenced ```json block, else the first balanced object or array a real JSON decoder accepts amid
-prose (``envs.verify.json_extract``), and returns the shared ``Verdict``:
+prose, all read after any ``<think>`` block (``envs.verify.json_extract``), and returns the
+shared ``Verdict``:
 
 - ``reason`` says which stage decided. Extraction failures: ``too_large``, ``too_deep``,
   ``no_json``, ``unparseable``, ``duplicate_keys``, ``non_finite_number``
@@ -45,7 +46,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 
 from envs.verify.json_content import ABSENT, AnyOf, content_score, expected_from_json
-from envs.verify.json_extract import Rejected, extract
+from envs.verify.json_extract import Rejected, answer_text, extract
 from envs.verify.verdict import Verdict
 
 __all__ = [
@@ -172,7 +173,10 @@ def verify(
     except Rejected as rej:
         return Verdict.fail(rej.reason, stage="extract", **rej.details)
     if found is None:
-        return Verdict.fail("no_json", stage="extract")
+        # Say when a think block was read past: a value there is a draft, never the answer.
+        past = answer_text(completion) != completion
+        return Verdict.fail("no_json", stage="extract", **({"after_reasoning": True} if past
+                                                            else {}))
     value = found.value
     errors = [
         {"path": err.json_path, "message": err.message[:300], "validator": str(err.validator)}

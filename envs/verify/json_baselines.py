@@ -30,6 +30,7 @@ FORMAT_PLACEHOLDERS = {
     "00000000-0000-0000-0000-000000000000", "duration": "P1D",
 }
 _DEPTH = 16  # nested schemas followed; deeper ones get a typed zero
+MAX_ENUM_INDEX = 24  # enum positions tried, each in one baseline (and one with booleans true)
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class _Policy:
 
     all_keys: bool = False  # every declared property, not only the required ones
     number: str = "min"  # "min", "max" or "zero"
-    enum: str = "first"  # "first" or "last"
+    enum: str | int = "first"  # "first", "last", or an index (each enum's value there, or last)
     boolean: bool = False
     array: str = "min"  # "min" (minItems fillers), "empty" or "enum" (every enum value)
     defaults: bool = False  # a declared default wins over the filler
@@ -84,6 +85,12 @@ def schema_only_values(schema: Any, *, text: str | None = None,
     builder = _Builder(schema)
     for name, policy in POLICIES.items():
         values[name] = builder.value(schema, policy)
+    # Every enum at its i-th value (the first and last are above): a task whose content is one
+    # enum choice is then passed by one of these, whichever value is right.
+    for index in range(1, min(_longest_enum(schema), MAX_ENUM_INDEX)):
+        values[f"enum_value_{index}"] = builder.value(schema, _Policy(enum=index))
+        values[f"enum_value_{index}_true"] = builder.value(
+            schema, _Policy(all_keys=True, enum=index, boolean=True))
     props = _properties(builder.resolve(schema))
     if props:
         values["keys_with_null"] = dict.fromkeys(props)
@@ -94,6 +101,20 @@ def schema_only_values(schema: Any, *, text: str | None = None,
     if example is not None:
         values["shown_example"] = example
     return values
+
+
+def _longest_enum(schema: Any, depth: int = 0) -> int:
+    """The most values any enum in ``schema`` has."""
+    if depth > _DEPTH:
+        return 0
+    if isinstance(schema, Mapping):
+        enum = schema.get("enum")
+        own = len(enum) if isinstance(enum, list) else 0
+        return max([own, *(_longest_enum(v, depth + 1) for k, v in schema.items()
+                           if k not in ("enum", "default", "const", "examples"))])
+    if isinstance(schema, list):
+        return max((_longest_enum(v, depth + 1) for v in schema), default=0)
+    return 0
 
 
 def _properties(schema: Any) -> Mapping[str, Any]:
@@ -127,6 +148,8 @@ class _Builder:
             return schema["const"]
         enum = schema.get("enum")
         if isinstance(enum, list) and enum:
+            if isinstance(policy.enum, int):
+                return enum[min(policy.enum, len(enum) - 1)]
             return enum[0] if policy.enum == "first" else enum[-1]
         for word in ("anyOf", "oneOf"):  # the first alternative, as a policy would learn it
             options = schema.get(word)

@@ -1,6 +1,12 @@
 """Pulling one JSON value out of model text, with limits that keep hostile input cheap.
 
-Order: the whole text if it is JSON; else the last fenced ```json block; else the first
+Reasoning is read past first, as the math extractor reads the answer after ``</think>``:
+``answer_text`` drops each ``<think>...</think>`` (or ``<thinking>``) block, an unclosed one to
+the end of the text, and everything before a closing tag that has no opening one (a chat
+template that opens the block in the prompt), so a draft in the reasoning is never graded in
+place of the answer after it, nor competes with it.
+
+Then: the whole text if it is JSON; else the last fenced ```json block; else the first
 balanced object or array that ``json.JSONDecoder.raw_decode`` accepts, with prose around it.
 Duplicate keys, NaN/Infinity (and numbers that overflow to infinity) and nesting deeper than
 ``max_depth`` reject the value instead of being silently accepted. Every step takes time linear
@@ -166,8 +172,35 @@ def _next_in_prose(text: str, pos: int, budget: int, max_depth: int) -> tuple[An
     return None
 
 
+_THINK_TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
+
+
+def answer_text(text: str) -> str:
+    """``text`` without its reasoning (see the module doc): the parts outside every think block,
+    one per line. Linear in the length of the text."""
+    tags = list(_THINK_TAG.finditer(text))
+    if not tags:
+        return text
+    pieces, start, inside = [], 0, False
+    for tag in tags:
+        closing = bool(tag.group(1))
+        if not closing and not inside:
+            pieces.append(text[start : tag.start()])
+            inside = True
+        elif closing:
+            # Closing a block, or a closing tag with no opening one: all since the last
+            # answer part was reasoning too.
+            inside = False
+            start = tag.end()
+    if not inside:
+        pieces.append(text[start:])
+    return "\n".join(pieces)
+
+
 def extract(text: str, max_depth: int) -> Extracted | None:
-    """The JSON value in ``text`` (None if there is none); raises ``Rejected``."""
+    """The JSON value in ``text`` after its reasoning (None if there is none); raises
+    ``Rejected``."""
+    text = answer_text(text)
     start = _WS.match(text).end()
     if text[start : start + 1] in _JSON_START:
         try:

@@ -14,6 +14,12 @@ Tasks whose ground truth does not validate against their converted schema are le
 
 BFCL repeats some queries across categories; a repeated (query, function) pair is kept once,
 and the train/test split hashes the query text, so no test prompt is also a train prompt.
+
+Since 1.1.0 the tasks that an answer built from the schema alone passes in full are left out
+(``SCHEMA_ONLY``, each with why: a call without arguments or with optional ones only, an
+answer that is one enum value, the query verbatim; found by ``grpo/JsonSchema-v0``'s
+``trivially_passed``): their reward is
+payable without reading the query, so they teach nothing and pay a policy that never reads.
 """
 
 from __future__ import annotations
@@ -32,6 +38,81 @@ _TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
 _DROPPED_KEYS = {"optional"}  # BFCL-only flag; "required" already says it
 ABSENT: dict[str, Any] = {"$absent": True}
+
+
+#: BFCL ids left out since 1.1.0, and why: a schema-only answer (``envs.verify.json_baselines``)
+#: passes each in full. Kept here, not silently filtered, so the pack's provenance stays visible.
+SCHEMA_ONLY: dict[str, str] = {
+    "live_multiple_14-4-6": "the schema's last enum value or maximum is the answer",
+    "live_multiple_19-4-11": "the schema's first enum value or minimum is the answer",
+    "live_multiple_79-36-0": "the schema's first enum value or minimum is the answer",
+    "live_multiple_107-43-5": "the schema's last enum value or maximum is the answer",
+    "live_multiple_204-90-6": "no arguments: {} is the call",
+    "live_multiple_225-99-0": "no arguments: {} is the call",
+    "live_multiple_250-114-0": "no arguments: {} is the call",
+    "live_multiple_989-220-0": "every argument may be left out: {} is the call",
+    "live_multiple_1013-242-0": "the schema's first enum value or minimum is the answer",
+    "live_simple_23-5-1": "the schema's first enum value or minimum is the answer",
+    "live_simple_177-103-0": "the schema's first enum value or minimum is the answer",
+    "live_simple_229-120-0": "the schema's last enum value or maximum is the answer",
+    "live_simple_247-129-0": "no arguments: {} is the call",
+    "live_simple_249-131-0": "the argument is the query verbatim",
+    "live_multiple_10-4-2": "the schema's last enum value or maximum is the answer",
+    "live_multiple_20-4-12": "the schema's last enum value or maximum is the answer",
+    "live_multiple_88-38-5": "every argument may be left out: {} is the call",
+    "live_multiple_94-41-1": "every argument may be left out: {} is the call",
+    "live_multiple_117-45-2": "no arguments: {} is the call",
+    "live_multiple_118-45-3": "no arguments: {} is the call",
+    "live_multiple_119-45-4": "no arguments: {} is the call",
+    "live_multiple_120-45-5": "no arguments: {} is the call",
+    "live_multiple_171-71-0": "the schema's first enum value or minimum is the answer",
+    "live_multiple_174-72-0": "the schema's first enum value or minimum is the answer",
+    "live_multiple_198-90-0": "no arguments: {} is the call",
+    "live_multiple_199-90-1": "no arguments: {} is the call",
+    "live_multiple_205-90-7": "no arguments: {} is the call",
+    "live_multiple_213-91-7": "the schema's first enum value or minimum is the answer",
+    "live_multiple_244-108-0": "no arguments: {} is the call",
+    "live_multiple_245-109-0": "no arguments: {} is the call",
+    "live_multiple_246-110-0": "no arguments: {} is the call",
+    "live_multiple_248-112-0": "no arguments: {} is the call",
+    "live_multiple_249-113-0": "no arguments: {} is the call",
+    "live_multiple_252-116-0": "no arguments: {} is the call",
+    "live_multiple_260-124-0": "no arguments: {} is the call",
+    "live_multiple_333-132-23": "every argument may be left out: {} is the call",
+    "live_multiple_910-189-0": "no arguments: {} is the call",
+    "live_multiple_958-204-0": "the schema's first enum value or minimum is the answer",
+    "live_multiple_959-204-1": "the schema's first enum value or minimum is the answer",
+    "live_multiple_986-217-0": "no arguments: {} is the call",
+    "live_multiple_987-218-0": "no arguments: {} is the call",
+    "live_multiple_998-229-0": "no arguments: {} is the call",
+    "live_multiple_999-230-0": "no arguments: {} is the call",
+    "live_multiple_1011-240-0": "every argument may be left out: {} is the call",
+    "live_multiple_251-115-0": "no arguments: {} is the call",
+    "live_multiple_951-200-0": "no arguments: {} is the call",
+    "live_multiple_1023-252-0": "no arguments: {} is the call",
+    "live_simple_25-5-3": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_176-102-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_179-104-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_83-38-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_112-43-10": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_581-157-2": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_22-5-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_24-5-2": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_174-100-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_175-101-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_simple_178-103-1": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_76-35-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_78-35-2": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_92-40-2": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_108-43-6": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_109-43-7": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_110-43-8": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_113-44-0": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_209-91-3": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_210-91-4": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_749-169-4": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+    "live_multiple_759-169-14": "the answer is one enum value each (booleans aside): a guess among the schema's values passes",
+}
 
 
 def json_schema(spec: dict[str, Any], *, top: bool = False) -> dict[str, Any]:
@@ -108,7 +189,8 @@ def _query(turns: list[list[dict[str, str]]]) -> str:
 
 
 def records(category: str) -> tuple[list[dict[str, Any]], int]:
-    """The tasks of one BFCL category, and how many were left out as inconsistent."""
+    """The tasks of one BFCL category, and how many were left out (inconsistent, or in
+    ``SCHEMA_ONLY``)."""
     questions = _read_jsonl(package_file("bfcl_eval", f"data/BFCL_v4_{category}.json",
                                          install_hint=INSTALL_HINT))
     answers = {a["id"]: a["ground_truth"] for a in _read_jsonl(package_file(
@@ -116,6 +198,9 @@ def records(category: str) -> tuple[list[dict[str, Any]], int]:
         install_hint=INSTALL_HINT))}
     out, dropped = [], 0
     for q in questions:
+        if q["id"] in SCHEMA_ONLY:
+            dropped += 1
+            continue
         truth = answers.get(q["id"])
         if not truth or len(truth) != 1:
             dropped += 1
