@@ -730,3 +730,26 @@ def test_scientific_notation_below_the_threshold_is_arithmetic():
     assert is_number_literal("10^6") and is_number_literal(r"2.5 \times 10^{4}")
     assert not is_number_literal("10^3") and not is_number_literal(r"10 \times 10^{5}")
     assert not is_number_literal("1e6") and not is_number_literal(r"0.5 \times 10^{6}")
+
+
+def test_an_answer_whose_form_cannot_be_scored_earns_nothing(monkeypatch):
+    """The tally's walk used to stop quietly on a sympy object it did not expect, keeping what it
+    had found so far: work after that point went uncounted. Now such an answer is refused (no
+    gold or honest form of the corpora stops the walk; tests/test_math_honest_forms.py)."""
+    from envs.verify import math_equiv, math_simplest
+
+    real = math_simplest._visit
+
+    def brittle(node, work):
+        if str(node) == "x*7":  # stands for any node the rules do not expect
+            raise TypeError("unexpected node")
+        return real(node, work)
+
+    monkeypatch.setattr(math_simplest, "_visit", brittle)
+    math_simplest.leaf_work.cache_clear()
+    try:
+        passed, reason, details = math_equiv.check(("7x",), ((r"x\cdot 7",),))
+        assert not passed and reason == "unparseable", (reason, details)
+        assert math_equiv.check(("7x",), ((r"7\cdot x",),))[0]  # another tree: scored, credited
+    finally:
+        math_simplest.leaf_work.cache_clear()

@@ -49,7 +49,7 @@ from envs.verify.math_parse import (
     parse_group,
     to_sympy,
 )
-from envs.verify.math_simplest import Work, excess, leaf_work
+from envs.verify.math_simplest import UNSCORED, Work, excess, leaf_work
 
 _rng = random.Random(1234)
 
@@ -535,7 +535,10 @@ def _check(
             ok = False
         if not ok:
             return False, "multiple_answers", {"competing": list(other)}
-    undone = excess(answer_work(pred_leaves), answer_work(gold_leaves))
+    pred_work, gold_work = answer_work(pred_leaves), answer_work(gold_leaves)
+    if pred_work.counts[UNSCORED] > gold_work.counts[UNSCORED]:
+        return False, "unparseable", {"error": "the answer's form cannot be scored"}
+    undone = excess(pred_work, gold_work)
     if undone:
         return False, "not_simplified", {"undone": undone}
     return True, "equal", {}

@@ -62,7 +62,6 @@ limits.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from collections import Counter
@@ -77,9 +76,12 @@ from sympy.core.function import Application
 
 from envs.verify.math_parse import Unparseable, leaf_tree, written
 
-__all__ = ["KINDS", "SCIENTIFIC_MIN_EXPONENT", "Work", "excess", "leaf_work", "written"]
+__all__ = ["KINDS", "SCIENTIFIC_MIN_EXPONENT", "UNSCORED", "Work", "excess", "leaf_work",
+           "written"]
 
 KINDS = ("function", "identity", "arithmetic", "fraction", "radical")
+#: Not a kind of work: the count of leaves whose tree the walk could not score.
+UNSCORED = "unscored"
 #: Scientific notation is a form, not a computation, from this exponent on: ``10^6`` and
 #: ``2.5\times 10^{4}`` write their numbers shorter than the digits do (``10^4`` has four
 #: characters, ``10000`` five). Below it the power is arithmetic left undone: ``10^2`` for 100,
@@ -572,9 +574,13 @@ def leaf_work(leaf: str) -> Work:
         tree = leaf_tree(leaf)
     except Unparseable:
         return work  # no tree, so no value either: the answer was refused before this
-    # A sympy object the rules do not expect stops the walk: what was found so far stands.
-    with contextlib.suppress(TypeError, ValueError, AttributeError, RecursionError):
+    # A sympy object the rules do not expect stops the walk: the form cannot be scored, and an
+    # answer whose form cannot be scored earns nothing (math_equiv; no gold or honest form of the
+    # corpora stops it).
+    try:
         _visit(tree, work)
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        work.counts[UNSCORED] += 1
     work.examples.pop(_NUMERATOR_ONE, None)
     surplus = work.counts.pop(_NUMERATOR_ONE, 0) - len(_UNIT_NUMERATOR.findall(leaf))
     if surplus > 0:
