@@ -422,3 +422,44 @@ def test_a_forked_child_never_closes_the_parents_containers(sandbox):
     proc.join(timeout=60)
     assert set(sandbox.containers()) == before
     assert sandbox.run("print(3)").stdout == "3\n"
+
+
+# -- what a tool call leaves in its container is its own failure, never an infra error -------
+# (issue 31: a deep tree made the agent's recursive clean-up raise, and the call came back as
+# sandbox_error, which ends the episode unscored: a way out of any penalty)
+LEFTOVERS = ("import os\n"
+             "for _ in range(1500):\n"
+             "    os.mkdir('d')\n"
+             "    os.chdir('d')\n"
+             "os.mkfifo('p')\n"
+             "os.chmod('/scratch/d', 0)\n"
+             "print('deep')\n"
+             "raise SystemExit(1)")
+
+
+@docker
+def test_a_tool_call_that_leaves_a_deep_tree_is_its_own_failure_math(sandbox):
+    env = math_python(sandbox)
+    episode = env.episode(TASK)
+    obs, reward, terminated, _, info = episode.step(call(LEFTOVERS))
+    assert info["tool_status"] == "runtime_error" and not is_infra_error(info), (info, obs)
+    assert "deep" in obs and not terminated and reward == 0.0 and info["tool_errors"] == 1
+    obs, *_ = episode.step(CALL)  # the next call, on the same pool, runs clean
+    assert "111" in obs
+    _, reward, terminated, _, info = episode.step("\\boxed{110}")  # scored as wrong, not dropped
+    assert terminated and info["reason"] == "not_equal" and info["rewards"]["correct"] == 0.0
+    assert not is_infra_error(info) and info["passed"] is False
+
+
+@docker
+def test_a_tool_call_that_leaves_a_deep_tree_is_its_own_failure_json(sandbox):
+    env = gym.make("grpo/JsonSchema-v0", python_tool=PythonTool(sandbox=sandbox)).unwrapped
+    episode = env.episode("extract/test-L1-people-0")
+    obs, reward, terminated, _, info = episode.step(call(LEFTOVERS))
+    assert info["tool_status"] == "runtime_error" and not is_infra_error(info), (info, obs)
+    assert "deep" in obs and not terminated and reward == 0.0
+    obs, *_ = episode.step(CALL)
+    assert "111" in obs
+    _, reward, terminated, _, info = episode.step('{"x": 1}')  # wrong: scored, not dropped
+    assert terminated and not is_infra_error(info) and info["passed"] is False
+    assert info["reason"] == "schema_invalid"
