@@ -753,3 +753,12 @@ def test_an_answer_whose_form_cannot_be_scored_earns_nothing(monkeypatch):
         assert math_equiv.check(("7x",), ((r"7\cdot x",),))[0]  # another tree: scored, credited
     finally:
         math_simplest.leaf_work.cache_clear()
+
+
+def test_factorials_keep_their_written_value():
+    """The value is the tree evaluated, except what latex2sympy keeps as written: ``2004!`` is
+    never expanded into its 5,736 digits (an honest respelling of the gold was unparseable)."""
+    assert verify(r"\frac{1}{2004!}", r"\boxed{\frac{1}{2004 !}}").passed
+    assert not verify(r"\frac{1}{2004!}", r"\boxed{\frac{1}{2006!}}").passed
+    assert verify("5!", r"\boxed{120}").passed and verify(r"\binom{5}{2}", r"\boxed{10}").passed
+    assert verify("120", r"\boxed{5!}").reason == "not_simplified"

@@ -357,6 +357,10 @@ def leaf_tree(leaf: str) -> Any:
         raise Unparseable(str(exc)[:200]) from None
 
 
+_KEPT_UNEVALUATED = (sympy.factorial, sympy.factorial2, sympy.subfactorial, sympy.binomial,
+                     sympy.RisingFactorial, sympy.FallingFactorial)
+
+
 def value_of(tree: Any) -> Any:
     """The value of a tree parsed as written: each node rebuilt with sympy's evaluation on, as
     latex2sympy would have built it. Relations stay relations (``1 = 1`` is not ``True``)."""
@@ -365,6 +369,8 @@ def value_of(tree: Any) -> Any:
     if not isinstance(tree, sympy.Basic) or tree.is_Atom or not tree.args:
         return tree
     args = [value_of(a) for a in tree.args]
+    if isinstance(tree, _KEPT_UNEVALUATED):  # as latex2sympy builds them: 2004! stays 2004!
+        return tree.func(*args, evaluate=False)
     if isinstance(tree, (sympy.core.relational.Relational, sympy.logic.boolalg.Boolean)):
         return tree.func(*args, evaluate=False) if isinstance(
             tree, sympy.core.relational.Relational) else tree.func(*args)
