@@ -190,3 +190,17 @@ def test_without_expected_score_is_validity():
 def test_expected_null_via_any_of():
     assert verify(True, "null", expected=AnyOf(None)).passed
     assert not verify(True, "0", expected=AnyOf(None)).passed
+
+
+def test_a_leaf_every_allowed_value_gets_right_is_no_content():
+    # BFCL lists every region as acceptable for some calls: any schema-valid value matches,
+    # so the leaf says nothing about reading the query and is neither gained nor lost.
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "enum": ["N", "S"]}, "flag": {"type": "boolean"},
+        "year": {"type": "integer"}}}
+    expected = {"region": AnyOf("N", "S"), "flag": AnyOf(True, False), "year": 1815}
+    assert content_score(expected, {"region": "S", "flag": False, "year": 1900}, schema) == 0.0
+    assert content_score(expected, {"region": "N", "flag": True, "year": 1815}, schema) == 1.0
+    # An AnyOf that leaves out an allowed value is content as before.
+    assert content_score({"region": AnyOf("N"), "year": 1815}, {"region": "N", "year": 1900},
+                         schema) == pytest.approx(1 / 2)

@@ -299,3 +299,26 @@ def test_a_draft_in_the_reasoning_is_not_a_final_answer():
     assert info["passed"] and info["rewards"] == {"valid": 1.0, "content": 1.0, "format": 1.0}
     _, info = plain.score(task, f"<think>{gold}</think>")
     assert not info["passed"] and info["reason"] == "no_json"
+
+
+def test_validate_refuses_tasks_the_schema_alone_solves(tmp_path):
+    # A third-party pack: one task needs the text, one is an enum's second value (a guess among
+    # the schema's values passes it), one has no expected value (validity would be its whole
+    # reward). validate refuses the last two, naming the schema-only answers that pass.
+    from envs.validate import validate_folder
+    schema = {"type": "object", "properties": {"n": {"type": "integer"},
+                                               "unit": {"enum": ["c", "f"]}},
+              "required": ["n", "unit"], "additionalProperties": False}
+    rows = [{"id": "ok", "what": "a", "schema": schema, "expected": {"n": 7, "unit": "f"}},
+            {"id": "enum", "what": "b", "schema": schema, "expected": {"n": 0, "unit": "f"}},
+            {"id": "nogold", "what": "c", "schema": schema}]
+    (tmp_path / "pack.toml").write_text(
+        'name = "json-tiny"\nversion = "1.0.0"\ndescription = "d"\nlicense = "MIT"\n'
+        'source = "hand-written"\nenv = "grpo/JsonSchema-v0"\n'
+        'prompt_template = "Return {what} as JSON."\n[splits]\ntrain = "train.jsonl"\n')
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = validate_folder(tmp_path)
+    errors = [str(e) for e in report.errors]
+    assert not report.ok and len(errors) == 2, errors
+    assert errors[0].startswith(f"{tmp_path / 'train.jsonl'}:2: ") and "enum_value_1" in errors[0]
+    assert errors[1].startswith(f"{tmp_path / 'train.jsonl'}:3: ") and "placeholders" in errors[1]

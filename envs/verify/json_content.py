@@ -18,7 +18,9 @@ An optional key (``ABSENT`` or an ``AnyOf`` with ``ABSENT``) never earns a leaf:
 given one of its accepted values (which says what leaving it out says: the default), it is
 neither gained nor lost; given wrong, even in part, all its leaves are lost. So ``{}`` earns
 nothing for the keys it omits, the schema's defaults copied into an answer earn nothing, and an
-answer with every required key right and the optional ones left out still scores 1.0.
+answer with every required key right and the optional ones left out still scores 1.0. A key whose
+expected ``AnyOf`` accepts every value its schema allows (the whole enum, both booleans) is
+neutral too: the schema alone gets it right.
 An object whose keys are all optional and left out counts as one matched leaf, like an empty
 one: ``{}`` is then the right answer. This score ignores the schema's verdict; the gate
 (``envs.verify.json.verify``) credits it only for a single, schema-valid value.
@@ -178,7 +180,10 @@ class _Scorer:
         matched, total = 0.0, 0
         for key, exp in expected.items():
             if key in actual:
-                m, t = self.match(exp, actual[key], self._property(schema, key))
+                sub = self._property(schema, key)
+                if self._free(exp, sub):
+                    continue  # every value the schema allows is right: no content in it
+                m, t = self.match(exp, actual[key], sub)
                 if _optional(exp):
                     if m == t:
                         continue  # right, it says what leaving it out says: the default
@@ -193,6 +198,19 @@ class _Scorer:
         if not total:  # `actual` is `{}` and every expected key may be left out: it is right
             return 1.0, 1
         return matched, total
+
+    def _free(self, expected: Any, schema: Any) -> bool:
+        """Whether ``expected`` accepts every value ``schema`` allows (an ``AnyOf`` of the whole
+        enum, or of both booleans): a schema-only answer gets such a leaf right by force."""
+        if not isinstance(expected, AnyOf) or not isinstance(schema, Mapping):
+            return False
+        allowed = schema.get("enum")
+        if not isinstance(allowed, list):
+            allowed = [True, False] if schema.get("type") == "boolean" else None
+        if not allowed or len(allowed) > 64:
+            return False
+        return all(any(self._scalar(o, v, schema) for o in expected if o is not ABSENT)
+                   for v in allowed)
 
     def _array(self, expected: list, actual: Any, schema: Any) -> tuple[float, int]:
         if not isinstance(actual, list):
