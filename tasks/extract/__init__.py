@@ -8,8 +8,8 @@ Each record holds the JSON Schema, the prose and the generated record as ``expec
 as compact JSON (``example``; empty without the option, so those prompts are unchanged): a small
 model that echoes the schema sees what an instance looks like. It is drawn from its own seed, so
 the tasks, their ids and the splits are those of the option-less pack, and it shares no value
-with the task's record, so copying it earns no content (it is schema-valid, though, so a copy
-still earns the ``valid`` and ``format`` rewards).
+with the task's record, so copying it earns no content (it is schema-valid, but validity and
+form pay only beside content, so a copy earns nothing at all; ``envs.verify.json``).
 
 Train ids ``L<level>-<index>`` are unbounded; the test split is fixed (``TEST_SIZE`` per level
 and family). The two never share a task: every text is assigned to one split by a stable hash.
