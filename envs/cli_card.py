@@ -112,6 +112,11 @@ def print_cards(target: str | None, *, pack: str | None = None, env_kwargs: str 
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if update_baseline:
+        down = [c.key for c in made if c.result("grpo.infra_error_rate").status == "fail"]
+        if down:  # a baseline must measure the verifiers, not an engine that was down
+            print(f"error: not writing the baseline: infrastructure errors in {', '.join(down)}"
+                  " (python -m sandbox doctor)", file=sys.stderr)
+            return 1
         card_baseline.write(made)
         table = render.markdown(made)
         README.write_text(render.with_section(README.read_text(encoding="utf-8"), table),

@@ -195,6 +195,35 @@ def test_a_verifier_that_raises_is_reported_not_raised():
     assert infra.status == "fail" and infra.metrics["errors"] > 0 and "boom" in infra.note
 
 
+def test_a_verifier_that_pays_the_prompt_echoed_fails_the_adversarial_floor():
+    env = ToyEnv(lambda t, c: t["question"] in c or honest_rule(t, c))
+    card = run_card(env, fast=True, corpus_lines=[])
+    shallow = card.result("statistical.adversarial_floor")
+    assert shallow.status == "fail" and shallow.metrics["top"] == "echo_prompt"
+    assert _status(card, "semantic.floor_gap") == "pass"  # empty and random text still earn 0
+
+
+class FlakyInfraEnv(ToyEnv):
+    """Loses every third grading to its (pretend) sandbox."""
+
+    calls = 0
+
+    def grade(self, task: Task, completion: str):
+        FlakyInfraEnv.calls += 1
+        if FlakyInfraEnv.calls % 3 == 0:
+            return ({"correct": 0.0, "format": 0.0},
+                    Verdict.fail("sandbox_error", None, sandbox_error=True))
+        return super().grade(task, completion)
+
+
+def test_infrastructure_errors_fail_their_check_and_leave_the_others_alone():
+    card = run_card(FlakyInfraEnv(honest_rule), fast=True, corpus_lines=[])
+    infra = card.result("grpo.infra_error_rate")
+    assert infra.status == "fail" and 0.2 < infra.metrics["rate"] < 0.45
+    assert _status(card, "semantic.oracle_max") == "pass"  # a lost gold is not a short one
+    assert _status(card, "semantic.verifier_determinism") == "pass"
+
+
 def _line(kind: str, completion: str, task_id: str = "example/bakery-1", **extra) -> Line:
     return Line(id=f"{kind}-{len(completion)}", kind=kind, env="test/Toy-v0",
                 env_kwargs={"pack": "example"}, completion=completion, task_id=task_id, **extra)

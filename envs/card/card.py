@@ -6,6 +6,7 @@ Everything goes through the env's own ``score`` (and ``gold_completion``,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import statistics
@@ -30,8 +31,9 @@ FULL_TASKS = 200
 FULL_TASKS_SANDBOXED = 30
 FAST_TASKS = 12
 FAST_TASKS_SANDBOXED = 2
-#: Corpus lines a fast card of a sandboxed env grades per kind (the lines with the smallest
-#: hash of their id, so appending lines moves few of them); other envs grade every line.
+#: Corpus lines a fast card grades per kind (the lines with the smallest hash of their id, so
+#: appending lines moves few of them); a full card grades every line.
+FAST_CORPUS = 200
 FAST_CORPUS_SANDBOXED = 12
 #: Words of the prompt a "random words" completion keeps, and a random text's length.
 RANDOM_WORDS = 30
@@ -117,23 +119,21 @@ def run_card(env: TaskEnv, *, fast: bool = False, n_tasks: int | None = None, se
     tasks = sample_tasks(env.pack, split, n_tasks, seed)
     lines = corpora.for_card(corpora.load() if corpus_lines is None else corpus_lines,
                              env.env_id, env.pack.name, type(env).default_pack)
-    if fast and sandboxed:
-        lines = _fast_lines(lines)
+    if fast:
+        lines = _fast_lines(lines, FAST_CORPUS_SANDBOXED if sandboxed else FAST_CORPUS)
     card = Card(env.env_id, env.pack.name, env.pack.pack_version, split, len(tasks),
                 env.pack.size(split), fast, seed, max_reward(env), tuple(skill_weights(env)))
     _Run(env, tasks, lines, seed, card, env_kwargs or {}).run()
     return card
 
 
-def _fast_lines(lines: Sequence[corpora.Line]) -> list[corpora.Line]:
-    import hashlib
-
+def _fast_lines(lines: Sequence[corpora.Line], per_kind: int) -> list[corpora.Line]:
     def rank(line: corpora.Line) -> str:
         return hashlib.sha1(line.id.encode()).hexdigest()
 
     kept = []
     for kind in corpora.KINDS:
-        kept += sorted((li for li in lines if li.kind == kind), key=rank)[:FAST_CORPUS_SANDBOXED]
+        kept += sorted((li for li in lines if li.kind == kind), key=rank)[:per_kind]
     return kept
 
 
