@@ -152,12 +152,12 @@ class _Run:
 
     def run(self) -> None:
         env, tasks = self.env, self.tasks
-        golds = [env.gold_completion(t) for t in tasks]
+        golds = [self._gold(t) for t in tasks]
         jobs: list[tuple[str, str, Task, str]] = []  # (group, name, task, completion)
         for i, (task, gold) in enumerate(zip(tasks, golds, strict=True)):
             if gold is not None:
                 jobs.append(("gold", "gold", task, gold))
-            for name, completion in self._floor(task, i).items():
+            for name, completion in self._floor(task).items():
                 jobs.append(("floor", name, task, completion))
             for name, completion in self._canaries(i, golds).items():
                 jobs.append(("canary", name, task, completion))
@@ -192,7 +192,15 @@ class _Run:
         return graded
 
     # -- completions ------------------------------------------------------------------------
-    def _floor(self, task: Task, i: int) -> dict[str, str]:
+    def _gold(self, task: Task) -> str | None:
+        try:
+            return self.env.gold_completion(task)
+        except Exception as exc:  # noqa: BLE001 - a domain's hook may raise; say so
+            self.notes["semantic.oracle_max"] = (
+                f"gold_completion raised {type(exc).__name__}: {exc}"[:200])
+            return None
+
+    def _floor(self, task: Task) -> dict[str, str]:
         # No digits: a random number that happens to be a small gold is a lucky guess, which
         # the shallow constants measure; the floor is about text that says nothing.
         rng = random.Random(f"{self.seed}:floor:{task.id}")
@@ -227,8 +235,10 @@ class _Run:
         usable = [(t, g) for _, t, g in golds if g.usable]
         at_max = [g.frac >= 1 - ORACLE_TOLERANCE for _, g in usable]
         short = [t.id for (t, g), ok in zip(usable, at_max, strict=True) if not ok]
-        metrics = {"n": len(usable), "at_max": _mean(at_max), "mean": _mean(g.frac for _, g in usable)}
-        note = "" if usable else "the env has no gold completions"
+        metrics = {"n": len(usable), "at_max": _mean(at_max),
+                   "mean": _mean(g.frac for _, g in usable)}
+        note = "" if usable else (self.notes.get("semantic.oracle_max")
+                                  or "the env has no gold completions")
         if short:
             note = f"below the maximum: {', '.join(short[:5])}"
         return Result(BY_ID["semantic.oracle_max"], metrics, note)
