@@ -9,6 +9,10 @@ the env's default weights; each is reported as a share of the maximum (the sum o
 Printed per pack: the mean share over all (task, answer) pairs, the mean over tasks of the best
 answer's share, the tasks some answer passes in full, and the mean share of each answer.
 Run: ``python benchmarks/json_schema_only.py [--pack extract|bfcl|...] [--json]``.
+
+Measured (shares of the maximum 1.1; pair mean / each task's best / tasks passed in full), with
+this answer set: before the content gate extract 0.373 / 0.598 / 0, bfcl 1.0.0 0.484 / 0.692 /
+15; after it extract 0.013 / 0.053 / 0, bfcl 1.1.0 0.012 / 0.066 / 0.
 """
 
 from __future__ import annotations
