@@ -447,3 +447,21 @@ def test_wipe_gives_the_root_back_its_mode_and_no_notes(tmp_path, monkeypatch):
     assert _wipe([(str(tmp_path), 0o755)], _Budget(100, 5.0)) == 0
     assert stat.S_IMODE(os.stat(tmp_path).st_mode) == 0o755 and os.listxattr(tmp_path) == []
     assert _tree_is_gone(tmp_path)
+
+
+@docker
+def test_a_graded_program_that_leaves_a_deep_tree_gets_its_ordinary_grade(sb):
+    # The same through the code judge: the program (its own process) builds the tree as it
+    # loads; the judge's record stands, the wrong case fails, nothing is an infra error.
+    from sandbox.harness import run_tests
+
+    program = PRELUDE.replace("def wrong():", "def _unused():") + (
+        "os.close(deep('/scratch', 1500))\n"
+        "os.close(deep('/dev/shm', 1500))\n"
+        "def add(a, b):\n"
+        "    return a - b\n")
+    report = run_tests(sb, program, ["assert add(2, 0) == 2", "assert add(2, 3) == 5"])
+    assert not report.sandbox_error and report.record_found and report.loaded, report
+    assert report.passed == [0] and report.reasons == {0: "passed", 1: "failed"}, report
+    nxt = sb.run(PROBE)
+    assert nxt.status == "ok" and nxt.stdout == PRISTINE, nxt
