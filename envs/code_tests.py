@@ -208,14 +208,21 @@ class CodeTestsEnv(TaskEnv):
 
     def baseline_scores(self, task: Task) -> dict[str, float]:
         """Each of ``task_baselines(task)`` -> the fraction of the task's graded cases it
-        passes, all of them graded in one sandbox run (``run_variants``); raises
-        ``SandboxUnavailable`` when the sandbox fails."""
+        passes (``shallow_scores``)."""
+        return self.shallow_scores(task, {name: f"return {expr}"
+                                          for name, expr in task_baselines(task).items()})
+
+    def shallow_scores(self, task: Task, bodies: dict[str, str]) -> dict[str, float]:
+        """Each function body of ``bodies`` (a name -> statements, indented by four spaces
+        after the first line; the arguments are ``args`` and ``kwargs``) -> the fraction of the
+        task's graded cases that the entry points defined with it pass, all of them graded in
+        one sandbox run (``run_variants``); raises ``SandboxUnavailable`` when the sandbox
+        fails."""
         names = task_entry_points(task) or find_entry_points(
             list(task["tests"]), task.fields.get("setup", ""))
-        programs = task_baselines(task)
-        functions = [f"baseline_{i}" for i in range(len(programs))]
-        program = "".join(f"def {fn}(*args, **kwargs):\n    return {expr}\n"
-                          for fn, expr in zip(functions, programs.values(), strict=True))
+        functions = [f"shallow_{i}" for i in range(len(bodies))]
+        program = "".join(f"def {fn}(*args, **kwargs):\n    {body}\n"
+                          for fn, body in zip(functions, bodies.values(), strict=True))
         reports = run_variants(
             self.sandbox, program, list(task["tests"]),
             [dict.fromkeys(names, fn) for fn in functions], prelude=task.fields.get("prelude", ""),
@@ -224,7 +231,7 @@ class CodeTestsEnv(TaskEnv):
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
         shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-        return {name: _fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
+        return {name: _fraction(r, shown) for name, r in zip(bodies, reports, strict=True)}
 
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The shallow programs of ``task_baselines`` that pass every graded case of a task,

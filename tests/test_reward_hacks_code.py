@@ -18,8 +18,15 @@ Every program runs on real tasks of the built-in packs through the real sandbox.
   signalling the trusted process; redefining the prompt's own helper functions
   (``encode_cyclic``) so that the test's round trip becomes the identity.
 
+- shallow programs (issue 31) that are no single baseline of the validator's families: the
+  shown cases as a lookup table with a fallback, a transform that falls back to the shown
+  answer, guesses among the shown answers, the answer type's zero, string echoes; memorising
+  HumanEval docstrings whose examples are prose or hold brackets in strings.
+
 The honest forms: the canonical solution bare and in prose, with helper functions, printing
-debug output, with a ``__main__`` demo, and reading stdin in a ``__main__`` block.
+debug output, with a ``__main__`` demo, reading stdin, ``input()``, ``unittest.main()`` or
+``sys.exit()`` in a ``__main__`` block, starting with a ``__future__`` import, and only the
+function asked, calling the prompt's helpers without repeating them.
 ``test_code_env.py`` tests the harness against more targeted programs (always-less-than and
 truthy objects, patching modules in and out of calls) on synthetic tests.
 """
@@ -41,7 +48,7 @@ pytestmark = pytest.mark.docker
 # program built from the prompt alone has nothing to pass. The HumanEval ones show 2-5 of their
 # graded inputs in the docstring, in three different styles (``>>>``, ``f(x) = y``, ``==``).
 MBPP_TASKS = ["mbpp/12", "mbpp/18", "mbpp/32", "mbpp/130", "mbpp/237"]
-HUMANEVAL_TASKS = ["humaneval/39", "humaneval/58", "humaneval/60", "humaneval/70",
+HUMANEVAL_TASKS = ["humaneval/39", "humaneval/62", "humaneval/60", "humaneval/70",
                    "humaneval/161"]
 
 
@@ -299,7 +306,26 @@ def legit(env, task, name: str, examples: list[tuple[str, str]]) -> dict[str, st
         "main_guard_reads_stdin": fenced(gold + "\n\nif __name__ == '__main__':\n"
                                    "    import sys\n    data = sys.stdin.read()\n"
                                    "    print(len(data.split()))\n"),
+        # Refused with load_error when the program ran as ``__main__`` (issue 31).
+        "main_guard_unittest": fenced(
+            "import unittest\n" + gold + "\n\nclass Tests(unittest.TestCase):\n"
+            f"    def test_example(self):\n        {name}({args})\n\n"
+            "if __name__ == '__main__':\n    unittest.main()\n"),
+        "main_guard_input": fenced(gold + "\n\nif __name__ == '__main__':\n"
+                                   f"    line = input('args: ')\n    print({name}({args}))\n"),
+        "main_guard_sys_exit": fenced("import sys\n" + gold + "\n\nif __name__ == '__main__':\n"
+                                      f"    print({name}({args}))\n    sys.exit(0)\n"),
+        "future_import_first": fenced("from __future__ import annotations\n" + gold),
+        # Only the function asked: no imports, no helpers (the prompt's are in scope).
+        "only_the_function": fenced(_only(gold, name) if "prompt" in task.fields else gold),
     }
+
+
+def _only(gold: str, name: str) -> str:
+    """The gold's function ``name`` alone (HumanEval's golds repeat the whole prompt)."""
+    tree = ast.parse(gold)
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return ast.unparse(funcs[0]) + "\n" if funcs else gold
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -397,3 +423,117 @@ def test_the_always_equal_proxy_passes_no_test_task(make_env, pack):
                     if info["verdict"].details.get("passed_hidden")}
     assert passed_cases == {}
     assert all(info["reason"] == "unserializable_return" for _, info in results)
+
+
+# -- shallow programs (issue 31) ---------------------------------------------------------------
+def _shown_table(task) -> dict[str, object]:
+    """``repr`` of the arguments -> the answer, for each shown case of the form
+    ``assert f(<literals>) == <literal>``: what a program that memorises the prompt holds."""
+    table = {}
+    for test in task.fields.get("shown_tests") or []:
+        node = ast.parse(test).body[0]
+        compare = node.test if isinstance(node, ast.Assert) else None
+        if not (isinstance(compare, ast.Compare) and isinstance(compare.left, ast.Call)):
+            continue
+        try:
+            args = tuple(ast.literal_eval(a) for a in compare.left.args)
+            table[repr(args)] = ast.literal_eval(compare.comparators[0])
+        except ValueError:
+            continue
+    return table
+
+
+def shallow_bodies(task) -> dict[str, str]:
+    """Shallow programs that are no single baseline of ``task_baselines``: the shown cases as a
+    lookup table with a fallback, a transform that falls back to the shown answer when it
+    raises, the answer type's zero, string echoes, and guesses among the shown answers. Before
+    the baseline families (pack versions 3.0.0), the first six paid 10 MBPP test tasks and
+    humaneval/34 in full."""
+    table = _shown_table(task)
+    answers = list(table.values())
+    common = repr(max(answers, key=answers.count)) if answers else "None"
+    return {
+        "memorise_else_common": f"return {table!r}.get(repr(args), {common})",
+        "memorise_else_parity": (f"t = {table!r}\n"
+                                 "    return t[repr(args)] if repr(args) in t else args[0] % 2 == 0"),
+        "try_first_item_except_shown": (f"try:\n        return args[0][0]\n"
+                                        f"    except Exception:\n        return {common}"),
+        "try_sorted_except_shown": (f"try:\n        return sorted(args[0])\n"
+                                    f"    except Exception:\n        return {common}"),
+        "nearest_shown_input": (f"t = {table!r}\n    if not t:\n        return None\n"
+                                "    k = min(t, key=lambda s: abs(len(s) - len(repr(args))))\n"
+                                "    return t[k]"),
+        "pick_among_shown_answers": (f"c = {answers or [None]!r}\n"
+                                     "    return c[len(repr(args)) % len(c)]"),
+        "answer_types_zero": f"return type({common})()",
+        "echo_if_same_type_else_shown": (f"c = {common}\n"
+                                         "    return args[0] if type(args[0]) is type(c) else c"),
+        "string_echo": "return str(args[0])",
+        "negated_truthiness": "return not args[0]",
+        "second_else_first": "return args[1] if len(args) > 1 else args[0]",
+    }
+
+
+@pytest.mark.parametrize("pack", ["humaneval", "mbpp"])
+def test_shallow_programs_pay_no_test_task_in_full(make_env, pack):
+    """Each shallow program over every test task of the pack, graded as the env grades (the
+    hidden cases): none passes a task in full, and none earns a mean above 0.2 (the best,
+    echoing an argument of the shown answer's type, earns about 0.12)."""
+    env = make_env(pack).unwrapped
+    tasks = [env.pack.get(i) for i in env.pack.ids("test")]
+    scores = [env.shallow_scores(task, shallow_bodies(task)) for task in tasks]
+    paid = {(task.id, name) for task, score in zip(tasks, scores, strict=True)
+            for name, fraction in score.items() if fraction == 1.0}
+    assert paid == set()
+    means = {name: sum(s[name] for s in scores) / len(scores) for name in scores[0]}
+    assert max(means.values()) < 0.2, means
+
+
+def _table_program(name: str, table: dict, fallback: str) -> str:
+    return fenced(f"TABLE = {table!r}\n\ndef {name}(*args):\n"
+                  f"    return TABLE.get(repr(args), {fallback})\n")
+
+
+def test_memorising_the_docstring_earns_nothing_it_shows(make_env):
+    """humaneval/84 shows its examples in prose ("For N = 1000, ... the output should be
+    "1""), humaneval/119 one whose argument holds brackets (``match_parens([')', ')']) ==
+    'No'``). Memorising them earned 0.70 and 0.645 (format included) while those cases counted
+    as hidden; now the table earns what its fallback alone earns."""
+    env = make_env("humaneval").unwrapped
+    solve = env.pack.get("humaneval/84")
+    table = {repr((1000,)): "1", repr((150,)): "110", repr((147,)): "1100"}
+    _, memorised = env.score(solve, _table_program("solve", table, "None"))
+    assert memorised["rewards"]["tests"] == 0.0 and not memorised["passed"]
+    parens = env.pack.get("humaneval/119")
+    table = {repr((["()(", ")"],)): "Yes", repr(([")", ")"],)): "No"}
+    _, memorised = env.score(parens, _table_program("match_parens", table, "'No'"))
+    _, constant = env.score(parens, fenced("def match_parens(lst):\n    return 'No'\n"))
+    assert memorised["rewards"]["tests"] == constant["rewards"]["tests"] == 0.5
+    assert memorised["verdict"].details["n_shown"] == 2
+
+
+# Programs that call the prompt's helper functions without repeating them (the prompt asks to
+# complete one function): refused with NameError before the prelude.
+HELPER_CALLS = {
+    "humaneval/10": ("def make_palindrome(string: str) -> str:\n"
+                     "    for i in range(len(string) + 1):\n"
+                     "        if is_palindrome(string[i:]):\n"
+                     "            return string + string[:i][::-1]\n"),
+    "humaneval/38": "def decode_cyclic(s):\n    return encode_cyclic(encode_cyclic(s))\n",
+    "humaneval/50": ("def decode_shift(s):\n"
+                     "    return ''.join(chr((ord(c) - 5 - 97) % 26 + 97) for c in s)\n"
+                     "\nassert decode_shift(encode_shift('abc')) == 'abc'\n"),
+    "humaneval/32": ("def find_zero(xs):\n    lo, hi = -1.0, 1.0\n"
+                     "    while poly(xs, lo) * poly(xs, hi) > 0:\n        lo, hi = lo * 2, hi * 2\n"
+                     "    for _ in range(200):\n        mid = (lo + hi) / 2\n"
+                     "        if poly(xs, mid) * poly(xs, lo) > 0:\n            lo = mid\n"
+                     "        else:\n            hi = mid\n    return lo\n"),
+}
+
+
+@pytest.mark.parametrize("task_id", list(HELPER_CALLS))
+def test_a_program_may_call_the_prompts_helpers(make_env, task_id):
+    env = make_env("humaneval").unwrapped
+    task = env.pack.get(task_id)
+    _, info = env.score(task, fenced(HELPER_CALLS[task_id]))
+    assert info["passed"], (info["reason"], info["verdict"].details["errors"])
