@@ -3,11 +3,12 @@
 The corpus (``tests/data/math_honest_forms.jsonl``) holds answers a careful solver may write,
 none of them leaving work undone, each graded by ``grpo/MathExact-v0`` on a real task:
 
-- *generated*: every MATH-500 gold, a sample of GSM8K golds and every ``arith`` test gold, each
-  rewritten in several notations (boxed, in ``$..$``, ``\\dfrac``, spacing, ``\\displaystyle``,
+- *generated*: every MATH-500 gold, a sample of GSM8K golds and a quarter of the ``arith`` test
+  golds, each rewritten in several notations (boxed, in ``$..$``, ``\\dfrac``, spacing, ``\\displaystyle``,
   ``\\left(..\\right)``, an answer marker, its unicode twin ``2√5``/``(5, ∞)``/``½``; for numbers:
   ``N.0``, thousands separators, ``\\$``, unit and noun labels, scale words with and without a
-  unit, scientific notation, ``#### N``, a reasoning block before the answer);
+  unit, scientific notation, ``#### N``, a reasoning block before the answer), and the unicode
+  twin of every other MATH gold that has one;
 - *hand-written*: forms that no rewriting of a gold produces (``HAND_WRITTEN``), on inline tasks.
 
 Each line has the report card's corpus format (``envs/card/corpus.py``), ``class`` naming the
@@ -67,13 +68,14 @@ def to_unicode(latex: str) -> str:
         s = re.sub(re.escape(cmd) + r"(?![A-Za-z])\s*", sym, s)
 
     def frac(m: re.Match[str]) -> str:
-        a, b = m.group(1), m.group(2)
+        a, b, factor = m.group(1), m.group(2), m.group(3)
         if a.isdigit() and b.isdigit() and (int(a), int(b)) in _VULGAR:
             return _VULGAR[(int(a), int(b))]
-        return f"{a}/{b}"
+        # before a factor, a slash needs brackets: 4/3π reads 4/(3π); (4/3)π is meant
+        return f"({a}/{b})" if factor else f"{a}/{b}"
 
     # not after a digit: 1\frac{4}{5} is a mixed number, never 14/5
-    s = re.sub(rf"(?<!\d)\\frac\s*\{{({_ATOM})\}}\s*\{{(\d+)\}}", frac, s)
+    s = re.sub(rf"(?<!\d)\\frac\s*\{{({_ATOM})\}}\s*\{{(\d+)\}}(?=(\s*[A-Za-z√π\\(])?)", frac, s)
     s = re.sub(r"\^\s*(?:\{(\d)\}|(\d)(?!\d))", lambda m: _SUPER[m.group(1) or m.group(2)], s)
     return s.replace("-", "−")
 
@@ -255,6 +257,12 @@ def build() -> list[dict[str, Any]]:
     for i, task in enumerate(tasks):
         for notation, completion in some(expression_forms(str(task["answer"])), i):
             add("math500", task.id, completion, notation, SOURCE_GENERATED)
+    math = gym.make(ENV, pack="math", split="train").unwrapped.pack  # the rest of MATH
+    for i in range(math.size("train")):
+        task = math.task_at("train", i)
+        twin = to_unicode(str(task["answer"]))
+        if twin != str(task["answer"]):
+            add("math", task.id, rf"\boxed{{{twin}}}", "unicode", SOURCE_GENERATED)
     gsm8k = gym.make(ENV, pack="gsm8k", split="test").unwrapped.pack
     tasks = [gsm8k.task_at(s, i) for s in gsm8k.manifest.splits for i in range(gsm8k.size(s))]
     sample = {t.id for t in random.Random(31).sample(tasks, GSM8K_SAMPLE)}

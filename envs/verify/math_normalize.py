@@ -126,7 +126,7 @@ _SCALE = re.compile(
     re.I,
 )
 _TEXT_LABEL = re.compile(
-    r"(?<=[\d}A-Za-z])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
+    r"(?<=[\d}A-Za-z)\]])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
     rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
     + _UNIT_END
 )
@@ -289,7 +289,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"(?<!\\)%", r"\\%", s)
     # Units after a number go before \text{} is unwrapped ("15\mbox{ cm}^2").
     s = re.sub(
-        r"(?<=[\d}A-Za-z])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
+        r"(?<=[\d}A-Za-z)\]])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
         + _UNIT
         + "|"
         + _SHORT_UNIT
