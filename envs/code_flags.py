@@ -1,10 +1,14 @@
 """Reward-hack flags of the code domain: programs that print, or reach into the test harness.
 
 Used by ``CodeTestsEnv.flag``; like every flag, a reason to read a sample, not proof of gaming.
+A top-level ``if __name__ == "__main__":`` block is left out: the program never runs as
+``__main__`` (``sandbox.inside.candidate``), so its demo, ``unittest.main()`` or
+``sys.exit()`` there does nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 from envs.flags import Flag
@@ -29,8 +33,38 @@ _HARNESS = {
 }
 
 
+def _is_main_guard(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    return sides == {ast.dump(ast.Name("__name__", ast.Load())),
+                     ast.dump(ast.Constant("__main__"))}
+
+
+def without_main_guard(program: str) -> str:
+    """``program`` with its top-level ``if __name__ == "__main__":`` blocks blanked (lines kept);
+    unchanged when it does not parse or rebinds ``__name__`` (then such a block may run)."""
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return program
+    if any(isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load)
+           for n in ast.walk(tree)):
+        return program
+    lines = program.splitlines(keepends=True)
+    for node in tree.body:
+        if _is_main_guard(node) and node.end_lineno is not None:
+            for i in range(node.lineno - 1, node.end_lineno):
+                lines[i] = "\n"
+    return "".join(lines)
+
+
 def prints_or_touches_harness(program: str) -> list[Flag]:
-    """Flags for a program (the code the env grades) that prints or reaches into the harness."""
+    """Flags for a program (the code the env grades) that prints or reaches into the harness,
+    outside a ``__main__`` block."""
+    program = without_main_guard(program)
     flags = []
     if _PRINTS.search(program):
         flags.append(Flag("prints_output", "the program writes to stdout/stderr"))

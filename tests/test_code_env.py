@@ -114,6 +114,10 @@ def test_shown_case_detection_reads_the_prompt_as_code_and_prose():
     # The first four are shown; in the fifth the answer is written before the input, the
     # sixth's input and the last one's are not written at all.
     assert humaneval_shown_cases(prompt, "f", cases) == cases[:4]
+    # Typographic quotes read as quotes; an apostrophe opens no string.
+    prompt = 'def g(n):\n    """For n = 5 the output is \u201c101\u201d; don\u2019t fret."""\n'
+    cases = ["assert candidate(5) == '101'", "assert candidate(6) == 't fret.'"]
+    assert humaneval_shown_cases(prompt, "g", cases) == cases[:1]
 
 
 def test_shown_cases_match_as_parsed_code():
@@ -506,3 +510,16 @@ def test_the_program_cannot_signal_trace_or_read_the_judge(sandbox):
     assert report.record_found and report.guarded
     assert [names[i] for i in range(len(names)) if i not in report.passed] == [], report.errors
     assert len(names) in report.passed
+
+
+def test_a_main_block_is_not_flagged_since_it_never_runs():
+    from envs.code_flags import prints_or_touches_harness
+
+    body = "def add(a, b):\n    return a + b\n"
+    demo = ("\nif __name__ == '__main__':\n    import sys, unittest\n    print(add(1, 2))\n"
+            "    unittest.main()\n    sys.exit(0)\n")
+    assert prints_or_touches_harness(body + demo) == []
+    # The same code outside the block, or with __name__ rebound first, is flagged.
+    assert prints_or_touches_harness(body + "import sys\nsys.exit(0)\n")
+    assert prints_or_touches_harness("__name__ = '__main__'\n" + body + demo)
+    assert prints_or_touches_harness(body + "if __name__ != '__main__':\n    print(1)\n")

@@ -103,6 +103,7 @@ def _shown_arguments(prompt: str, name: str) -> set[str]:
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
 _QUOTED = re.compile(r"(?<![\w'\"])(?:'[^'\n]*'|\"[^\"\n]*\")(?!\w)")
+_TYPOGRAPHIC = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _WORDS = re.compile(r"\b(?:True|False|None)\b")
 
 
@@ -112,6 +113,7 @@ def _literal_values(text: str) -> list[tuple[int, str]]:
     ')')``)."""
     found = []
     text = text.replace('"""', "   ").replace("'''", "   ")  # a docstring's quotes
+    text = text.translate(_TYPOGRAPHIC)  # “1” is "1"
     pieces = [(m.start(), m.group()) for pattern in (_NUMBER, _QUOTED, _WORDS)
               for m in pattern.finditer(text)]
     pieces += [(m.start(), text[m.start():]) for m in re.finditer(r"[(\[{]", text)]
