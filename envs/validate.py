@@ -5,11 +5,12 @@ parses and carries ``id``, the prompt template's fields and the env's ``required
 are unique; no prompt text appears in two splits; every gold is a well-formed answer of the
 pack's type (the env's ``gold_problem``: a ``number`` pack's gold is a number literal, every math
 gold parses); and every gold, rendered as a completion by the env's ``gold_completion``, earns
-full credit from the env's own ``score``, and that no trivial answer (a constant, the input
-echoed: the env's ``trivially_passed``) earns any task in full. These check form and
-consistency, not truth: a wrong
-but well-formed gold (``999999``) passes, so the summary says "well-formed", never "correct". Every problem is collected, each naming
-its file and line (or split and index for loader / generator packs), so one run lists them all.
+full credit from the env's own ``score``, and that no shallow answer earns any task in full (the
+env's ``trivially_passed``: for code, families of programs that return a constant, a shown
+answer, a string the prompt shows or a simple transform of an argument). These check form and
+consistency, not truth: a wrong but well-formed gold (``999999``) passes, so the summary says
+"well-formed", never "correct". Every problem is collected, each naming its file and line (or
+split and index for loader / generator packs), so one run lists them all.
 """
 
 from __future__ import annotations
@@ -383,8 +384,9 @@ def _grade(report: Report, env: TaskEnv, batch: list[tuple[str, Task, str]]) -> 
 
 def _check_trivial_programs(report: Report, env: TaskEnv, pack: Pack,
                             good: list[_Record]) -> None:
-    """Refuse every task that a trivial answer (a constant, the input echoed: the env's
-    ``trivially_passed``) earns in full: its reward would be payable without the skill."""
+    """Refuse every task that a shallow answer (a constant, a shown answer, the input echoed or
+    simply transformed: the env's ``trivially_passed``) earns in full: its reward would be
+    payable without the skill."""
     if type(env).trivially_passed is TaskEnv.trivially_passed or not report.ok:
         return
     pairs = list(_tasks(pack, good))
