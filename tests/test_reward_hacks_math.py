@@ -762,3 +762,11 @@ def test_factorials_keep_their_written_value():
     assert not verify(r"\frac{1}{2004!}", r"\boxed{\frac{1}{2006!}}").passed
     assert verify("5!", r"\boxed{120}").passed and verify(r"\binom{5}{2}", r"\boxed{10}").passed
     assert verify("120", r"\boxed{5!}").reason == "not_simplified"
+
+
+def test_more_hedges_found_by_attacking_the_label_rule():
+    """``5\\text{ ca.}`` (circa) and a dangling ``5\\text{ or }`` were credited as 5."""
+    for answer in (r"5\text{ ca.}", r"5 \text{ or }", r"\text{or } 5", r"5\text{ ca}"):
+        v = verify("5", rf"\boxed{{{answer}}}")
+        assert not v.passed and v.reason == "multiple_answers", (answer, v)
+    assert verify("5", r"\boxed{5 \text{ in total}}").passed  # a label, not a hedge

@@ -64,6 +64,7 @@ def is_number_literal(answer: str) -> bool:
 
 # Whole words only, and never a command's name (\approx, \over, \underline).
 _HEDGE = re.compile(rf"(?<![\\A-Za-z])(?:{HEDGE_WORDS})(?![A-Za-z])", re.I)
+_DANGLING_OR = re.compile(r"(?<![\\A-Za-z])or\s*$|^\s*or(?![A-Za-z])", re.I)
 _NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{NUMBER_WORDS})(?![A-Za-z])", re.I)
 # An approximation sign says "about" in symbols: "\approx 27" commits to no value either.
 _APPROX = re.compile(r"\\(?:approx|thickapprox|approxeq|simeq|sim|thicksim|backsim|eqsim|"
@@ -83,6 +84,8 @@ def hedge(answer: str) -> str | None:
         return m.group(0)
     s = normalize_answer(answer)
     m = _HEDGE.search(s)
+    if m is None and s.strip().lower() != "or":
+        m = _DANGLING_OR.search(s)  # "5 or": an alternative left unsaid
     if m is None and re.search(r"\d", s):
         m = _NUMBER_WORD.search(s)
     return m.group(0) if m else None

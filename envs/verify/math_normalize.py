@@ -97,7 +97,7 @@ _LABEL_LINKS = r"and|or|nor|not|but|plus|minus|times|than|to|is|are|equals?"
 #: sixteen}" and "15\text{ at most}" do not commit to 15 (``math_answer.hedge``).
 HEDGE_WORDS = (
     r"maybe|perhaps|possibly|probably|likely|unlikely|approx(?:imately)?|about|around|roughly|"
-    r"nearly|almost|circa|either|guess(?:ed)?|unsure|think|believe|estimated?|least|most|over|"
+    r"nearly|almost|circa|ca|either|guess(?:ed)?|unsure|think|believe|estimated?|least|most|over|"
     r"under|between|up|ish|or\s+so|give\s+or\s+take"
 )
 #: Number words: in a label they are a second value ("15\text{ sixteen}").
