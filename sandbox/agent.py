@@ -10,6 +10,13 @@ in which case the host discards the container. What outlives a job's processes i
 in flight or left in TCP TIME_WAIT, a re-limited zygote or agent: see ``Baseline``), and a
 stopped zygote is resumed. Jobs run under a seccomp filter the zygote installs (``DENIED``).
 
+Nothing a job does to its own container may turn its run into an infrastructure error
+(``sandbox_error``, which the learner drops instead of scoring): once its code has run, the
+reply is the job's verdict. The clean-up is iterative, bounded (``WIPE_ENTRIES``,
+``CLEAN_UP_S``) and runs on a thread with a fixed stack of its own; what it cannot clean or
+check, and any failure of the agent after the job started, is the verdict ``dirty_container``
+(a failure of the job) with a replaced container (``_settle``).
+
 Being PID 1 matters: the kernel does not deliver signals to a namespace's init unless it has a
 handler, so a job that kills every process it can (``kill(-1, SIGKILL)``) cannot take the agent
 down. The agent also makes itself non-dumpable so that jobs (same uid) cannot ptrace it or open
@@ -22,12 +29,12 @@ import errno
 import json
 import os
 import resource
-import select
 import selectors
 import signal
 import stat
 import struct
 import sys
+import threading
 import time
 
 SCRATCH = "/scratch"
@@ -310,42 +317,47 @@ def _wipe(roots, budget):
 
 WIPE_ENTRIES = 20_000  # more than both tmpfs mounts' inodes and the queues: never met honestly
 CLEAN_UP_S = 3.0  # well within the host's grace for a reply (worker.REPLY_GRACE_S)
-#: Why a clean-up was not trusted, by the exit status of the process that ran it.
+#: Why a clean-up was not trusted, by what ``_wipe`` returned.
 _UNTRUSTED = {1: "the job left files the agent could not remove",
               2: f"the job left more than {WIPE_ENTRIES} entries (or more than the agent can "
                  f"remove in {CLEAN_UP_S:g} s)"}
 
 
+CLEAN_UP_STACK = 16 << 20  # the clean-up thread's own stack, whatever the agent's is
+_retiring = False  # a clean-up was abandoned: the agent exits once it has replied
+
+
 def _clean_up(roots):
-    """Empty the writable places in a process of its own: its stack, its memory and its life are
-    not the agent's, so no state a job leaves can exhaust the agent's stack or hang it (the
-    process is killed at the deadline) or crash it. Returns None when all is clean, else why not.
+    """Empty the writable places on a thread of its own, with a fixed stack of its own, and
+    wait for it at most until a deadline. Returns None when all is clean, else why not. A
+    clean-up still running at the deadline is abandoned: the container is no longer trusted,
+    and the agent exits after its reply (``_retiring``), which ends the thread too.
     """
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        return f"cannot start the clean-up: {exc.strerror}"
-    if pid == 0:
-        code = 3
+    global _retiring
+    done = []
+
+    def work():
         try:
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)  # the host's channel is the agent's alone
-            os.dup2(null, 1)
-            code = _wipe(roots, _Budget(WIPE_ENTRIES, CLEAN_UP_S))
-        finally:
-            os._exit(code)
-    done = _wait_exit(pid, CLEAN_UP_S + 1.0)
-    if done is None:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        _wait(pid, 5.0)
+            done.append(_wipe(roots, _Budget(WIPE_ENTRIES, CLEAN_UP_S)))
+        except BaseException as exc:  # noqa: BLE001 - reported, whatever it is
+            done.append(exc)
+
+    previous = threading.stack_size(CLEAN_UP_STACK)
+    try:
+        thread = threading.Thread(target=work, name="clean-up", daemon=True)
+        thread.start()
+    except RuntimeError as exc:  # no thread to be had: nothing was cleaned
+        return f"cannot start the clean-up: {_short(exc)}"
+    finally:
+        threading.stack_size(previous)
+    thread.join(CLEAN_UP_S + 1.0)
+    if not done:
+        _retiring = True
         return f"the clean-up did not finish in {CLEAN_UP_S + 1.0:g} s"
-    status = done[0]
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return None
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in _UNTRUSTED:
-        return _UNTRUSTED[os.WEXITSTATUS(status)]
-    return f"the clean-up failed (wait status {status})"
+    code = done[0]
+    if isinstance(code, BaseException):
+        return f"the clean-up failed: {_short(code)}"
+    return _UNTRUSTED.get(code) if code else None
 
 
 def _clear_mqueues(budget):
@@ -683,19 +695,6 @@ def _wait(pid, timeout):
         time.sleep(0.002)
 
 
-def _wait_exit(pid, timeout):
-    """``_wait`` for a child of ours, woken the moment it exits (a pidfd) rather than polled."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return _wait(pid, timeout)
-    try:
-        select.select([pidfd], [], [], timeout)
-    finally:
-        os.close(pidfd)
-    return _try_wait(pid)
-
-
 def _set_nonblocking(fd):
     os.set_blocking(fd, False)
 
@@ -977,6 +976,8 @@ def main():
             reply = {"status": "sandbox_error", "error": f"agent: {exc!r}", "dirty": True}
         reply["id"] = req.get("id")
         _send(reply)
+        if _retiring:
+            return
 
 
 if __name__ == "__main__":
