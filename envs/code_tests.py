@@ -24,6 +24,18 @@ the verdict's reason is ``sandbox_error`` and ``details["sandbox_error"]`` is Tr
 drops the sample instead of scoring it 0 (``envs.base.is_infra_error``). The first such step of
 an env also warns (``RuntimeWarning``), naming ``python -m sandbox doctor``.
 
+The program runs as the module ``solution``, never as ``__main__`` (as HumanEval's own harness
+runs it: a demo, ``unittest.main()``, ``input()`` or ``sys.exit()`` under ``if __name__ ==
+"__main__":`` does nothing), after a record's ``prelude`` in the same namespace (HumanEval's: the
+prompt's imports and helper functions, so that a program may call them without repeating them;
+the judge's copy of the helpers is the set-up's, which the program cannot touch).
+
+Shallow programs (``task_baselines``): families of programs that return a constant, a shown
+answer, a string the prompt shows or a simple transform of one argument. ``trivially_passed``
+names those that pay a task in full (``python -m envs validate`` refuses such tasks),
+``baseline_scores`` gives each one's fraction, and ``shallow_completions`` writes them as
+completions for the report card. ``benchmarks/code_shallow_sweep.py`` runs them over a pack.
+
 One ``Sandbox`` is shared by every env in a process (``envs.sandboxes``: created on first use,
 closed at exit); ``score`` is thread-safe, and ``grade_many`` grades a group concurrently through
 the pool.
