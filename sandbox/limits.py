@@ -13,8 +13,12 @@ Status = Literal["ok", "runtime_error", "timeout", "memory_limit", "output_limit
 #: files it cannot remove, an agent that broke while the job ran); the container is replaced.
 PROGRAM_STATUSES = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit",
                     "dirty_container")
-#: Failures independent of the program: the engine, the pool, the host, a container lost, a job
-#: that could not start. Only these are ``RunResult.infra_error``; a learner drops them.
+#: Failures independent of the program; only these are ``RunResult.infra_error``, and a learner
+#: drops them. They come from: the runner (the sandbox closed, used from a forked process, no
+#: container could start: the engine or pool; a job that could not start on three containers),
+#: the worker (the channel to the agent lost or silent past the wall limit plus its grace, a
+#: reply that is not a verdict) and the agent only before the job's code ran (its inputs could
+#: not be written, the zygote could not start it: both retried elsewhere first).
 INFRA_STATUSES = ("sandbox_error",)
 
 
