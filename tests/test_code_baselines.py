@@ -123,3 +123,23 @@ def test_the_moved_example_keeps_the_split():
     # The split hashes the first assert, whichever is shown: moving the example moves no task.
     mbpp = load_pack("mbpp")
     assert mbpp.get("mbpp/79").split == "test" and mbpp.get("mbpp/19").split == "train"
+
+
+def test_shallow_completions_are_the_baselines_as_a_model_writes_them(sandbox):
+    """The report card's hook: each baseline as a fenced program defining the entry point,
+    graded by ``score`` exactly as ``baseline_scores`` grades it."""
+    env = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
+    task = env.pack.get("mbpp/12")
+    completions = env.shallow_completions(task)
+    baselines = task_baselines(task)
+    assert {f"returns {name}" for name in baselines} <= set(completions)
+    assert {"empty", "echo_prompt"} <= set(completions)  # the defaults are kept
+    program = completions["returns the first argument sorted"]
+    assert program.startswith("```python\ndef sort_matrix(*args, **kwargs):\n")
+    scores = env.baseline_scores(task)
+    names = ["the first argument sorted", "the shown answer [[1, 1, 1], [1, 2, 3], [2, 4, 5]]",
+             "the first argument"]
+    graded = env.grade_many([task] * len(names), [completions[f"returns {n}"] for n in names])
+    assert [info["rewards"]["tests"] for _, info in graded] == [scores[n] for n in names]
+    assert scores["the first argument sorted"] == 0.5  # [[-2, 4, -5], ...] sorts either way
+    assert not any(info["passed"] for _, info in graded)
