@@ -78,7 +78,7 @@ def test_humaneval_shown_tests_are_the_docstring_examples():
     # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
     assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
     ids = he.ids("train") + he.ids("test")
-    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 112
+    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 113
 
 
 def test_humaneval_examples_in_prose_and_with_brackets_in_strings_are_shown():
@@ -95,6 +95,8 @@ def test_humaneval_examples_in_prose_and_with_brackets_in_strings_are_shown():
     assert len(he.get("humaneval/133")["shown_tests"]) == 4
     # ``correct_bracketing(")(()")`` shows the brackets case of humaneval/61.
     assert "assert not candidate(')(()')" in he.get("humaneval/61")["shown_tests"]
+    # ``is_happy(abcd) => True``: a bare word is the string it spells.
+    assert "assert candidate('abcd') == True, 'abcd'" in he.get("humaneval/80")["shown_tests"]
 
 
 def test_shown_case_detection_reads_the_prompt_as_code_and_prose():
