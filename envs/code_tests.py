@@ -98,6 +98,7 @@ ARGUMENT_TRANSFORMS = {
     "the {arg} is even": "{a} % 2 == 0",
     "the {arg} is odd": "{a} % 2 == 1",
     "the {arg} is truthy": "bool({a})",
+    "the {arg} as a string": "str({a})",
 }
 _ORDINALS = ("first", "second", "third", "fourth")
 #: Also checked on a record with ``strict_baselines`` (a pack whose tasks are never a bare

@@ -27,6 +27,7 @@ _PER_ARGUMENT: dict[str, Callable[[Any], Any]] = {
     "is even": lambda x: x % 2 == 0,
     "is odd": lambda x: x % 2 == 1,
     "is truthy": bool,
+    "as a string": str,
 }
 N_ARGUMENTS = 2  # the most a form takes
 
