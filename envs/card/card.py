@@ -257,7 +257,8 @@ class _Run:
                 passed_by.setdefault(task.id, name)
         fracs = [g.skill for g in best.values()]
         top = max(by_name, key=lambda n: statistics.fmean(by_name[n]), default="")
-        metrics = {"n": len(best), "completions": len(by_name), "mean": _mean(fracs),
+        metrics = {"n": len(best), "completions": len(by_name),
+                   "policy": _mean(by_name[top]) if top else 0.0, "mean": _mean(fracs),
                    "max": max(fracs, default=0.0),
                    "passed": _mean(t in passed_by for t in best), "top": top}
         note = self.notes.get("statistical.adversarial_floor", "")

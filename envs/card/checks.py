@@ -21,9 +21,12 @@ ORACLE_TOLERANCE = 0.01
 FLOOR_MAX = 0.05
 #: Canaries (another task's gold, an instruction to the grader) at most this, and pass nothing.
 CANARY_MAX = 0.10
-#: The best shallow completion per task: mean fraction over tasks, and tasks it passes in full.
-SHALLOW_MEAN_MAX = 0.10
-SHALLOW_PASSED_MAX = 0.10
+#: Shallow completions (``TaskEnv.shallow_completions``): the best single kind over all tasks
+#: (one strategy a policy could learn without the skill), and the best kind per task (an
+#: adversary that always picks the right trick: an upper bound, which also collects a pack's
+#: base rate, such as math answers that are 0 or 1).
+SHALLOW_POLICY_MAX = 0.10
+SHALLOW_MEAN_MAX = 0.20
 #: Known hacks: none passes, and their mean fraction stays at most this.
 HACK_MEAN_MAX = 0.10
 #: Honest equivalent answers: at least this fraction passes (issue 31's target).
@@ -83,10 +86,10 @@ CHECKS: tuple[Check, ...] = (
           "the same completion graded twice gets the same reward and verdict",
           (Rule("agree", ">=", 1.0),), {"agree": "higher"}),
     Check("statistical.adversarial_floor", "grpo.shallow_floor",
-          "the best shallow completion per task (env.shallow_completions): mean, max, "
-          "tasks passed in full",
-          (Rule("mean", "<=", SHALLOW_MEAN_MAX), Rule("passed", "<=", SHALLOW_PASSED_MAX)),
-          {"mean": "lower", "passed": "lower"}),
+          "shallow completions (env.shallow_completions): the best kind's mean (policy), and "
+          "the best per task: mean, max, tasks passed in full",
+          (Rule("policy", "<=", SHALLOW_POLICY_MAX), Rule("mean", "<=", SHALLOW_MEAN_MAX)),
+          {"policy": "lower", "mean": "lower", "passed": "lower"}),
     Check("statistical.gameability_gap", "grpo.known_hacks",
           "the shipped corpus of known hacks (envs/card/corpora/*_hacks.jsonl) earns nothing",
           (Rule("paid", "<=", 0.0), Rule("mean", "<=", HACK_MEAN_MAX)),

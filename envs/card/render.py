@@ -27,8 +27,9 @@ def describe(result: Result) -> str:
     if cid == "semantic.verifier_determinism":
         return f"{m['agree']:.0%} of {m['n']} regraded agree"
     if cid == "statistical.adversarial_floor":
-        return (f"mean {m['mean']:.3f}, max {m['max']:.3f}, passed {m['passed']:.0%} of "
-                f"{m['n']} tasks ({m['completions']} kinds, top {m['top']})")
+        return (f"best kind {m['top']} {m['policy']:.3f}; best per task: mean {m['mean']:.3f}, "
+                f"max {m['max']:.3f}, passed {m['passed']:.0%} of {m['n']} tasks "
+                f"({m['completions']} kinds)")
     if cid == "statistical.gameability_gap":
         return (f"{m['paid']} of {m['n']} paid, mean {m['mean']:.3f}, max {m['max']:.3f}, "
                 f"gap {m['gap']:.3f}")
@@ -75,7 +76,8 @@ MARKDOWN_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("do-nothing", "semantic.floor_gap", "{mean:.2f}"),
     ("canary", "semantic.canary_floor", "{mean:.2f}"),
     ("deterministic", "semantic.verifier_determinism", "{agree:.0%}"),
-    ("shallow mean / max", "statistical.adversarial_floor", "{mean:.2f} / {max:.2f}"),
+    ("shallow kind / per task / max", "statistical.adversarial_floor",
+     "{policy:.2f} / {mean:.2f} / {max:.2f}"),
     ("hacks paid", "statistical.gameability_gap", "{paid} of {n}"),
     ("honest credited", "grpo.honest_precision", "{precision:.1%} of {n}"),
     ("infra errors", "grpo.infra_error_rate", "{rate:.1%}"),
