@@ -98,6 +98,17 @@ def test_the_comparison_ignores_latency_and_catches_a_worse_check():
             "semantic.floor_gap"]["metrics"]["mean"]}
 
 
+def test_a_check_left_with_nothing_to_grade_is_a_regression():
+    card = run_card(ToyEnv(honest_rule), fast=True, corpus_lines=[
+        _line("honest", "ANSWER 121", task_id="example/train-1")])
+    base = {card.key: baseline.entry(card)}
+    assert base[card.key]["checks"]["grpo.honest_precision"]["status"] == "pass"
+    emptied = run_card(ToyEnv(honest_rule), fast=True, corpus_lines=[])
+    found = baseline.compare([emptied], base)
+    assert found == ["test/Toy-v0|example: grpo.honest_precision: was measured, now has "
+                     "nothing to grade"], found
+
+
 def test_the_fast_sample_is_seeded_and_small():
     pair = ("grpo/MathExact-v0", "gsm8k")
     again = next(cards([pair], {}, fast=True, n_tasks=None, seed=0, split=None))

@@ -132,6 +132,8 @@ def regressions(check: Check, now: dict[str, Any], before: dict[str, Any]) -> li
     found = []
     if before.get("status") == "pass" and now["status"] == "fail":
         found.append(f"{check.id}: passed, now fails ({check.threshold})")
+    if before.get("status") != "n/a" and now["status"] == "n/a":  # coverage lost
+        found.append(f"{check.id}: was measured, now has nothing to grade")
     old, new = before.get("metrics", {}), now["metrics"]
     for metric, way in check.better.items():
         if metric not in old or metric not in new or not new.get("n"):
