@@ -123,6 +123,7 @@ UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "
                             "entry_point", "id", "form"})
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
+MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
 
 
 def extract_program(completion: str) -> tuple[str, bool]:
@@ -220,10 +221,10 @@ class CodeTestsEnv(TaskEnv):
         return _rewards(report, fenced, shown), _verdict(report, program, shown)
 
     def baseline_scores(self, task: Task) -> dict[str, float]:
-        """Each of ``task_baselines(task)`` -> the fraction of the task's graded cases it
-        passes (``shallow_scores``)."""
-        return self.shallow_scores(task, {name: f"return {expr}"
-                                          for name, expr in task_baselines(task).items()})
+        """Each of ``task_baselines(task)`` and ``fallback_baselines(task)`` -> the fraction
+        of the task's graded cases it passes (``shallow_scores``)."""
+        bodies = {name: f"return {expr}" for name, expr in task_baselines(task).items()}
+        return self.shallow_scores(task, bodies | fallback_baselines(task))
 
     def shallow_scores(self, task: Task, bodies: dict[str, str]) -> dict[str, float]:
         """Each function body of ``bodies`` (a name -> statements, indented by four spaces
@@ -248,10 +249,13 @@ class CodeTestsEnv(TaskEnv):
 
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The shallow programs of ``task_baselines`` that pass every graded case of a task,
-        per task that has any (``baseline_scores``, concurrently through the pool)."""
+        per task that has any, or failing those the ``fallback_baselines`` that do
+        (``baseline_scores``, concurrently through the pool)."""
         def check(task: Task) -> tuple[str, list[str]]:
             scores = self.baseline_scores(task)
-            return task.id, [name for name, score in scores.items() if score == 1.0]
+            paid = [name for name, score in scores.items() if score == 1.0]
+            single = set(task_baselines(task))
+            return task.id, [n for n in paid if n in single] or paid[:MAX_NAMED_FALLBACKS]
 
         with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="base") as ex:
             found = dict(ex.map(check, tasks))
@@ -286,23 +290,41 @@ def task_baselines(task: Task) -> dict[str, str]:
     shown case expects); the literal strings the prompt shows (``shown_literals``: 'Not
     matched!'); and ``ARGUMENT_TRANSFORMS`` on each argument the tests pass. With
     ``strict_baselines`` also the first hidden answer as a constant (it pays every case when all
-    answers are equal) and the arithmetic ``TRANSFORMS``."""
-    programs = dict(BASELINES)
+    answers are equal) and the arithmetic ``TRANSFORMS``. ``fallback_baselines`` combines them."""
+    constants, transforms = _baseline_parts(task)
+    return constants | transforms
+
+
+def fallback_baselines(task: Task) -> dict[str, str]:
+    """Each transform of ``task_baselines`` that falls back to each of its constants where it
+    raises (a name -> the function body): ``try: return args[0][0]`` / ``except: return
+    False`` pays a task whose hidden answers are an argument's first item where it has one and
+    False where it has none (mbpp/222), which neither part pays alone."""
+    constants, transforms = _baseline_parts(task)
+    return {f"{name}, else {const}": (f"try:\n        return {expr}\n"
+                                      f"    except Exception:\n        return {value}")
+            for name, expr in transforms.items() for const, value in constants.items()}
+
+
+def _baseline_parts(task: Task) -> tuple[dict[str, str], dict[str, str]]:
+    """(constants, transforms) of ``task_baselines``."""
+    constants = dict(BASELINES)
     tests = list(task["tests"])
     shown = set(shown_cases(tests, task.fields.get("shown_tests") or ()))
     answers = [(i, _answer(test)) for i, test in enumerate(tests)]
-    programs.update({f"the shown answer {a}": a for i, a in answers if i in shown and a})
+    constants.update({f"the shown answer {a}": a for i, a in answers if i in shown and a})
     for text in shown_literals(task):
-        programs.setdefault(f"the shown string {text!r}", repr(text))
+        constants.setdefault(f"the shown string {text!r}", repr(text))
+    transforms = {}
     for k in range(min(_arity(task), len(_ORDINALS))):
         for name, expr in ARGUMENT_TRANSFORMS.items():
-            programs[name.format(arg=f"{_ORDINALS[k]} argument")] = expr.format(a=f"args[{k}]")
+            transforms[name.format(arg=f"{_ORDINALS[k]} argument")] = expr.format(a=f"args[{k}]")
     if task.fields.get("strict_baselines"):
         hidden = [a for i, a in answers if i not in shown and a]
         if hidden:
-            programs.setdefault(f"the first hidden answer {hidden[0]}", hidden[0])
-        programs.update(TRANSFORMS)
-    return programs
+            constants.setdefault(f"the first hidden answer {hidden[0]}", hidden[0])
+        transforms.update(TRANSFORMS)
+    return constants, transforms
 
 
 _QUOTED = re.compile(rf"(?<![\w'\"])(['\"])([^'\"\n]{{0,{MAX_LITERAL_CHARS}}})\1(?!\w)")

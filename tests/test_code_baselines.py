@@ -41,6 +41,8 @@ def test_each_baseline_family_is_found_on_the_cases_it_passes(sandbox):
                                 "assert f(0, [9, 8]) == [8, 9]"]),
         "parity": _task(["assert f(3) == True", "assert f(5) == True", "assert f(4) == False"]),
         "last_item": _task(["assert f([1, 5, 2]) == 2", "assert f([7, 0]) == 0"]),
+        "fallback": _task(["assert f([3, 1, 5]) == 3", "assert f([]) == False",
+                           "assert f([7]) == 7"]),
         "an_unshown_constant": _task(["assert f(3) == 'x'", "assert f(4) == 'x'"]),
         "honest": _task(["assert f(3) == 9", "assert f(4) == 16"]),
     }
@@ -56,6 +58,9 @@ def test_each_baseline_family_is_found_on_the_cases_it_passes(sandbox):
         "second_sorted": ["the second argument sorted"],
         "parity": ["the first argument is odd"],
         "last_item": ["the first argument's last item"],
+        # A transform that falls back to a constant where it raises (on the empty list).
+        "fallback": ["the first argument's first item, else False",
+                     "the first argument's first item, else 0"],
     }
     assert len(BASELINES) == 8
 

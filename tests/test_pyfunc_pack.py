@@ -269,3 +269,15 @@ def test_an_off_by_one_comparison_fails_a_hidden_case_on_every_test_task():
             assert passed < len(hidden), (task.id, program)
             checked += 1
     assert checked >= 20  # the level has threshold forms, and they were checked
+
+
+def test_the_generators_check_mirrors_the_fallback_programs():
+    """A transform that falls back to a constant or a shown answer where it raises is a
+    trivial payer for the generator too (``envs.code_tests.fallback_baselines``)."""
+    from tasks.pyfunc.trivial import trivial_payers
+
+    hidden = [(([3, 1, 5],), 3), (([],), False), (([7],), 7)]
+    assert "argument 1 first item, else False" in trivial_payers(hidden)
+    hidden = [(([3, 1, 5],), 3), (([],), -4), (([7],), 7)]
+    assert trivial_payers(hidden) == []
+    assert trivial_payers(hidden, shown_answers=[-4]) == ["argument 1 first item, else -4"]

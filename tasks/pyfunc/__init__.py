@@ -88,7 +88,8 @@ def draw_task(level: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
         fn = _reference(form.args, body)
         for _ in range(INPUT_TRIES):
             cases = _cases(form, params, fn, rng)
-            if cases is not None and not trivial_payers(cases[N_SHOWN:]):
+            if cases is not None and not trivial_payers(
+                    cases[N_SHOWN:], [answer for _, answer in cases[:N_SHOWN]]):
                 break
         else:
             continue

@@ -63,8 +63,25 @@ def _passes_all(fn: Callable[..., Any], cases: Sequence[Case]) -> bool:
     return True
 
 
-def trivial_payers(hidden: Sequence[Case]) -> list[str]:
-    """What pays every hidden case: "a constant" when all answers are equal, and the
-    transforms that reproduce them all. Empty for a fit task."""
+#: The constants of ``envs.code_tests.BASELINES``, which a transform may fall back to.
+CONSTANTS = (None, True, False, 0, 1, "", [], {})
+
+
+def _else(fn: Callable[..., Any], fallback: Any) -> Callable[..., Any]:
+    def guarded(*a: Any) -> Any:
+        try:
+            return fn(*a)
+        except Exception:  # noqa: BLE001 - where the transform raises, the fallback answers
+            return fallback
+    return guarded
+
+
+def trivial_payers(hidden: Sequence[Case], shown_answers: Sequence[Any] = ()) -> list[str]:
+    """What pays every hidden case: "a constant" when all answers are equal, the transforms
+    that reproduce them all, and a transform that falls back to a constant or a shown answer
+    where it raises (``envs.code_tests.fallback_baselines``). Empty for a fit task."""
     found = ["a constant"] if all(ans == hidden[0][1] for _, ans in hidden) else []
-    return found + [name for name, fn in TRANSFORMS.items() if _passes_all(fn, hidden)]
+    found += [name for name, fn in TRANSFORMS.items() if _passes_all(fn, hidden)]
+    fallbacks = [*CONSTANTS, *shown_answers]
+    return found + [f"{name}, else {value!r}" for name, fn in TRANSFORMS.items()
+                    for value in fallbacks if _passes_all(_else(fn, value), hidden)]
