@@ -233,7 +233,10 @@ def run_variants(
 def read_reports(run: RunResult, nonce: str, n_tests: int, n_variants: int = 1
                  ) -> list[TestReport]:
     """One report per variant, from the judge's record line (the one that starts with the
-    nonce); without a record, reports that say so."""
+    nonce); without a record, reports that say so. A run whose container was left dirty
+    (``dirty_container``) has no trustworthy record: the job fails, whatever the judge wrote."""
+    if run.status == "dirty_container":
+        return [TestReport(n_tests, run=run) for _ in range(n_variants)]
     record = None
     for line in run.stdout.splitlines():
         if line.startswith(nonce + " "):

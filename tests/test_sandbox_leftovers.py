@@ -13,6 +13,7 @@ tmpfs could hold.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -24,7 +25,8 @@ import sandbox.worker
 from sandbox import Limits, Sandbox
 from sandbox import agent as agent_module
 from sandbox.agent import _Budget, _empty, _OverBudget, _wipe
-from sandbox.limits import INFRA_STATUSES, PROGRAM_STATUSES
+from sandbox.harness import read_reports
+from sandbox.limits import INFRA_STATUSES, PROGRAM_STATUSES, RunResult
 from sandbox.worker import JobInput, Worker, writable_mb
 
 docker = pytest.mark.docker
@@ -369,6 +371,17 @@ def test_a_clean_up_that_hangs_is_abandoned_at_its_deadline(monkeypatch):
         assert r.status == "dirty_container" and "did not finish" in r.error, r
         assert time.monotonic() - start < agent_module.CLEAN_UP_S + 4
         assert own.run(PROBE).stdout == PRISTINE
+
+
+def test_a_dirty_container_fails_the_code_job_whatever_the_judge_wrote():
+    # A program that passed its tests and then left what the agent could not clean: the judge's
+    # record cannot be trusted, so the job fails (and it is not an infrastructure error either).
+    record = json.dumps({"loaded": True, "compiles": True, "runs": [{"passed": [0, 1]}]})
+    for status, passed in (("ok", [0, 1]), ("dirty_container", [])):
+        run = RunResult(status, 0, f"nonce {record}\n", "", False, 0.1)
+        (report,) = read_reports(run, "nonce", 2)
+        assert report.passed == passed and report.record_found is (status == "ok")
+        assert not report.sandbox_error
 
 
 def test_statuses_are_classified():
