@@ -65,6 +65,8 @@ def test_every_builtin_pack_has_a_baseline():
 def test_fast_card_does_not_regress(pair):
     card = fast_card(pair)
     assert card.n_tasks >= 2 and len(card.results) == len(CHECKS)
+    shallow = card.result("statistical.adversarial_floor").metrics
+    assert shallow["policy"] <= shallow["mean"] + 1e-9  # one kind never beats the best per task
     found = baseline.compare([card], baseline.read())
     assert not found, "\n".join(found) + "\n" + render.text(card)
 

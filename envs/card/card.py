@@ -256,9 +256,12 @@ class _Run:
             if g.passed:
                 passed_by.setdefault(task.id, name)
         fracs = [g.skill for g in best.values()]
-        top = max(by_name, key=lambda n: statistics.fmean(by_name[n]), default="")
+        # A kind is one fixed strategy: its mean is over every task, 0 where the env offered
+        # no completion of that name (names the env makes per task score as what they are).
+        policy = {name: sum(v) / len(best) for name, v in by_name.items()}
+        top = max(policy, key=policy.__getitem__, default="")
         metrics = {"n": len(best), "completions": len(by_name),
-                   "policy": _mean(by_name[top]) if top else 0.0, "mean": _mean(fracs),
+                   "policy": policy.get(top, 0.0), "mean": _mean(fracs),
                    "max": max(fracs, default=0.0),
                    "passed": _mean(t in passed_by for t in best), "top": top}
         note = self.notes.get("statistical.adversarial_floor", "")
