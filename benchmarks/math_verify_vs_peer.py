@@ -1,4 +1,4 @@
-"""Side-by-side: envs.verify.math vs math-verify on the shared equivalence corpus.
+"""Side-by-side: envs.verify.math vs math-verify on the equivalence corpus (the copy in tests/data).
 
 Both checkers grade every row sequentially from one thread, gold and pred as given in
 the corpus (the pred is the completion). math-verify runs as its README shows:
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CORPUS = ROOT / ".." / "shared" / "corpora" / "math_equivalence_cases.jsonl"
+CORPUS = ROOT / "tests" / "data" / "math_equivalence_cases.jsonl"  # the in-repo copy (tests/data/README.md)
 
 
 def _ours(rows: list[dict], passes: int) -> tuple[int, list[float], dict[str, int]]:
