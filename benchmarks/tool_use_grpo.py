@@ -30,6 +30,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def _pct(value: float | None) -> str:
+    """A share as a percentage; "n/a" where none was reported (too many infrastructure
+    failures to mean anything)."""
+    return "n/a" if value is None else f"{value:.0%}"
+
+
 def heldout(trainer: Any, env: Any, tasks: list, max_new_tokens: int) -> dict[str, float]:
     """Greedy accuracy on ``tasks``; on a multi-turn env also the tool-use share and turns."""
     from learner.evaluation.heldout import sample
@@ -41,12 +47,16 @@ def heldout(trainer: Any, env: Any, tasks: list, max_new_tokens: int) -> dict[st
                       max_new_tokens=max_new_tokens, batch_size=c.eval_batch_size,
                       workers=c.score_workers, max_episode_tokens=c.max_episode_tokens,
                       desc="held-out greedy")
+    from learner.evaluation.infra import InfraCount, counted_mean
+
+    # An infrastructure failure is a miss, and past 1% of episodes there is no accuracy: the
+    # learner's own rule (learner/evaluation/infra.py).
+    count = InfraCount.of(rows)
     scored = [r for r in rows if not r["infra_error"]]
-    out = {"n": len(scored), "accuracy": sum(r["passed"] for r in scored) / max(len(scored), 1),
-           "not_scored": len(rows) - len(scored)}
-    if out["not_scored"]:
-        print(f"warning: {out['not_scored']} of {len(rows)} held-out episodes were not scored "
-              "(the sandbox failed); the accuracy is over the rest", flush=True)
+    out = {"n": len(rows), "accuracy": counted_mean(rows, lambda r: float(r["passed"])),
+           "not_scored": count.failures}
+    if count.failures:
+        print(f"warning: {count.refusal() or count.note()}", flush=True)
     if scored and "turns" in scored[0]:
         out["tool_use"] = sum((r["tool_calls"] or 0) > 0 for r in scored) / len(scored)
         out["turns"] = sum(r["turns"] or 0 for r in scored) / len(scored)
@@ -72,7 +82,7 @@ def train_for(trainer: Any, minutes: float, out: Path, label: str) -> list[dict[
         tool += f" boxed {m['reward/format']:.0%}" if "reward/format" in m else ""
         tool += f" tool-ok {m['reward/tool_ok']:.0%}" if "reward/tool_ok" in m else ""
         print(f"[{label}] step {trainer.step} {m['elapsed_min']:.1f} min reward "
-              f"{m['reward/mean']:.3f} accuracy {m['accuracy']:.0%} group-std "
+              f"{m['reward/mean']:.3f} accuracy {_pct(m['accuracy'])} group-std "
               f"{m['group/std_mean']:.3f}{tool}", flush=True)
     log.close()
     return history
@@ -162,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     summary["no_tool_before"] = heldout(tool, plain_env, tasks, args.max_new_tokens)
     summary["tool_before"] = heldout(tool, tool.env, tasks, args.max_new_tokens)
-    print(f"held-out before: no tool {summary['no_tool_before']['accuracy']:.0%}, with the tool "
-          f"{summary['tool_before']['accuracy']:.0%} (tool used in "
+    print(f"held-out before: no tool {_pct(summary['no_tool_before']['accuracy'])}, with the tool "
+          f"{_pct(summary['tool_before']['accuracy'])} (tool used in "
           f"{summary['tool_before']['tool_use']:.0%} of episodes) "
           f"[{(time.perf_counter() - t0) / 60:.1f} min]", flush=True)
     if not args.only_without_tool:
@@ -174,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "elapsed_min", "reward/mean", "accuracy", "turns/mean", "tool/use_frac",
             "tool/error_frac", "group/std_mean", "group/frac_zero_std")} for m in history]
         print(f"held-out after {len(history)} steps with the tool: "
-              f"{summary['tool_after']['accuracy']:.0%} (tool used in "
+              f"{_pct(summary['tool_after']['accuracy'])} (tool used in "
               f"{summary['tool_after']['tool_use']:.0%})", flush=True)
     del tool
     if args.also_without_tool or args.only_without_tool:
@@ -183,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["no_tool_after"] = heldout(plain, plain.env, tasks, args.max_new_tokens)
         summary["no_tool_steps"] = len(history)
         print(f"held-out after {len(history)} steps without the tool: "
-              f"{summary['no_tool_after']['accuracy']:.0%}", flush=True)
+              f"{_pct(summary['no_tool_after']['accuracy'])}", flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print(f"summary: {out / 'summary.json'}")
     return 0
