@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CORPUS = ROOT / "tests" / "data" / "math_equivalence_cases.jsonl"  # the in-repo copy (tests/data/README.md)
+CORPUS = ROOT / "tests" / "data" / "math_equivalence_cases.jsonl"  # provenance: tests/data
 
 
 def _ours(rows: list[dict], passes: int) -> tuple[int, list[float], dict[str, int]]:
