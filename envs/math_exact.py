@@ -45,6 +45,19 @@ MATH_PERTURBATIONS = (
 )
 
 
+def without_copied_instructions(prompt: str, completion: str) -> str:
+    """``completion`` less every copy of a prompt line that shows a box. An instruction's example
+    (arith's "for example: The answer is \\boxed{42}") is not an answer: the prompt echoed back
+    would otherwise be paid on every task whose answer is the example's. Only a whole line,
+    copied as written (give or take its closing punctuation), is taken out, so an honest
+    "The answer is \\boxed{42}." still counts."""
+    for line in prompt.splitlines():
+        line = line.strip().rstrip(".!:; ")
+        if "\\boxed" in line and line in completion:
+            completion = completion.replace(line, "")
+    return completion
+
+
 class MathExactEnv(TaskEnv):
     """Rewards: ``correct`` (the final answer equals the gold) and ``format`` (the final answer is
     in one well-formed ``\\boxed{}``: closed, not nested, the last thing the completion states).
@@ -92,9 +105,11 @@ class MathExactEnv(TaskEnv):
                             f"answer type of {self.env_id} (one of {', '.join(ANSWER_TYPES)})")
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        question = self.pack.prompt(task)
         verdict = math_verify.verify(
-            str(task["answer"]), completion, timeout=self.timeout, answer=self.answer_type,
-            question=self.pack.prompt(task), decimal_rounding=self.decimal_rounding)
+            str(task["answer"]), without_copied_instructions(question, completion),
+            timeout=self.timeout, answer=self.answer_type, question=question,
+            decimal_rounding=self.decimal_rounding)
         boxed = verdict.details.get("source") == "boxed" and verdict.reason != "malformed_box"
         if self.require_boxed and verdict.passed and not boxed:
             verdict = Verdict.fail("not_boxed", verdict.extracted, **verdict.details)

@@ -770,3 +770,21 @@ def test_more_hedges_found_by_attacking_the_label_rule():
         v = verify("5", rf"\boxed{{{answer}}}")
         assert not v.passed and v.reason == "multiple_answers", (answer, v)
     assert verify("5", r"\boxed{5 \text{ in total}}").passed  # a label, not a hedge
+
+
+def test_the_prompt_echoed_is_not_paid_by_its_example_box():
+    # arith's instruction shows "\boxed{42}" as an example: the prompt copied back was paid on
+    # every task whose answer is 42 (found by the report card's echo baseline).
+    for env_id in ("grpo/MathExact-v0", "grpo/MathPython-v0"):
+        env = gym.make(env_id, pack="arith", level=4, split="test").unwrapped
+        task = env.pack.get("arith/test-L4-171")
+        assert str(task["answer"]) == "42"
+        prompt = env.prompt(task)
+        for hack in (prompt, prompt.rstrip(".") + "\n", "Sure.\n" + prompt + " OK"):
+            reward, info = env.score(task, hack)
+            assert not info["passed"] and reward == 0.0, (env_id, hack)
+        # An honest answer stays paid, written as the example shows, or after the copied line.
+        line = prompt.splitlines()[-1]
+        for honest in ("3 × 14 = 42. The answer is \\boxed{42}.",
+                       line + "\n3 × 14 = 42, so \\boxed{42}"):
+            assert env.score(task, honest)[1]["passed"], (env_id, honest)
