@@ -246,3 +246,43 @@ def test_no_is_correction_leaves_the_loss_exactly_as_it_was():
                            total_sequences=3, total_tokens=kw["total_tokens"], max_tokens=4)
     assert torch.equal(grpo.grpo_loss(logp, old, ref, adv, mask, **kw)[0], today)
     assert torch.equal(grpo.grpo_loss(logp, old, ref, adv, mask, is_weights=None, **kw)[0], today)
+
+
+def test_k3_and_the_log_ratio_are_bounded_before_exp_by_hand():
+    # d = ref - logp = 30: clamped to 20, exp(20) - 21 is over the bound: k3 is 10. d = -30:
+    # clamped to -20, exp(-20) + 20 - 1 is 19.000000002: 10 too. d = 1: untouched, e - 2.
+    logp = torch.tensor([[0.0, 0.0, 0.0]])
+    ref = torch.tensor([[30.0, -30.0, 1.0]])
+    assert grpo.kl_k3(logp, ref)[0].tolist() == pytest.approx([10.0, 10.0, math.e - 2])
+    # A log-ratio of 1000 is exp(20), of -1000 exp(-20), per token and in GSPO's mean.
+    old = torch.zeros(1, 2)
+    big = torch.tensor([[1000.0, -1000.0]])
+    mask = torch.ones(1, 2)
+    assert grpo.importance_ratio(big, old, mask, "token")[0].tolist() == pytest.approx(
+        [math.exp(20), math.exp(-20)])
+    assert grpo.importance_ratio(big, old, mask, "sequence")[0].tolist() == pytest.approx(
+        [1.0, 1.0])
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_an_overflowing_token_leaves_the_loss_and_gradient_finite(level):
+    # Row 0 has a zero advantage and one token whose log-ratio and k3 overflow exp unbounded
+    # (a padded position's garbage log-prob, off the mask); row 1 is ordinary. Unbounded, inf
+    # times 0 was NaN and cancelled the whole step.
+    logp = torch.tensor([[-0.5, 0.0], [-0.4, -0.6]], requires_grad=True)
+    old = torch.tensor([[-0.5, -1000.0], [-0.5, -0.5]])  # log-ratio 1000
+    ref = torch.tensor([[-0.5, 900.0], [-0.5, -0.5]])  # k3's d = 900
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    adv = torch.tensor([0.0, 1.0])
+    loss, _ = grpo.grpo_loss(logp, old, ref, adv, mask, beta=0.04, eps_low=0.2, eps_high=0.2,
+                             loss_type="dapo", total_sequences=2, total_tokens=3, max_tokens=2,
+                             importance_level=level)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    # The loss is the ordinary row's alone: the zero-advantage row adds nothing, and the bound
+    # never touches ordinary tokens.
+    ordinary, _ = grpo.grpo_loss(logp.detach()[1:], old[1:], ref[1:], adv[1:], mask[1:],
+                                 beta=0.04, eps_low=0.2, eps_high=0.2, loss_type="dapo",
+                                 total_sequences=1, total_tokens=3, max_tokens=2,
+                                 importance_level=level)
+    assert float(loss) == pytest.approx(float(ordinary), rel=1e-6)

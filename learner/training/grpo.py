@@ -148,22 +148,33 @@ def group_advantages(rewards: Tensor, groups: Tensor, moments: GroupMoments,
 
 
 # -- the surrogate, the KL and the loss --------------------------------------------------------
+#: Bounds before ``exp``, as verl sets them: a log-ratio (policy/old, ref/policy) is clamped to
+#: +-LOG_RATIO_BOUND and k3 into [-K3_BOUND, K3_BOUND]. Unbounded, one overflowing token (a
+#: padded position's garbage log-prob, a token the policy all but ruled out) is inf, and inf
+#: times a zero advantage or a zero mask is NaN, which cancels the iteration on every process.
+LOG_RATIO_BOUND = 20.0
+K3_BOUND = 10.0
+
+
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """Per-token k3 estimate of KL(pi_theta || pi_ref): exp(d) - d - 1 with d = ref - logp."""
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1
+    """Per-token k3 estimate of KL(pi_theta || pi_ref): exp(d) - d - 1 with d = ref - logp,
+    d clamped to +-LOG_RATIO_BOUND and the estimate to +-K3_BOUND."""
+    d = (ref_logp - logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    return (torch.exp(d) - d - 1).clamp(-K3_BOUND, K3_BOUND)
 
 
 def importance_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, level: str = "token") -> Tensor:
     """pi_theta / pi_old, (B, T): per token, or GSPO's length-normalised sequence ratio
-    ``exp(sum_t m_t (logp - old_logp) / sum_t m_t)`` repeated over the sequence's tokens."""
-    log_ratio = logp - old_logp
+    ``exp(sum_t m_t (logp - old_logp) / sum_t m_t)`` repeated over the sequence's tokens. Each
+    log-ratio is clamped to +-LOG_RATIO_BOUND before ``exp`` (so is the sequence's mean); off
+    the mask it counts as 0."""
     if level == "token":
-        return torch.exp(log_ratio)
+        return torch.exp((logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
     if level == "sequence":
-        mask = mask.to(log_ratio.dtype)
-        seq = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        return torch.exp(seq).unsqueeze(-1).expand_as(log_ratio)
+        mask = mask.to(logp.dtype)
+        log_ratio = (logp - old_logp).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND) * mask
+        seq = log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)
+        return torch.exp(seq).unsqueeze(-1).expand_as(logp)
     raise ValueError(f"importance sampling level must be one of {IMPORTANCE_LEVELS}, got {level!r}")
 
 
