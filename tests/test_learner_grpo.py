@@ -285,4 +285,4 @@ def test_an_overflowing_token_leaves_the_loss_and_gradient_finite(level):
                                  beta=0.04, eps_low=0.2, eps_high=0.2, loss_type="dapo",
                                  total_sequences=1, total_tokens=3, max_tokens=2,
                                  importance_level=level)
-    assert float(loss) == pytest.approx(float(ordinary), rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(float(ordinary), rel=1e-6)
