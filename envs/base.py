@@ -50,6 +50,34 @@ def is_infra_error(info: Mapping[str, Any]) -> bool:
             or info.get("reason") == "sandbox_error")
 
 
+def max_reward(env: TaskEnv) -> float:
+    """The highest total reward: every positively weighted component at 1."""
+    return sum(w for w in env.reward_weights.values() if w > 0)
+
+
+def score_each(env: TaskEnv, tasks: Sequence[Task], completions: Sequence[str]
+               ) -> list[tuple[float, dict[str, Any]] | Exception]:
+    """``env.score`` of each pair, in order, never raising: concurrently through the env's
+    ``grade_many`` where it has one (the sandboxed envs), else one by one; a pair whose grading
+    raised holds its exception, so one broken pair neither hides the others nor names itself
+    wrongly."""
+    grade_many = getattr(env, "grade_many", None)
+    if grade_many is not None:
+        try:
+            return list(grade_many(list(tasks), list(completions)))
+        except Exception:  # noqa: BLE001 - grade one by one to keep the others
+            pass
+    return [_score_or_error(env, t, c) for t, c in zip(tasks, completions, strict=True)]
+
+
+def _score_or_error(env: TaskEnv, task: Task, completion: str
+                    ) -> tuple[float, dict[str, Any]] | Exception:
+    try:
+        return env.score(task, completion)
+    except Exception as exc:  # noqa: BLE001 - a verifier bug is a result, not a crash
+        return exc
+
+
 class TaskEnv(gym.Env[str, str]):
     """An environment over the tasks of one pack: one step per episode, or several with a tool.
 

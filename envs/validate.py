@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from envs.base import TaskEnv
+from envs.base import TaskEnv, score_each
 from envs.recipes import VARIANTS, RecipeError, check_table
 from tasks.pack import (
     MANIFEST,
@@ -352,14 +352,7 @@ def _grade(report: Report, env: TaskEnv, batch: list[tuple[str, Task, str]]) -> 
         return True
     tasks = [t for _, t, _ in batch]
     completions = [c for _, _, c in batch]
-    grade_many = getattr(env, "grade_many", None)
-    try:
-        if grade_many is not None:
-            results = grade_many(tasks, completions)
-        else:
-            results = [env.score(t, c) for t, c in zip(tasks, completions, strict=True)]
-    except Exception:  # noqa: BLE001 - grade one by one to name the task that broke it
-        results = [_score_one(env, t, c) for t, c in zip(tasks, completions, strict=True)]
+    results = score_each(env, tasks, completions)
     for (where, _, completion), result in zip(batch, results, strict=True):
         if isinstance(result, Exception):
             report.errors.append(Problem(where, f"verifier raised {result!r}"))
@@ -402,13 +395,6 @@ def _check_trivial_programs(report: Report, env: TaskEnv, pack: Pack,
                                                  f"returning {' or '.join(names)} passes every "
                                                  "graded test; add tests whose answers differ"))
     report.notes.append(f"trivial programs checked on {len(where)} tasks")
-
-
-def _score_one(env: TaskEnv, task: Task, completion: str) -> Any:
-    try:
-        return env.score(task, completion)
-    except Exception as exc:  # noqa: BLE001
-        return exc
 
 
 def _short(text: str, limit: int = 120) -> str:

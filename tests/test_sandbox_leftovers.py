@@ -33,12 +33,10 @@ docker = pytest.mark.docker
 QUICK = Limits(wall_s=8.0, cpu_s=8.0)
 WRONG = 3  # every hostile job exits with this code after planting: a wrong program
 
-PRELUDE = """\
-import ctypes, errno, fcntl, os, signal, sys, time
-def wrong():
-    print("planted")
-    sys.stdout.flush()
-    os._exit(3)
+# A chain of ``levels`` directories under ``root``, made through handles (no path grows); the
+# descriptor of the deepest is returned. Jobs in the container and the host-side walk test use
+# this one source.
+DEEP = '''\
 def deep(root, levels, name="d"):
     fd = os.open(root, os.O_RDONLY)
     for _ in range(levels):
@@ -47,6 +45,14 @@ def deep(root, levels, name="d"):
         os.close(fd)
         fd = new
     return fd
+'''
+
+PRELUDE = """\
+import ctypes, errno, fcntl, os, signal, sys, time
+def wrong():
+    print("planted")
+    sys.stdout.flush()
+    os._exit(3)
 def fill(directory):
     n = 0
     try:
@@ -56,7 +62,7 @@ def fill(directory):
     except OSError as exc:
         assert exc.errno == errno.ENOSPC, exc
     return n
-"""
+""" + DEEP
 
 # What a pristine container shows a job: only its program, empty shared memory and queues,
 # the scratch space's own mode and no extended attributes, all of its space free.
@@ -396,13 +402,9 @@ def _tree_is_gone(root: Path) -> bool:
 
 
 def _deep(root: Path, levels: int, name: str = "d") -> int:
-    fd = os.open(root, os.O_RDONLY)
-    for _ in range(levels):
-        os.mkdir(name, dir_fd=fd)
-        new = os.open(name, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = new
-    return fd
+    namespace: dict = {"os": os}
+    exec(DEEP, namespace)  # the jobs' own helper, run on the host
+    return namespace["deep"](root, levels, name)
 
 
 def test_walk_removes_any_depth_and_path_length(tmp_path):

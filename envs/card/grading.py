@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.base import TaskEnv, is_infra_error
+from envs.base import TaskEnv, is_infra_error, max_reward, score_each
 from tasks import Task
 
 
@@ -28,11 +28,6 @@ class Graded:
         return not self.infra and self.error is None
 
 
-def max_reward(env: TaskEnv) -> float:
-    """The most a completion can earn: every positively weighted component at 1."""
-    return sum(w for w in env.reward_weights.values() if w > 0)
-
-
 def skill_weights(env: TaskEnv) -> dict[str, float]:
     """The weights of the env's ``check_components`` (what does not depend on the answer's
     format: ``correct``, ``tests``, ``content`` and ``valid``); all weights when those are 0."""
@@ -47,23 +42,8 @@ def grade(env: TaskEnv, pairs: Sequence[tuple[Task, str]]) -> list[Graded]:
         return []
     top = max_reward(env)
     skill = skill_weights(env)
-    grade_many = getattr(env, "grade_many", None)
-    results: list[Any]
-    if grade_many is not None:
-        try:
-            results = grade_many([t for t, _ in pairs], [c for _, c in pairs])
-        except Exception:  # noqa: BLE001 - grade one by one to keep the others
-            results = [_score(env, t, c) for t, c in pairs]
-    else:
-        results = [_score(env, t, c) for t, c in pairs]
+    results = score_each(env, [t for t, _ in pairs], [c for _, c in pairs])
     return [_graded(r, top, skill) for r in results]
-
-
-def _score(env: TaskEnv, task: Task, completion: str) -> Any:
-    try:
-        return env.score(task, completion)
-    except Exception as exc:  # noqa: BLE001 - any verifier bug is reported, not raised
-        return exc
 
 
 def _graded(result: Any, top: float, skill: dict[str, float]) -> Graded:

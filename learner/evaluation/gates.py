@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.base import TaskEnv
+from envs.base import TaskEnv, max_reward
 from learner.evaluation.flags import flag_samples
 from learner.evaluation.general import general_check
 from learner.evaluation.heldout import pass_at_k, sample
@@ -232,11 +232,6 @@ def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
 
 
 # -- everything for one policy --------------------------------------------------------------
-def max_reward(env: TaskEnv) -> float:
-    """The highest total reward: every component at 1, weighted."""
-    return sum(w for w in env.reward_weights.values() if w > 0)
-
-
 def _public(sample: dict[str, Any]) -> dict[str, Any]:
     keep = ("task_id", "prompt", "completion", "reward", "rewards", "passed", "truncated",
             "flags", "source", "transcript", "turns", "tool_calls")
