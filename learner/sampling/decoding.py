@@ -21,9 +21,9 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from learner.distribution import sampling_logits, token_logprobs
 from learner.model import cache_kwarg
 from learner.sampling.kernels.kv_cache import decode_cache
-from learner.training.grpo import sampling_logits, token_logprobs
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call), its budget.
 EOS, STOP, LENGTH = "eos", "stop", "length"

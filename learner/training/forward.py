@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
+from learner.distribution import token_entropy, token_logprobs
 from learner.model import cache_kwarg
-from learner.training.grpo import token_entropy, token_logprobs
 
 # A pass's fixed cost in positions (rows x tokens), which ``length_buckets`` weighs against
 # the padding a bucket would compute. On CPU a pass costs little beyond its positions (Python

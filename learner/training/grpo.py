@@ -37,61 +37,11 @@ import torch
 from torch import Tensor
 
 from learner.choices import IMPORTANCE_LEVELS, IS_CORRECTIONS, LOSS_TYPES, SCALE_REWARDS
+from learner.distribution import nucleus_floor, sampling_logits, token_entropy, token_logprobs
 
 # Re-exported with the math.
-__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "LOSS_TYPES", "SCALE_REWARDS"]
-
-# Rows of logits sorted at a time to find their nucleus: bounds the sort's extra memory.
-_NUCLEUS_CHUNK = 256
-
-
-# -- the sampling distribution ----------------------------------------------------------------
-def sampling_logits(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
-                    keep: Tensor | None = None) -> Tensor:
-    """Logits (..., V) of the distribution tokens are sampled from: divided by ``temperature``,
-    and -inf outside the top-p nucleus (the fewest most likely tokens whose mass reaches
-    ``top_p``; always at least the top one). ``keep`` (...,) names a token per row kept in
-    the support whatever its rank: the sampled one, which a later pass scores even if float
-    noise or an update moved it out of the nucleus."""
-    logits = logits.float()
-    # Dividing by 1 would copy the (positions, vocabulary) logits for nothing.
-    scaled = logits if temperature == 1.0 else logits / temperature
-    if top_p >= 1.0:
-        return scaled
-    drop = scaled < nucleus_floor(scaled.detach(), top_p)
-    if keep is not None:
-        drop = drop.scatter(-1, keep.unsqueeze(-1), False)
-    return scaled.masked_fill(drop, float("-inf"))
-
-
-@torch.no_grad()
-def nucleus_floor(scaled: Tensor, top_p: float) -> Tensor:
-    """(..., 1) the smallest logit inside each row's top-p nucleus: a token is in the nucleus
-    when the mass of the tokens ranked above it is at most ``top_p``."""
-    flat = scaled.reshape(-1, scaled.shape[-1])
-    floors = []
-    for rows in flat.split(_NUCLEUS_CHUNK):
-        ranked = rows.sort(dim=-1, descending=True).values
-        probs = torch.softmax(ranked, dim=-1)
-        inside = (probs.cumsum(-1) - probs <= top_p).sum(-1, keepdim=True).clamp(min=1)
-        floors.append(ranked.gather(-1, inside - 1))
-    return torch.cat(floors).reshape(*scaled.shape[:-1], 1)
-
-
-def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0,
-                   top_p: float = 1.0) -> Tensor:
-    """log pi(token) under the sampling distribution for (..., V) logits and (...) tokens,
-    without materialising a log-softmax."""
-    scaled = sampling_logits(logits, temperature, top_p, keep=tokens)
-    picked = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(scaled, dim=-1)
-
-
-def token_entropy(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
-    """Entropy of the sampling distribution per position, (...)."""
-    probs = torch.softmax(sampling_logits(logits, temperature, top_p), dim=-1)
-    return -torch.special.xlogy(probs, probs).sum(-1)  # 0 log 0 = 0 outside the nucleus
-
+__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "LOSS_TYPES", "SCALE_REWARDS", "nucleus_floor",
+           "sampling_logits", "token_entropy", "token_logprobs"]
 
 # -- rewards and advantages --------------------------------------------------------------------
 def overlong_penalty(lengths: Tensor, max_tokens: int, cache: int) -> Tensor:
