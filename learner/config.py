@@ -303,7 +303,7 @@ def ray_address_problems(address: str) -> list[str]:
     """Why ``--ray-address`` cannot work, checked without importing Ray (empty when fine)."""
     import importlib.util
 
-    from sandbox.ray_address import check_address
+    from envs.cluster import check_address
 
     try:
         check_address(address)

@@ -63,14 +63,14 @@ def ray_scorer(env: Any, address: str | None) -> Any:
     a cluster that cannot be reached is a ``SetupError`` with one line."""
     if address is None:
         return None
+    from envs.cluster import ray_unavailable
     from envs.ray_scoring import RayScorer
-    from sandbox.ray_cluster import RayUnavailable
 
     print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
           flush=True)
     try:
         scorer = RayScorer(env, address)
-    except RayUnavailable as exc:
+    except ray_unavailable() as exc:
         raise SetupError(str(exc)) from exc
     hosts = sorted({n["hostname"] for n in scorer.nodes()})
     print(f"grading on {len(scorer.nodes())} Ray nodes ({', '.join(hosts)}), "
