@@ -48,6 +48,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown.add_argument("--update-baseline", action="store_true",
                        help="with --all --fast: rewrite envs/card/baseline.json and the "
                             "README's table")
+    serve = commands.add_parser("serve", help="serve an env over OpenEnv (HTTP and WebSocket; "
+                                              'needs pip install -e ".[openenv]")')
+    serve.add_argument("env_id", metavar="ENV", help="a registered env id, e.g. grpo/MathExact-v0")
+    serve.add_argument("--pack", help="pack name (default: the env's default pack)")
+    serve.add_argument("--env-kwargs", metavar="JSON", help='env keywords, e.g. \'{"level": 1}\'')
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--max-sessions", type=int, default=32, metavar="N",
+                       help="concurrent WebSocket sessions (default 32)")
+    serve.add_argument("--token", help="bearer token clients must send (default: "
+                                       "$GRPO_GYM_SERVE_TOKEN); needed off loopback")
+    serve.add_argument("--no-token", action="store_true",
+                       help="allow a non-loopback bind without a token (a trusted network)")
+    serve.add_argument("--max-body-bytes", type=int, default=None, metavar="N",
+                       help="largest request body or WebSocket message (default 4 MiB)")
+    serve.add_argument("--session-timeout", type=float, default=None, metavar="S",
+                       help="end a session idle this many seconds (default: never)")
+    serve.add_argument("--ray-address", help="grade on this Ray cluster (envs.ray_scoring)")
+    serve.add_argument("--manifest-dir", metavar="DIR",
+                       help="also write DIR/openenv.yaml for the served env and pack")
     args = parser.parse_args(argv)
     if args.command == "card":
         if args.tasks is not None and args.tasks < 1:
@@ -76,6 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                            all_builtin=args.all_builtin, n_tasks=args.tasks, seed=args.seed,
                            split=args.split, corpora=args.corpus,
                            update_baseline=args.update_baseline)
+    if args.command == "serve":
+        from envs.cli_serve import serve
+
+        return serve(args.env_id, pack=args.pack, env_kwargs=args.env_kwargs, host=args.host,
+                     port=args.port, max_sessions=args.max_sessions, token=args.token,
+                     no_token=args.no_token, max_body_bytes=args.max_body_bytes,
+                     session_timeout_s=args.session_timeout, ray_address=args.ray_address,
+                     manifest_dir=args.manifest_dir)
     from envs.cli_show import print_samples
 
     return print_samples(args.env_id, pack=args.pack, split=args.split, n=args.n,
