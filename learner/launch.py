@@ -1,6 +1,6 @@
-"""What the command-line entry points share: the env and the Ray scorer made from flags (with a
-one-line ``SetupError`` when they cannot be), and a training run from a ``Config`` to its
-printed summary (``python -m learner.run`` and ``learner.demo`` both run one).
+"""What the command-line entry points share: a training run from a ``Config`` to its printed
+summary (``python -m learner.run`` and ``learner.demo`` both run one). The env and the Ray
+scorer are made from flags in ``learner.env_setup`` (re-exported here).
 
 Only light modules at import time: flags are parsed and checked before torch, transformers and
 the envs load, so --help and flag errors answer at once.
@@ -8,14 +8,13 @@ the envs load, so --help and flag errors answer at once.
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from learner.config import Config
+from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.infra import InfraCount, accuracy_line
 from learner.model_name import model_problem
 from learner.provenance import provenance
@@ -23,59 +22,6 @@ from learner.recipe import describe
 from learner.resume_command import resume_command
 from learner.training import checkpoint
 from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
-
-
-class SetupError(RuntimeError):
-    """The env, the cluster or the model cannot be set up as the flags ask; one line says why."""
-
-
-def _env_name(env_id: str) -> str:
-    """``grpo/MathExact-v0`` -> ``MathExact``."""
-    return re.sub(r"^[^/]*/|-v\d+$", "", env_id)
-
-
-def make_env(config: Config) -> Any:
-    """The env's unwrapped TaskEnv; unknown ids and bad kwargs fail with a clear message."""
-    import gymnasium as gym
-
-    import envs  # noqa: F401  (registers the grpo/* envs)
-
-    if config.env not in gym.registry:
-        ids = sorted(i for i in gym.registry if i.startswith("grpo/")) or sorted(gym.registry)
-        # Compared without the shared "grpo/" and "-v0": on whole ids every env looked close.
-        core = {_env_name(i): i for i in ids}
-        close = difflib.get_close_matches(_env_name(config.env), list(core), n=1, cutoff=0.6)
-        hint = f" Did you mean: {core[close[0]]}?" if close else ""
-        raise SetupError(f"unknown env id '{config.env}'.{hint} Known: {', '.join(ids)}")
-    kwargs = config.env_options()
-    try:
-        env = gym.make(config.env, **kwargs).unwrapped
-    except Exception as exc:  # noqa: BLE001 - any construction error is reported the same way
-        raise SetupError(f"cannot create {config.env} with {kwargs}: {exc}") from exc
-    if config.max_turns and int(getattr(env, "max_turns", 1) or 1) != config.max_turns:
-        raise SetupError(f"{config.env} took max_turns={config.max_turns} but runs "
-                         f"{getattr(env, 'max_turns', 1)} turn(s) per episode")
-    return env
-
-
-def ray_scorer(env: Any, address: str | None) -> Any:
-    """Grading on the Ray cluster at ``address`` (``None``: local grading, returns None);
-    a cluster that cannot be reached is a ``SetupError`` with one line."""
-    if address is None:
-        return None
-    from envs.cluster import ray_unavailable
-    from envs.ray_scoring import RayScorer
-
-    print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
-          flush=True)
-    try:
-        scorer = RayScorer(env, address)
-    except ray_unavailable() as exc:
-        raise SetupError(str(exc)) from exc
-    hosts = sorted({n["hostname"] for n in scorer.nodes()})
-    print(f"grading on {len(scorer.nodes())} Ray nodes ({', '.join(hosts)}), "
-          f"{scorer.capacity} slots", flush=True)
-    return scorer
 
 
 def format_eval(metrics: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""No import circles among the project's packages (envs, sandbox, tasks, learner).
+"""No import circles among the project's packages (envs, sandbox, tasks, learner), and no import
+that runs up the order of layers (``LAYERS`` below).
 
 Every ``import`` statement counts, wherever it is: at module level, inside a function (a lazy
 import is still a dependency) and under ``if TYPE_CHECKING:`` (a type-only cycle is a cycle in
@@ -118,3 +119,87 @@ def test_the_check_finds_circles_of_every_kind(tmp_path):
     graph = import_graph(tmp_path, ["p"])
     assert graph["p.b"] == {"p.a"} and graph["p.c"] == {"p.d"} and graph["p.e"] == {"p.a"}
     assert circles(graph) == [["p.a", "p.b"], ["p.c", "p.d"]]
+
+
+# The order of layers, highest first: a module may import its own layer and any layer below it,
+# never one above. Top level: the learner uses the envs, which use the sandbox and the task
+# packs (sandbox and tasks are peers that know nothing of each other's users).
+# Inside learner/: the entry points (one command each) run a launch (env, scorer and run set up
+# from flags); training runs the loop and evaluates held-out tasks through evaluation, which
+# samples and scores through sampling; "shared" holds what every floor reads: the flags
+# (config, choices, recipe), the model loader, the sampling distribution, provenance, and
+# where a run keeps its checkpoints (run_layout) and how its env and scorer are built
+# (env_setup).
+TOP_LAYERS: tuple[tuple[str, ...], ...] = (("learner",), ("envs",), ("sandbox", "tasks"))
+LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("entry points", ("learner.run", "learner.eval", "learner.demo", "learner.plot")),
+    ("launch", ("learner.launch", "learner.resume_command")),
+    ("training", ("learner.training",)),
+    ("evaluation", ("learner.evaluation",)),
+    ("sampling", ("learner.sampling",)),
+    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe",
+                "learner.model", "learner.model_name", "learner.distribution",
+                "learner.provenance", "learner.run_layout", "learner.env_setup")),
+)
+
+
+def _owner(module: str, layers: Iterable[tuple[str, tuple[str, ...]]]) -> tuple[int, str] | None:
+    """(rank, name) of the layer whose longest prefix names ``module`` (0 is the top)."""
+    best: tuple[int, int, str] | None = None
+    for rank, (name, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                    best is None or len(prefix) > best[0]):
+                best = (len(prefix), rank, name)
+    return None if best is None else (best[1], best[2])
+
+
+def upward_imports(graph: dict[str, set[str]],
+                   layers: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """Every import from a module to one in a higher layer, as ``a (layer) -> b (layer)``."""
+    layers = tuple(layers)
+    out = []
+    for module in sorted(graph):
+        mine = _owner(module, layers)
+        for target in sorted(graph[module]):
+            theirs = _owner(target, layers)
+            if mine is not None and theirs is not None and theirs[0] < mine[0]:
+                out.append(f"{module} ({mine[1]}) -> {target} ({theirs[1]})")
+    return out
+
+
+def unplaced(graph: dict[str, set[str]], layers: Iterable[tuple[str, tuple[str, ...]]],
+             under: str) -> list[str]:
+    """Modules under ``under`` that no layer names (a new top-level module must be placed)."""
+    layers = tuple(layers)
+    return [m for m in sorted(graph) if (m == under or m.startswith(under + "."))
+            and _owner(m, layers) is None]
+
+
+def test_no_import_runs_up_the_layers():
+    graph = import_graph(ROOT, PACKAGES)
+    top = tuple((name[0], name) for name in TOP_LAYERS)
+    found = upward_imports(graph, top) + upward_imports(graph, LEARNER_LAYERS)
+    assert found == [], "imports up the layers:\n" + "\n".join(found)
+
+
+def test_every_learner_module_has_a_layer():
+    found = unplaced(import_graph(ROOT, PACKAGES), LEARNER_LAYERS, "learner")
+    assert found == [], "learner modules in no layer (add them to LEARNER_LAYERS): " + ", ".join(found)
+
+
+def test_the_layer_check_finds_upward_imports(tmp_path):
+    """The check itself: an import up (even a lazy one) is found, one down or sideways is not,
+    and a module in a sub-package takes its package's layer unless named itself."""
+    pkg = tmp_path / "q"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "top.py").write_text("import q.low.a\n")
+    (pkg / "low" / "a.py").write_text("from q.low import b\n")
+    (pkg / "low" / "b.py").write_text("def f():\n    from q import top\n")
+    (pkg / "low" / "c.py").write_text("from q import top\n")
+    layers = (("top", ("q.top", "q.low.c")), ("low", ("q.low", "q")))
+    graph = import_graph(tmp_path, ["q"])
+    assert upward_imports(graph, layers) == ["q.low.b (low) -> q.top (top)"]
+    assert unplaced(graph, (("low", ("q.low",)),), "q") == ["q", "q.top"]

@@ -18,14 +18,14 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from learner.config import Config, ConfigError
+from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
 from learner.evaluation.heldout import heldout_tasks
 from learner.evaluation.report import deltas, write_report
 from learner.evaluation.run_dir import RunDirError, load_run_policy, run_config, run_env
-from learner.launch import SetupError, make_env, ray_scorer
 from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
 from learner.provenance import package_versions
 from learner.sampling.kernels import onednn_linear
@@ -34,7 +34,7 @@ from learner.sampling.kernels import onednn_linear
 ERRORS = (SetupError, ModelLoadError, RunDirError)
 
 
-def metadata(args: argparse.Namespace, env: TaskEnv, model_name: str, n_tasks: int,
+def metadata(args: argparse.Namespace, env: LearnerEnv, model_name: str, n_tasks: int,
              settings: GateSettings) -> dict[str, Any]:
     pack = env.pack
     return {
@@ -61,7 +61,7 @@ def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
             fh.write(json.dumps(s, ensure_ascii=False) + "\n")
 
 
-def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
               tasks: list, settings: GateSettings, label: str, scorer: Any = None,
               cpu_matmul: str = "onednn") -> dict[str, Any]:
     print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
@@ -108,7 +108,7 @@ def evaluate_command(args: argparse.Namespace) -> Path:
             scorer.close()
 
 
-def _evaluate_all(args: argparse.Namespace, env: TaskEnv, scorer: Any, start_model: str | None
+def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_model: str | None
                   ) -> Path:
     tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(

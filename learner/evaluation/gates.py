@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.base import TaskEnv, max_reward
+from envs.base import max_reward
+from envs.learner_env import LearnerEnv
 from learner.evaluation.flags import flag_samples
 from learner.evaluation.general import general_check
 from learner.evaluation.heldout import pass_at_k, sample
@@ -178,7 +179,7 @@ def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> 
 
 
 def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                          env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
+                          env: LearnerEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                           batch_size: int = 8, workers: int = 16,
                           scorer: RemoteScorer | None = None,
                           original: Sequence[dict[str, Any]] | None = None,
@@ -219,7 +220,7 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
 
 
 def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                         env: TaskEnv, tasks: Sequence[Task], *, max_new_tokens: int,
+                         env: LearnerEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                          batch_size: int = 8, workers: int = 16,
                          scorer: RemoteScorer | None = None,
                          gather: Callable[[list], list] | None = None) -> dict[str, float]:
@@ -238,7 +239,7 @@ def _public(sample: dict[str, Any]) -> dict[str, Any]:
     return {k: sample[k] for k in keep if k in sample}
 
 
-def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
               tasks: Sequence[Task], settings: GateSettings,
               log: Callable[[str], None] | None = None,
               scorer: RemoteScorer | None = None) -> dict[str, Any]:
@@ -294,7 +295,7 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: T
     return report
 
 
-def flagged_section(env: TaskEnv, greedy: Sequence[dict[str, Any]],
+def flagged_section(env: LearnerEnv, greedy: Sequence[dict[str, Any]],
                     sampled: Sequence[dict[str, Any]],
                     perturbed: dict[str, list[dict[str, Any]]],
                     settings: GateSettings) -> dict[str, Any]:

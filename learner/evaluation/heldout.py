@@ -14,7 +14,7 @@ from typing import Any
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from learner.evaluation.infra import InfraCount, counted_mean
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
@@ -84,7 +84,7 @@ class EvalResult:
         return out
 
 
-def heldout_tasks(env: TaskEnv, size: int = 0, split: str = "test") -> list[Task]:
+def heldout_tasks(env: LearnerEnv, size: int = 0, split: str = "test") -> list[Task]:
     """The first ``size`` tasks of the held-out split (all of it when ``size`` is 0)."""
     total = env.pack.size(split)
     if total is None:
@@ -98,7 +98,7 @@ def heldout_tasks(env: TaskEnv, size: int = 0, split: str = "test") -> list[Task
 def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    env: TaskEnv,
+    env: LearnerEnv,
     tasks: list[Task],
     *,
     max_new_tokens: int,
@@ -151,7 +151,7 @@ def evaluate(
     return result
 
 
-def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: TaskEnv,
+def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
            scorer: RemoteScorer | None = None, build: Callable[[Task], str] | None = None,

@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from learner.model import DEFAULT_MODEL, load_model, with_lora
-from learner.training import checkpoint
+from learner.run_layout import latest as latest_checkpoint
 
 
 class RunDirError(RuntimeError):
@@ -79,7 +79,7 @@ def load_run_policy(run_dir: str | Path) -> tuple[PreTrainedModel, str]:
     """
     run = Path(run_dir)
     config = run_config(run)
-    latest = checkpoint.latest(run)
+    latest = latest_checkpoint(run)
     if latest is None:
         final = run / "final"
         if (final / "config.json").is_file():

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad
@@ -114,7 +114,7 @@ def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerB
 
 
 def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
-                 env: TaskEnv, tasks: Sequence[Task], prompts: Sequence[str], *,
+                 env: LearnerEnv, tasks: Sequence[Task], prompts: Sequence[str], *,
                  group_size: int, max_new_tokens: int, max_episode_tokens: int = 0,
                  temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
                  workers: int = 16, bridge: ChatBridge | None = None,
@@ -174,7 +174,7 @@ class _EnvSteps:
     """Every row's turn to its episode at once, on a thread pool; each observation appended to
     its row as tokens (or, when no room is left for another turn, the episode marked to close)."""
 
-    def __init__(self, env: TaskEnv, bridge: ChatBridge, eos: list[int], max_episode_tokens: int):
+    def __init__(self, env: LearnerEnv, bridge: ChatBridge, eos: list[int], max_episode_tokens: int):
         self.env, self.bridge, self.eos = env, bridge, eos
         self.max_episode_tokens = max_episode_tokens
         self.seconds = 0.0

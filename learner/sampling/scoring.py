@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from envs.base import TaskEnv, is_infra_error
+from envs.base import is_infra_error
+from envs.learner_env import LearnerEnv
 from tasks import Task
 
 
@@ -48,7 +49,7 @@ class Scores:
 
 
 def score_all(
-    env: TaskEnv, tasks: list[Task], completions: list[str], workers: int = 16,
+    env: LearnerEnv, tasks: list[Task], completions: list[str], workers: int = 16,
     scorer: RemoteScorer | None = None,
 ) -> Scores:
     """Grade ``completions[i]`` against ``tasks[i]`` with ``env.score`` on a thread pool, or

@@ -13,23 +13,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# The layout is shared with the readers of a run folder (evaluation, the command line);
+# ``checkpoint.latest`` stays the writers' name for it.
+from learner.run_layout import STATE_FILE, checkpoint_dir, latest  # noqa: F401
+
 if TYPE_CHECKING:  # torch-free at import: the command line finds checkpoints before torch loads
     from accelerate import Accelerator
-
-STATE_FILE = "trainer_state.json"
-
-
-def checkpoint_dir(output_dir: str | Path) -> Path:
-    return Path(output_dir) / "checkpoints"
-
-
-def latest(output_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint, or None."""
-    root = checkpoint_dir(output_dir)
-    if not root.is_dir():
-        return None
-    done = [p for p in root.glob("step-*") if (p / STATE_FILE).is_file()]
-    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
 def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dict[str, Any],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from tasks import Task
 
 
@@ -15,7 +15,7 @@ class PromptStream:
     order, offset by the seed, since its generator already randomises each index.
     """
 
-    def __init__(self, env: TaskEnv, split: str = "train", seed: int = 0, position: int = 0):
+    def __init__(self, env: LearnerEnv, split: str = "train", seed: int = 0, position: int = 0):
         self.env, self.split, self.seed, self.position = env, split, seed, position
         self.size = env.pack.size(split)
         if self.size == 0:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 
 #: Pooled over this many steps, the flagged share must reach WARN_SHARE and have climbed by
 #: WARN_RISE since the window before (or since the last warning) to warn.
@@ -52,7 +52,7 @@ class StepFlags:
                          sum((p.reasons for p in parts), Counter()))
 
 
-def flag_credited(env: TaskEnv, tasks: Sequence[Any], completions: Sequence[str],
+def flag_credited(env: LearnerEnv, tasks: Sequence[Any], completions: Sequence[str],
                   infos: Sequence[dict[str, Any]], truncated: Sequence[bool]) -> StepFlags:
     """Run ``env.flag`` over the samples whose verdict passed."""
     credited = [i for i, info in enumerate(infos) if info.get("passed")]
@@ -83,7 +83,7 @@ class StepShaping:
                            sum((p.terms for p in parts), Counter()))
 
 
-def shaping_only(env: TaskEnv, components: Sequence[Mapping[str, float]],
+def shaping_only(env: LearnerEnv, components: Sequence[Mapping[str, float]],
                  passed: Sequence[bool], graded: Sequence[bool]) -> StepShaping:
     """Count the graded samples paid only by the env's shaping terms (weighted components
     outside ``check_components``) without passing."""

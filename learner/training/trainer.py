@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_scheduler
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.evaluation.heldout import evaluate, heldout_tasks
 from learner.evaluation.infra import InfraCount
@@ -94,7 +94,7 @@ def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> to
 
 class GRPOTrainer:
     def __init__(self, config: Config, *, model: PreTrainedModel | None = None,
-                 tokenizer: PreTrainedTokenizerBase | None = None, env: TaskEnv | None = None,
+                 tokenizer: PreTrainedTokenizerBase | None = None, env: LearnerEnv | None = None,
                  accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None,
                  engine: SyncedEngine | None = None):
         self.config = c = config
