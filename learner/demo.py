@@ -115,8 +115,29 @@ def show_results(output_dir: str | Path) -> None:
         print(f"plots: {written[0].parent}/ ({', '.join(p.stem for p in written)})")
 
 
+def demo_help() -> str:
+    """``--help``: the settings the demo runs with, not ``learner.run``'s defaults, which it
+    replaces (``learner.run --help`` lists every flag, and any of them may be added)."""
+    lines: list[str] = []
+    for item in [*DEMO_FLAGS, "--overwrite"]:
+        if item.startswith("--") or not lines:
+            lines.append(item)
+        else:  # the value of the flag before it
+            lines[-1] += f" {item!r}" if " " in item else f" {item}"
+    settings = "\n".join(f"  {line}" for line in lines)
+    return ("usage: python -m learner.demo [learner.run flags]\n\n"
+            "A short GRPO run of the embedded SmolLM2-135M-Instruct on single-digit addition\n"
+            "(arith level 1), answers as numbers in \\boxed{}: held-out accuracy before and after.\n\n"
+            f"The demo's settings (learner.run flags; a flag given here wins):\n{settings}\n\n"
+            "--resume takes the place of --overwrite; 'python -m learner.run --help' lists every\n"
+            "other flag.\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     extra = sys.argv[1:] if argv is None else argv
+    if "-h" in extra or "--help" in extra:
+        print(demo_help(), end="")
+        return 0
     # A fresh run each time, unless asked to continue one (later flags override the demo's).
     fresh = [] if "--resume" in extra else ["--overwrite"]
     flags = DEMO_FLAGS + fresh + extra
