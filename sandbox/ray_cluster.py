@@ -29,6 +29,7 @@ from ray.exceptions import (
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sandbox.ray_address import GRADING_RESOURCE, check_address, probe
+from sandbox.ray_auth import auth_problem
 
 #: What ``ray.get`` raises when the actor (its process or its node) went away mid-call; the
 #: call's work may be retried elsewhere. Exceptions of the work itself propagate unchanged.
@@ -61,6 +62,13 @@ def connect(address: str | None) -> None:
         return
     try:
         probe(check_address(address))
+    except Exception as exc:  # noqa: BLE001 - a malformed or dead address
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
+    # A head that wants a token answers TCP, and ray.init would report "Failed to connect".
+    problem = auth_problem(address)
+    if problem is not None:
+        raise RayUnavailable(problem)
+    try:
         ray.init(address=address, log_to_driver=False, runtime_env=code_env())
     except Exception as exc:  # noqa: BLE001 - Ray raises many kinds here
         text = " ".join(str(exc).split())
