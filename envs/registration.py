@@ -22,6 +22,7 @@ BUILTIN = {
     "grpo/CodeTests-v0": "envs.code_tests:CodeTestsEnv",
     "grpo/JsonSchema-v0": "envs.json_schema:JsonSchemaEnv",
     "grpo/MathPython-v0": "envs.math_python:MathPythonEnv",
+    "grpo/OpenEnv-v0": "envs.openenv_client.env:OpenEnvEnv",
     "grpo/ReasoningGym-v0": "envs.reasoning_gym.env:ReasoningGymEnv",
 }
 _sources: dict[str, str] = {}

@@ -1,0 +1,317 @@
+"""grpo/OpenEnv-v0: any OpenEnv server as a grpo-gym env.
+
+``gym.make("grpo/OpenEnv-v0", base_url="http://127.0.0.1:8000")`` reads the server's
+``/schema`` and ``/metadata``; the completion fills the action's single required string field
+(or ``action_field``), and the text of each observation (``observation_field``, else the
+``prompt`` a grpo-gym server sends, else the observation as JSON) is the next user turn. Tasks
+are the server's reset seeds (``envs.openenv_client.seeds``). ``launch_command`` starts the
+server as a child process and stops it with the env (``envs.openenv_client.server``).
+
+An episode plays turns over one WebSocket session until the server says ``done``, or
+``max_turns`` turns (then it is truncated), as ``envs.episode.Episode`` does for tool turns, so
+the learner's multi-turn path runs it unchanged. The episode's reward is the sum of the step
+rewards (what the learner adds up). ``passed`` (the learner's accuracy) is, in this order: the
+episode's return >= ``reward_max`` when it is given; the observation's own boolean ``passed``
+(a grpo-gym server sends it); else a return above 0 (a foreign server that declares no maximum
+pays only for something). A server that cannot be reached, dies, times out or sends a reward
+that is not a finite number ends the episode as an infrastructure error naming the URL
+(``envs.base.is_infra_error``): dropped by the learner, never scored 0.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from envs.base import INFRA_ERROR_KEY, TaskEnv
+from envs.episode import Elapsed, EpisodeError, StepResult
+from envs.keywords import (
+    POSITIVE_SECONDS,
+    Accepts,
+    KeywordError,
+    check_keywords,
+    integer_at_least,
+    optional,
+)
+from envs.openenv_client.schema import (
+    SchemaError,
+    action_field,
+    check_observation_field,
+    observation_text,
+)
+from envs.openenv_client.seeds import seed_pack
+from envs.openenv_client.server import ServerProcess
+from envs.openenv_client.session import RemoteError, Session, Turn, get_json, one_line
+from envs.python_tool import PythonTool
+from envs.spaces import text_problem
+from envs.verify.verdict import Verdict
+from tasks import Pack, Task
+
+#: Turns per episode unless ``max_turns`` says otherwise (a server that ends at once ends).
+DEFAULT_TURNS = 4
+#: The one reward component: the server's reward, summed over the episode.
+REWARD = "reward"
+_URL = Accepts("an http(s) URL such as 'http://127.0.0.1:8000'",
+               lambda v: v is None or (isinstance(v, str) and v.startswith(("http://", "https://"))
+                                       and len(v) > len("https://")))
+_NAME = Accepts("a field name (a string) or None", lambda v: v is None or isinstance(v, str))
+_COMMAND = Accepts("a shell command line or a list of arguments",
+                   lambda v: v is None or (isinstance(v, str) and v.strip() != "") or (
+                       isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                       and all(isinstance(a, str) for a in v)))
+_PACK = Accepts("a pack name or a loaded Pack", lambda v: v is None or isinstance(v, str | Pack))
+_TOOL = Accepts("True, False or a PythonTool", lambda v: isinstance(v, bool | PythonTool))
+_MAX = Accepts("a finite number or None", lambda v: v is None or (
+    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)))
+
+
+def _missing_extra() -> str | None:
+    try:
+        import openenv.core.generic_client  # noqa: F401
+    except ImportError as exc:
+        return (f"grpo/OpenEnv-v0 needs the openenv extra (pip install -e \".[openenv]\"): "
+                f"{one_line(exc)}")
+    return None
+
+
+class OpenEnvEnv(TaskEnv):
+    """Keyword arguments: ``base_url`` (the server; with ``launch_command``, where it will
+    answer), ``action_field``, ``observation_field``, ``launch_command`` (a shell line or an
+    argument list), ``launch_timeout`` (seconds for ``/health`` to answer), ``timeout``
+    (seconds per message), ``max_turns``, ``heldout_size`` (held-out seeds) and
+    ``reward_max`` (the reward that counts as passed); ``split`` and ``reward_weights`` as in
+    every env. ``pack`` and ``python_tool`` belong to the server here and are refused."""
+
+    env_id: ClassVar[str] = "grpo/OpenEnv-v0"
+    default_weights: ClassVar[dict[str, float]] = {REWARD: 1.0}
+
+    def __init__(self, base_url: str | None = None, action_field: str | None = None,
+                 observation_field: str | None = None,
+                 launch_command: str | Sequence[str] | None = None,
+                 launch_timeout: float = 60.0, timeout: float = 60.0,
+                 max_turns: int | None = None, heldout_size: int = 64,
+                 reward_max: float | None = None, **kwargs: Any):
+        check_keywords(
+            self.env_id, base_url=(base_url, _URL), action_field=(action_field, _NAME),
+            observation_field=(observation_field, _NAME),
+            launch_command=(launch_command, _COMMAND),
+            launch_timeout=(launch_timeout, POSITIVE_SECONDS),
+            timeout=(timeout, POSITIVE_SECONDS),
+            max_turns=(max_turns, optional(integer_at_least(1))),
+            heldout_size=(heldout_size, integer_at_least(1)), reward_max=(reward_max, _MAX))
+        # TaskEnv's words for these two, so a bad value reads as in every env.
+        check_keywords(self.env_id, pack=(kwargs.get("pack"), _PACK),
+                       python_tool=(kwargs.get("python_tool", False), _TOOL))
+        for name in ("pack", "python_tool"):
+            if kwargs.pop(name, None) not in (None, False):
+                raise KeywordError(f"{self.env_id}: {name} belongs to the server here (its "
+                                   "tasks are its reset seeds, its tools its own); drop it")
+        if base_url is None:
+            raise KeywordError(f"{self.env_id}: base_url takes the server's URL, such as "
+                               "'http://127.0.0.1:8000' (with launch_command: where it will "
+                               "answer), got None")
+        if (problem := _missing_extra()) is not None:
+            raise ImportError(problem)
+        self.url = base_url.rstrip("/")
+        self.timeout_s = float(timeout)
+        self.reward_max = None if reward_max is None else float(reward_max)
+        self.observation_field = observation_field
+        self.server: ServerProcess | None = None
+        self._sessions: set[Session] = set()
+        if launch_command is not None:
+            self.server = ServerProcess(launch_command, self.url, float(launch_timeout))
+        try:
+            schema = get_json(self.url, "/schema")
+            metadata = get_json(self.url, "/metadata")
+            if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
+                raise SchemaError(f"{self.url}/schema has no action schema")
+            self.action_field = action_field_of(schema, action_field, self.url)
+            check_observation_field(schema.get("observation") or {}, observation_field,
+                                    self.url)
+            pack = seed_pack(self.url, metadata if isinstance(metadata, dict) else {},
+                             schema, self._first_prompt, heldout_size)
+            super().__init__(pack=pack, **kwargs)
+        except (RemoteError, SchemaError) as exc:
+            self._stop_server()
+            raise type(exc)(f"{self.env_id}: {exc}") from None
+        except BaseException:
+            self._stop_server()
+            raise
+        self.max_turns = DEFAULT_TURNS if max_turns is None else max_turns
+
+    # -- tasks --------------------------------------------------------------------------------
+    def _first_prompt(self, seed: int) -> str:
+        session = self._open()
+        try:
+            return observation_text(session.reset(seed=seed).observation, self.observation_field)
+        finally:
+            self._close(session)
+
+    def _open(self) -> Session:
+        session = Session(self.url, self.timeout_s)
+        self._sessions.add(session)
+        return session
+
+    def _close(self, session: Session) -> None:
+        session.close()
+        self._sessions.discard(session)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[str, dict[str, Any]]:
+        if self._episode is not None:  # a new episode frees the old one's server session
+            self._episode.close()
+            self._episode = None
+        return super().reset(seed=seed, options=options)
+
+    def episode(self, task: Task | str) -> RemoteEpisode:
+        return RemoteEpisode(self, self.pack.get(task) if isinstance(task, str) else task)
+
+    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+        """One turn of a fresh episode of ``task``: its reward, and an info saying whether the
+        server ended the episode (``truncated_turns`` when it wanted more turns)."""
+        if not isinstance(completion, str):
+            raise TypeError(f"a completion must be a str, got {type(completion).__name__}")
+        episode = self.episode(task)
+        try:
+            _, reward, _, _, info = episode.step(completion, last=True)
+        finally:
+            episode.close()
+        return reward, info
+
+    # -- the infrastructure -------------------------------------------------------------------
+    def infra_outage(self) -> str | None:
+        """Why the server does not answer now (one line naming the URL), or None."""
+        if self.server is not None and (gone := self.server.exited()) is not None:
+            return gone
+        try:
+            get_json(self.url, "/health")
+        except RemoteError as exc:
+            return f"{exc}: start the server, or give launch_command"
+        return None
+
+    def no_signal_hint(self) -> str:
+        return "a server whose tasks are within the model's reach, or a bigger model"
+
+    def _stop_server(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def close(self) -> None:
+        if getattr(self, "_episode", None) is not None:
+            self._episode.close()
+        for session in list(self._sessions):
+            self._close(session)
+        self._stop_server()
+        super().close()
+
+    def task_info(self, task: Task) -> dict[str, Any]:
+        return {**super().task_info(task), "seed": task["seed"], "server": self.url}
+
+
+def action_field_of(schema: Mapping[str, Any], wanted: str | None, url: str) -> str:
+    return action_field(schema["action"], wanted, url)
+
+
+class RemoteEpisode:
+    """One task's turns on the server: gymnasium's step semantics, one session throughout.
+    ``step(..., last=True)`` ends the episode after that turn whatever the server says."""
+
+    def __init__(self, env: OpenEnvEnv, task: Task):
+        self.env, self.task = env, task
+        self.turns = 0
+        self.total = 0.0
+        self.done = False
+        self.session: Session | None = None
+        self.grading_s = 0.0
+
+    def step(self, action: str, *, last: bool = False) -> StepResult:
+        if self.done:
+            raise EpisodeError("this episode is over: call reset() (or env.episode(task)) "
+                               "to start another")
+        if not isinstance(action, str):
+            raise TypeError(f"an action must be a str, got {type(action).__name__}")
+        self.turns += 1
+        problem = text_problem(action)
+        if problem is not None:  # text JSON cannot carry: graded here, never sent
+            return self._end(None, truncated=False, verdict=Verdict.fail(
+                "invalid_text", None, error=problem))
+        try:
+            turn = self._play(action)
+        except RemoteError as exc:
+            if exc.infra:
+                return self._infra(str(exc))
+            return self._end(None, truncated=False,
+                             verdict=Verdict.fail("action_refused", None, error=str(exc)))
+        reward = self.env.reward_weights.get(REWARD, 0.0) * (turn.reward or 0.0)
+        self.total += reward
+        if turn.observation.get(INFRA_ERROR_KEY) is True:  # the server says its grading failed
+            return self._infra(f"OpenEnv server at {self.env.url} reported an infrastructure "
+                               f"error: {turn.observation.get('reason') or 'no reason given'}")
+        if turn.done or last or self.turns >= self.env.max_turns:
+            return self._end(turn, truncated=not turn.done, reward=reward)
+        info = self.env.task_info(self.task)
+        info.update(turns=self.turns)
+        text = observation_text(turn.observation, self.env.observation_field)
+        return text, reward, False, False, info
+
+    def _play(self, action: str) -> Turn:
+        env = self.env
+        start = time.perf_counter()
+        if self.session is None:
+            self.session = env._open()
+            first = self.session.reset(seed=self.task["seed"])
+            shown = observation_text(first.observation, env.observation_field)
+            if shown != self.task["prompt"]:
+                raise RemoteError(f"OpenEnv server at {env.url} started seed "
+                                  f"{self.task['seed']} with another observation than before: "
+                                  "its reset does not follow the seed, so a prompt and its "
+                                  "grade would not match")
+        turn = self.session.step({env.action_field: action})
+        self.grading_s += time.perf_counter() - start
+        return turn
+
+    def _end(self, turn: Turn | None, *, truncated: bool, reward: float = 0.0,
+             verdict: Verdict | None = None) -> StepResult:
+        self.close()
+        observation = turn.observation if turn is not None else {}
+        if verdict is None:
+            passed = self._passed(observation)
+            verdict = (Verdict.ok("passed") if passed else
+                       Verdict.fail("not_done" if truncated else "not_passed", None))
+        info = self.env.task_info(self.task)
+        info.update(
+            rewards={REWARD: self.total}, passed=verdict.passed, reason=verdict.reason,
+            extracted=None, verdict=verdict, grading_s=Elapsed(self.grading_s),
+            hit_time_limit=False, turns=self.turns, truncated_turns=truncated)
+        server_rewards = observation.get("rewards")
+        if isinstance(server_rewards, Mapping):
+            info["server_rewards"] = dict(server_rewards)
+        for key in ("task_id", "pack_version", "reason"):
+            if isinstance(observation.get(key), str):
+                info[f"server_{key}"] = observation[key]
+        return "", reward, not truncated, truncated, info
+
+    def _passed(self, observation: Mapping[str, Any]) -> bool:
+        if self.env.reward_max is not None:
+            return self.total >= self.env.reward_max - 1e-9
+        if isinstance(observation.get("passed"), bool):
+            return observation["passed"]
+        return self.total > 0
+
+    def _infra(self, line: str) -> StepResult:
+        self.close()
+        info = self.env.task_info(self.task)
+        info.update(
+            rewards={REWARD: 0.0}, passed=False, reason="server_error", extracted=None,
+            verdict=Verdict.fail("server_error", None, error=line), grading_s=Elapsed(0.0),
+            hit_time_limit=False, turns=self.turns, truncated_turns=False)
+        info[INFRA_ERROR_KEY] = True
+        return "", 0.0, True, False, info
+
+    def close(self) -> None:
+        self.done = True
+        if self.session is not None:
+            self.env._close(self.session)
+            self.session = None
