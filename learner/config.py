@@ -8,25 +8,35 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import importlib.util
 import json
 import os
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from learner.choices import (
-    CPU_MATMULS,
-    IMPORTANCE_LEVELS,
-    IS_CORRECTIONS,
-    LOSS_TYPES,
-    ROLLOUT_ENGINES,
-    SCALE_REWARDS,
-    VLLM_DTYPES,
-    VLLM_LORA,
+    AlgorithmRecipe,
+    AsyncSteps,
+    CpuMatmul,
+    DynamicSamplingMetric,
+    EnvRecipe,
+    ImportanceLevel,
+    ISCorrection,
+    LossType,
+    LrScheduler,
+    RolloutEngine,
+    ScaleRewards,
+    ToolRole,
+    VllmDtype,
+    VllmLora,
 )
-from learner.recipe import RECIPE_CHOICES, apply_recipe
+from learner.presets import apply_preset, preset_keys
+from learner.recipe import apply_recipe, cuda_visible
 
 #: The clip range of the GRPO and PPO papers, and GSPO's (low, high) for sequence-level ratios,
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
@@ -56,12 +66,19 @@ class Config:
     model: str | None = _opt(None, "local path or hub id; default: the embedded SmolLM2-135M-Instruct")
     output_dir: str = _opt("runs/grpo", "where metrics, samples and checkpoints go")
     seed: int = _opt(0, "seed for sampling prompts and completions")
-    env_recipe: str = _opt(
+    recipe: AlgorithmRecipe | None = _opt(
+        None, "the algorithm's paper hyper-parameters together (learner/presets.py): grpo "
+        "(clip 0.2, beta 0.04, token mean per completion), dapo (clip-higher 0.2/0.28, beta 0, "
+        "token mean over the step, dynamic sampling on correctness, overlong punishment over "
+        "the last 20%% of the budget), dr_grpo (sum over P x G x L, no std scaling, beta 0), "
+        "gspo (sequence-level ratio, clip 3e-4/4e-4, beta 0); over --env-recipe, under "
+        "explicit flags and --config keys; config.json records both (default: none, the flags "
+        "alone)")
+    env_recipe: EnvRecipe = _opt(
         "auto", "the env's learner recipe (envs/recipes/, and its pack's): steps, P, G, tokens, "
         "learning rate, temperature, beta and, for a CPU run, the pack it can learn; auto: its "
         "gpu variant where a CUDA GPU is visible, else its cpu one; off: the defaults below. "
-        "Explicit flags and --config keys always win; config.json records what was applied",
-        choices=RECIPE_CHOICES)
+        "Explicit flags and --config keys always win; config.json records what was applied")
     # -- sampling ------------------------------------------------------------------------------
     steps: int = _opt(100, "optimizer steps (each on one generation batch)")
     prompts_per_step: int = _opt(8, "P: prompts per step (over all processes)")
@@ -74,37 +91,46 @@ class Config:
     max_episode_tokens: int = _opt(0, "multi-turn: token budget of a whole episode's completion, "
                                    "tool outputs included (0 = no bound beyond --max-turns x "
                                    "--max-new-tokens); --max-new-tokens bounds each turn")
-    tool_role: str = _opt("auto", "multi-turn: chat role of tool outputs (auto: tool, else "
-                          "ipython, else user, as the chat template supports)",
-                          choices=("auto", "tool", "ipython", "user"))
-    dynamic_sampling: bool = _opt(False, "draw more prompts until P groups have non-zero reward std")
+    tool_role: ToolRole = _opt("auto", "multi-turn: chat role of tool outputs (auto: tool, else "
+                               "ipython, else user, as the chat template supports)")
+    dynamic_sampling: bool = _opt(
+        False, "DAPO's dynamic sampling: draw more prompts until P groups are informative "
+        "(--dynamic-sampling-metric differs within the group), at most --max-sampling-tries "
+        "rounds; only informative groups are trained on, at most P (the first ones), and a "
+        "step that ends with fewer logs group/short (how many it lacked) and says so once")
+    dynamic_sampling_metric: DynamicSamplingMetric = _opt(
+        "accuracy", "what must differ within a group for --dynamic-sampling to keep it: "
+        "accuracy (the env's verdict, passed, as DAPO; a group all wrong whose format or length "
+        "terms differ would teach format or length alone) or reward (the shaped reward)")
     max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
-    rollout_engine: str = _opt(
+    rollout_engine: RolloutEngine = _opt(
         "auto", "what samples the completions: hf (the learner's own decoding loop on the policy) "
         "or vllm (a vLLM engine in this process that receives the policy's weights after every "
         "update; pip install -e '.[vllm]'); default: auto, vllm on a CUDA GPU where vLLM is "
-        "installed, else hf", choices=ROLLOUT_ENGINES)
+        "installed, else hf")
     vllm_gpu_memory_utilization: float = _opt(
         0.3, "--rollout-engine vllm on a GPU: the share of its memory the engine takes (weights "
         "and KV cache); training has the rest. On CPU the KV cache is VLLM_CPU_KVCACHE_SPACE "
         "GiB (default 1)")
     vllm_max_model_len: int = _opt(0, "--rollout-engine vllm: longest prompt + completion the "
                                    "engine holds (0 = the model's context length)")
-    async_steps: int = _opt(
+    async_steps: AsyncSteps = _opt(
         0, "1: sample step k+1 in a background thread while step k trains, with the weights as "
         "they were before step k's update (hf: a frozen copy of the policy; vllm: the engine "
         "synced one step late); the ratio is then taken against the sampling policy's log-probs "
         "(off-policy PPO), or with --is-correction against the trainer's with the truncated weight "
-        "pi_trainer / pi_sampling (decoupled PPO); rollout/staleness logs the lag. One process "
-        "only: refused under accelerate launch with several processes or DeepSpeed",
-        choices=(0, 1))
-    vllm_dtype: str = _opt(
+        "pi_trainer / pi_sampling (decoupled PPO); rollout/staleness logs the lag, and the "
+        "sampling log-probs' distance from the first loss pass is logged under rollout/stale_* "
+        "(engine mismatch plus one step of policy drift) rather than rollout/logprob_abs_diff_*. "
+        "The KL term is then averaged under the sampling policy, not the current one (see "
+        "--bias-corrected-kl). One process only: refused under accelerate launch with several "
+        "processes or DeepSpeed")
+    vllm_dtype: VllmDtype = _opt(
         "auto", "--rollout-engine vllm: the engine's weights and arithmetic (auto: bfloat16 on a "
         "GPU, float32 on CPU); a lower precision than the trainer's samples a slightly different "
-        "distribution, which --is-correction corrects", choices=VLLM_DTYPES)
-    vllm_lora: str = _opt("merged", "--rollout-engine vllm with --lora-r: push the merged "
-                          "weights after each update, or only the adapter (vLLM applies it)",
-                          choices=VLLM_LORA)
+        "distribution, which --is-correction corrects")
+    vllm_lora: VllmLora = _opt("merged", "--rollout-engine vllm with --lora-r: push the merged "
+                               "weights after each update, or only the adapter (vLLM applies it)")
     # -- objective -----------------------------------------------------------------------------
     beta: float = _opt(0.04, "KL coefficient (k3 estimator); 0 skips the reference model")
     epsilon: float | None = _opt(
@@ -114,27 +140,37 @@ class Config:
         None, "upper clip range, DAPO's clip-higher (default: --epsilon if given, else 0.2 at "
         "the token level, 4e-4 at the sequence level, as GSPO)")
     num_iterations: int = _opt(1, "mu: policy updates per generation batch")
-    scale_rewards: str | None = _opt(
+    scale_rewards: ScaleRewards | None = _opt(
         None, "divide advantages by the group's reward std, the batch's, or none (default: "
-        "group; none with --loss-type dr_grpo, as Dr. GRPO has no std scaling)",
-        choices=SCALE_REWARDS)
-    loss_type: str = _opt(
+        "group; none with --loss-type dr_grpo, as Dr. GRPO has no std scaling)")
+    loss_type: LossType = _opt(
         "grpo", "loss aggregation: grpo (token mean per completion, then the mean over the "
         "step's completions), dr_grpo (Dr. GRPO: token sum over the constant P x G x L, L the "
         "completion budget: --max-new-tokens, times the turns on a multi-turn env, capped by "
         "--max-episode-tokens; and no std scaling unless --scale-rewards says so), dapo (token "
-        "mean over the step)", choices=LOSS_TYPES)
-    importance_sampling_level: str = _opt(
-        "token", "importance ratio per token (GRPO) or per sequence (GSPO)",
-        choices=IMPORTANCE_LEVELS)
-    is_correction: str = _opt(
-        "none", "truncated importance sampling for the sampling engine's log-probs differing from "
-        "the trainer's (use it with --rollout-engine vllm, whose kernels and bf16 weights sample "
-        "a slightly different distribution): token weights each token's policy-gradient term by "
-        "min(pi_trainer / pi_engine, --is-cap), sequence each completion's by the capped ratio of "
-        "its whole probability; the KL term is not weighted; none: off", choices=IS_CORRECTIONS)
-    is_cap: float = _opt(3.0, "--is-correction: the cap C on the weights (TRL's default for "
-                         "vllm_importance_sampling_clip_max)")
+        "mean over the step)")
+    importance_sampling_level: ImportanceLevel = _opt(
+        "token", "importance ratio per token (GRPO) or per sequence (GSPO; refused with the "
+        "token-level --loss-type dapo and dr_grpo, which would weight a sequence's one ratio "
+        "by its length)")
+    is_correction: ISCorrection = _opt(
+        "auto", "importance sampling for the sampling engine's log-probs differing from the "
+        "trainer's (vLLM's kernels and bf16 weights sample a slightly different distribution); "
+        "w = pi_trainer / pi_engine per token (token, token_mask) or of the completion's whole "
+        "probability (sequence, sequence_mask) weights its policy-gradient term: token and "
+        "sequence clamp w into [--is-cap-min, --is-cap], the _mask modes set it to 0 outside "
+        "that range (the token or completion leaves the gradient); the KL term is not weighted; "
+        "none: off; default: auto, sequence_mask where the engine is vLLM (--rollout-engine "
+        "vllm, or auto picking it on a CUDA GPU; TRL's default), else none")
+    is_cap: float = _opt(3.0, "--is-correction: the upper bound C on the weights (TRL's "
+                         "default for vllm_importance_sampling_clip_max)")
+    is_cap_min: float = _opt(0.0, "--is-correction: the lower bound on the weights (TRL's "
+                             "vllm_importance_sampling_clip_min; 0: none)")
+    bias_corrected_kl: bool = _opt(
+        False, "weight the k3 KL by the surrogate's ratio pi_theta / pi_old (TRL's "
+        "use_bias_correction_kl): on samples drawn by another policy (--async-steps 1, later "
+        "--num-iterations) it then estimates KL(pi_theta || pi_ref) under pi_theta; off, k3 is "
+        "averaged under the sampling policy, an approximation exact on-policy")
     overlong_cache: int = _opt(
         0, "DAPO's soft overlong punishment: over the last N tokens before --overlong-max the "
         "reward loses up to 1, linearly, and a completion at or past it loses 1 (0: off)")
@@ -147,7 +183,7 @@ class Config:
     weight_decay: float = _opt(0.0, "AdamW weight decay")
     adam_beta1: float = _opt(0.9, "AdamW beta1")
     adam_beta2: float = _opt(0.99, "AdamW beta2")
-    lr_scheduler: str = _opt("constant", "learning-rate schedule", choices=("constant", "cosine"))
+    lr_scheduler: LrScheduler = _opt("constant", "learning-rate schedule")
     warmup_steps: int = _opt(0, "linear warmup steps")
     max_grad_norm: float = _opt(1.0, "gradient clipping (0 disables)")
     gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step")
@@ -202,13 +238,16 @@ class Config:
         None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
         "(nodes with the 'docker' resource grade; see the README)")
     num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
-    cpu_matmul: str = _opt("onednn", "CPU: the Linear layers' fp32 products through oneDNN "
-                           "(faster than torch's BLAS at a small model's shapes; see "
-                           "learner/sampling/kernels/onednn_linear.py) or through torch's own",
-                           choices=CPU_MATMULS)
+    cpu_matmul: CpuMatmul = _opt("onednn", "CPU: the Linear layers' fp32 products through "
+                                 "oneDNN (faster than torch's BLAS at a small model's shapes; see "
+                                 "learner/sampling/kernels/onednn_linear.py) or through torch's "
+                                 "own")
     progress: bool = _opt(True, "show a progress bar")
-    # Not a flag: what ``--env-recipe`` applied (``learner.recipe``), for config.json.
-    recipe: dict | None = field(default=None, metadata={"internal": True})
+    # Not flags: what ``--env-recipe`` applied (``learner.recipe``) and what ``--recipe`` set
+    # (``learner.presets``), for config.json. (Runs before the preset existed recorded the
+    # first under ``recipe``: ``Config.from_dict`` reads them.)
+    env_recipe_record: dict | None = field(default=None, metadata={"internal": True})
+    recipe_record: dict | None = field(default=None, metadata={"internal": True})
 
     @property
     def eps_low(self) -> float:
@@ -232,6 +271,31 @@ class Config:
         if self.scale_rewards is not None:
             return self.scale_rewards
         return "none" if self.loss_type == "dr_grpo" else "group"
+
+    @property
+    def engine_is_vllm(self) -> bool:
+        """Whether vLLM samples the completions: ``--rollout-engine vllm``, or auto where it
+        picks vLLM (a CUDA GPU visible and vLLM installed, as ``sampling.engine`` decides)."""
+        if self.rollout_engine != "auto":
+            return self.rollout_engine == "vllm"
+        return cuda_visible() and importlib.util.find_spec("vllm") is not None
+
+    @property
+    def is_mode(self) -> str:
+        """The importance-sampling correction in force: ``--is-correction``, with auto as
+        sequence_mask where vLLM samples (TRL's default) and none otherwise."""
+        if self.is_correction != "auto":
+            return self.is_correction
+        return "sequence_mask" if self.engine_is_vllm else "none"
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Config:
+        """A config from ``config.json``'s fields (``to_dict``), old runs' included: before
+        ``--recipe`` existed, ``recipe`` held what ``--env-recipe`` applied (a dict)."""
+        values = {k: v for k, v in record.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        if isinstance(values.get("recipe"), dict):
+            values["env_recipe_record"] = values.pop("recipe")
+        return cls(**values)
 
     def validate(self) -> None:
         positive = ["steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
@@ -258,14 +322,16 @@ class Config:
             problems.append("--learning-rate must be > 0")
         if self.beta < 0 or self.eps_low < 0 or self.eps_high < 0:
             problems.append("--beta, --epsilon and --epsilon-high must be >= 0")
-        for name in ("scale_rewards", "loss_type", "lr_scheduler", "importance_sampling_level",
-                     "is_correction", "tool_role", "cpu_matmul", "rollout_engine", "vllm_lora",
-                     "vllm_dtype", "async_steps", "env_recipe"):
-            choices = _field(name).metadata["choices"]
-            if getattr(self, name) not in (*choices, *((None,) if name == "scale_rewards" else ())):
-                problems.append(f"--{name.replace('_', '-')} must be one of {choices}")
+        for f in dataclasses.fields(self):
+            choices, optional = literal_choices(f.name)
+            value = getattr(self, f.name)
+            if choices and value not in choices and not (optional and value is None):
+                problems.append(f"--{f.name.replace('_', '-')} must be one of {choices}")
+        problems += self._combination_problems()
         if not self.is_cap > 0:  # also refuses NaN
             problems.append(f"--is-cap must be > 0, got {self.is_cap}")
+        if not 0 <= self.is_cap_min < self.is_cap:  # also refuses NaN
+            problems.append(f"--is-cap-min must be in [0, --is-cap), got {self.is_cap_min}")
         if self.async_steps and (int(os.environ.get("WORLD_SIZE") or 1) > 1 or os.environ.get(
                 "ACCELERATE_USE_DEEPSPEED", "").lower() == "true"):
             # The background draw's collectives would interleave with the update's.
@@ -290,6 +356,21 @@ class Config:
                             f"{self.env_kwargs['max_turns']} in --env-kwargs")
         if problems:
             raise ConfigError("; ".join(problems))
+
+    def _combination_problems(self) -> list[str]:
+        """Combinations that leave the papers, each refused in one line."""
+        problems = []
+        if self.importance_sampling_level == "sequence" and self.loss_type in ("dapo", "dr_grpo"):
+            # GSPO's one ratio per sequence, summed per token, weighs a completion by its length.
+            problems.append(f"--importance-sampling-level sequence (GSPO) needs a sequence-level "
+                            f"aggregation: --loss-type grpo, not {self.loss_type} (token-level)")
+        world = int(os.environ.get("WORLD_SIZE") or 1)
+        if self.prompts_per_step < world:
+            # Each process samples at least one prompt, so a step would draw `world` groups
+            # while Dr. GRPO's normaliser and dynamic sampling count P.
+            problems.append(f"--prompts-per-step {self.prompts_per_step} is fewer than the "
+                            f"{world} processes: give at least one prompt per process")
+        return problems
 
     def env_options(self) -> dict[str, Any]:
         """The env's keyword arguments: ``--env-kwargs`` plus ``--max-turns`` when given."""
@@ -316,6 +397,55 @@ def ray_address_problems(address: str) -> list[str]:
 
 def _field(name: str) -> dataclasses.Field:
     return next(f for f in dataclasses.fields(Config) if f.name == name)
+
+
+@functools.cache
+def field_types() -> dict[str, Any]:
+    """Each field's annotation, resolved (this module postpones them as strings)."""
+    return typing.get_type_hints(Config)
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    """``X | None`` as (X, True); anything else as (hint, False)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+def literal_choices(name: str) -> tuple[tuple[Any, ...], bool]:
+    """A field's choices, read from its ``Literal`` type (empty when it has none), and whether
+    None is allowed too."""
+    hint, optional = _unwrap_optional(field_types()[name])
+    if typing.get_origin(hint) is typing.Literal:
+        return typing.get_args(hint), optional
+    return (), optional
+
+
+def flag_kwargs(name: str) -> dict[str, Any]:
+    """``add_argument``'s keyword arguments for the field ``name``, read from its type and help:
+    the one definition learner.run's and learner.eval's flags share (``help``, ``type`` or
+    ``action``, ``choices``; no default: each command says how it defaults)."""
+    f = _field(name)
+    hint, _ = _unwrap_optional(field_types()[name])
+    choices, _ = literal_choices(name)
+    kwargs: dict[str, Any] = {"help": f.metadata["help"]}
+    if choices:
+        kwargs["choices"] = choices
+        hint = type(choices[0])
+    if hint is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction  # --flag, --no-flag
+    elif hint is dict:
+        kwargs["type"] = parse_json_object
+    elif hint in (int, float):
+        kwargs["type"] = hint
+    return kwargs
+
+
+def field_default(name: str) -> Any:
+    f = _field(name)
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 def parse_json_object(text: str) -> dict:
@@ -346,24 +476,11 @@ def build_parser() -> argparse.ArgumentParser:
     for f in dataclasses.fields(Config):
         if f.metadata.get("internal"):
             continue
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        text = f.metadata["help"]
+        kwargs = flag_kwargs(f.name)
         # A default that depends on other flags is spelled out in the help itself.
-        kwargs: dict[str, Any] = {"help": text if "default:" in text else
-                                  f"{text} (default: {default!r})"}
-        if f.type == "bool":
-            # --flag, --no-flag
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif f.name == "env_kwargs":
-            kwargs["type"] = parse_json_object
-        elif f.type in ("int", "float"):
-            kwargs["type"] = int if f.type == "int" else float
-        elif f.type == "float | None":  # (str | None takes argparse's str)
-            kwargs["type"] = float
-        if "choices" in f.metadata:
-            kwargs["choices"] = f.metadata["choices"]
-        parser.add_argument(flag, dest=f.name, **kwargs)
+        if "default:" not in kwargs["help"]:
+            kwargs["help"] += f" (default: {field_default(f.name)!r})"
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **kwargs)
     return parser
 
 
@@ -387,8 +504,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def parse_config(argv: list[str] | None = None) -> Config:
-    """Defaults < the env's recipe (``--env-recipe``) < ``--config`` TOML < explicit flags;
-    raises SystemExit(2) on bad flags."""
+    """Defaults < the env's recipe (``--env-recipe``) < the algorithm preset (``--recipe``) <
+    ``--config`` TOML < explicit flags; raises SystemExit(2) on bad flags."""
     from envs.recipes import RecipeError
 
     parser = build_parser()
@@ -398,12 +515,20 @@ def parse_config(argv: list[str] | None = None) -> Config:
         if "config" in args:
             values.update(read_toml(args.pop("config")))
         values.update(args)
-        # The env's recipe sits under what the user gave: defaults < recipe < TOML < flags.
-        applied, record = apply_recipe(values.get("env", _field("env").default),
-                                       values.get("env_recipe", "auto"), values)
-        # ``applied`` holds only what the user left unset, and env_kwargs already merged with
-        # the user's own, so it goes over ``values``.
-        config = Config(**{**values, **applied, "recipe": record})
+        # defaults < the env's recipe < the algorithm preset < TOML < flags: the env's recipe
+        # leaves the preset's settings to it.
+        preset = values.get("recipe")
+        if preset is not None and preset not in literal_choices("recipe")[0]:
+            raise ConfigError(f"--recipe must be one of {literal_choices('recipe')[0]}")
+        env_applied, env_record = apply_recipe(
+            values.get("env", _field("env").default), values.get("env_recipe", "auto"),
+            values, frozenset(preset_keys(preset)))
+        # ``env_applied`` holds only what the user left unset, and env_kwargs already merged
+        # with the user's own, so it goes over ``values``.
+        budget = {**values, **env_applied}.get("max_new_tokens", field_default("max_new_tokens"))
+        preset_applied, preset_record = apply_preset(preset, values, budget)
+        config = Config(**{**values, **env_applied, **preset_applied,
+                           "env_recipe_record": env_record, "recipe_record": preset_record})
         config.validate()
     except (ConfigError, TypeError, RecipeError) as exc:
         parser.error(str(exc))

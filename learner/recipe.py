@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-RECIPE_CHOICES = ("auto", "cpu", "gpu", "off")
+from learner.choices import EnvRecipe
+
+RECIPE_CHOICES = get_args(EnvRecipe)
 
 
 def cuda_visible() -> bool:
@@ -32,11 +34,13 @@ def variant_for(choice: str) -> str | None:
     return choice
 
 
-def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                           dict[str, Any] | None]:
+def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any],
+                 preset: frozenset[str] = frozenset()) -> tuple[dict[str, Any],
+                                                                dict[str, Any] | None]:
     """The settings the recipe adds under ``explicit`` (the flags and ``--config`` keys the user
-    gave), and the record of what was applied for ``config.json`` (None: no recipe). An env id
-    that is not registered gets no recipe here: making the env reports it."""
+    gave) and ``preset`` (what ``--recipe`` decides), and the record of what was applied for
+    ``config.json`` (None: no recipe). An env id that is not registered gets no recipe here:
+    making the env reports it."""
     import gymnasium as gym
 
     from envs.recipes import recipe_for
@@ -50,11 +54,13 @@ def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any]) -> tuple[di
         return {}, None
     if not recipe.sources:
         return {}, None
-    applied = {k: v for k, v in recipe.values.items() if k not in explicit}
+    applied = {k: v for k, v in recipe.values.items() if k not in explicit and k not in preset}
     if recipe.env_kwargs != (explicit.get("env_kwargs") or {}):
         applied["env_kwargs"] = recipe.env_kwargs
     record = {"variant": variant, "sources": recipe.sources, "why": recipe.why,
-              "applied": applied, "overridden": sorted(k for k in recipe.values if k in explicit)}
+              "applied": applied, "overridden": sorted(k for k in recipe.values if k in explicit),
+              "left_to_recipe": sorted(k for k in recipe.values
+                                       if k in preset and k not in explicit)}
     return applied, record
 
 
@@ -65,5 +71,7 @@ def describe(record: dict[str, Any]) -> str:
     kwargs = applied.get("env_kwargs")
     env = f"env kwargs {kwargs}; " if kwargs else ""
     over = f" (your flags kept: {', '.join(record['overridden'])})" if record["overridden"] else ""
+    if record.get("left_to_recipe"):
+        over += f" (--recipe sets: {', '.join(record['left_to_recipe'])})"
     return (f"recipe: {' + '.join(record['sources'])}: {env}{shown or 'nothing left to set'}"
             f"{over}")

@@ -286,3 +286,51 @@ def test_an_overflowing_token_leaves_the_loss_and_gradient_finite(level):
                                  total_sequences=1, total_tokens=3, max_tokens=2,
                                  importance_level=level)
     assert float(loss.detach()) == pytest.approx(float(ordinary), rel=1e-6)
+
+
+def test_masked_is_modes_zero_what_lies_outside_the_bounds_by_hand():
+    trainer, engine, mask = _is_case()
+    # Token ratios: row 0 (2, 0.5, 3), row 1 (1.2, 0.5, 1 off the mask); bounds [0.6, 2.5].
+    weights, out = grpo.truncated_is_weights(trainer, engine, mask, "token_mask", cap=2.5,
+                                             cap_min=0.6)
+    assert weights.flatten().tolist() == pytest.approx([2.0, 0.0, 0.0, 1.2, 0.0, 1.0], rel=1e-6)
+    assert out.tolist() == [[False, True, True], [False, True, False]]
+    # Sequence ratios 3 (over the cap: the whole row is 0) and 0.6 (inside [0.55, 2.5]: kept).
+    weights, out = grpo.truncated_is_weights(trainer, engine, mask, "sequence_mask", cap=2.5,
+                                             cap_min=0.55)
+    assert weights.flatten().tolist() == pytest.approx([0.0] * 3 + [0.6] * 3, rel=1e-6)
+    assert out.tolist() == [[True] * 3, [False] * 3]
+    # The truncated modes clamp from below too: 0.5 becomes 0.6.
+    weights, _ = grpo.truncated_is_weights(trainer, engine, mask, "token", cap=2.5, cap_min=0.6)
+    assert weights.flatten().tolist() == pytest.approx([2.0, 0.6, 2.5, 1.2, 0.6, 1.0], rel=1e-6)
+
+
+def test_clip_sides_and_approx_kl_by_hand():
+    # Ratios e^0.5 (over 1.28) and e^-0.5 (under 0.8) on each sign of the advantage.
+    old = torch.zeros(2, 2)
+    logp = torch.tensor([[0.5, -0.5], [0.5, -0.5]])
+    adv, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 2)
+    kw = dict(beta=0.0, eps_low=0.2, eps_high=0.28, loss_type="grpo", total_sequences=2,
+              total_tokens=4, max_tokens=2)
+    _, aux = grpo.grpo_loss(logp, old, None, adv, mask, **kw)
+    # A > 0 clips only the high side (ratio 1.65), A < 0 only the low side (ratio 0.61).
+    assert aux["clipped_high"].tolist() == [[True, False], [False, False]]
+    assert aux["clipped_low"].tolist() == [[False, False], [False, True]]
+    assert torch.equal(aux["clipped"], aux["clipped_low"] | aux["clipped_high"])
+    # CleanRL's approx_kl: (r - 1) - log r = e^0.5 - 1.5 and e^-0.5 - 0.5.
+    want = [math.exp(0.5) - 1.5, math.exp(-0.5) - 0.5]
+    assert aux["approx_kl"][0].tolist() == pytest.approx(want)
+    assert float(grpo.approx_kl(old, old).abs().max()) == 0.0  # the first iteration: 0
+
+
+def test_bias_corrected_k3_weights_the_kl_by_the_ratio_by_hand():
+    # One token, ratio pi/pi_old = e^0.5, pi_ref = pi / 2: k3 = 0.5 + log 2 - 1; A = 0.
+    logp, old = torch.tensor([[0.5]]), torch.zeros(1, 1)
+    ref, kl0 = logp - math.log(2), 0.5 + math.log(2) - 1
+    kw = dict(beta=0.1, eps_low=0.2, eps_high=0.2, loss_type="grpo", total_sequences=1,
+              total_tokens=1, max_tokens=1)
+    plain, _ = grpo.grpo_loss(logp, old, ref, torch.zeros(1), torch.ones(1, 1), **kw)
+    corrected, _ = grpo.grpo_loss(logp, old, ref, torch.zeros(1), torch.ones(1, 1),
+                                  kl_ratio=True, **kw)
+    assert float(plain) == pytest.approx(0.1 * kl0)
+    assert float(corrected) == pytest.approx(0.1 * kl0 * math.exp(0.5))

@@ -38,11 +38,12 @@ def test_the_design_card_command_on_cpu_trains_the_recipe_and_keeps_the_envs_def
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu"])
     assert cfg.env_kwargs == {"pack": "pyfunc", "level": 3}
     assert (cfg.steps, cfg.prompts_per_step, cfg.max_new_tokens) == (30, 4, 96)
-    assert cfg.recipe["variant"] == "cpu" and "HumanEval" in cfg.recipe["why"][0]
+    record = cfg.env_recipe_record
+    assert record["variant"] == "cpu" and "HumanEval" in record["why"][0]
     # The env's own default stays the real benchmark: only the learner's CPU run picks another.
     assert gym.make("grpo/CodeTests-v0").unwrapped.pack.name == "humaneval"
     math = parse_config(["--env", "grpo/MathExact-v0", "--env-recipe", "cpu"])
-    assert math.env_kwargs["pack"] == "arith" and "GSM8K" in math.recipe["why"][0]
+    assert math.env_kwargs["pack"] == "arith" and "GSM8K" in math.env_recipe_record["why"][0]
     assert gym.make("grpo/MathExact-v0").unwrapped.pack.name == "gsm8k"
 
 
@@ -53,16 +54,17 @@ def test_explicit_flags_and_config_keys_win_and_are_recorded(tmp_path):
                         str(toml), "--steps", "3", "--learning-rate", "1e-4"])
     assert (cfg.steps, cfg.group_size, cfg.learning_rate) == (3, 4, 1e-4)
     assert cfg.max_new_tokens == 96  # left to the recipe
-    assert cfg.recipe["overridden"] == ["group_size", "learning_rate", "steps"]
-    assert "steps" not in cfg.recipe["applied"] and cfg.recipe["applied"]["max_new_tokens"] == 96
-    assert json.loads(json.dumps(cfg.to_dict()))["recipe"]["variant"] == "cpu"
+    assert cfg.env_recipe_record["overridden"] == ["group_size", "learning_rate", "steps"]
+    applied = cfg.env_recipe_record["applied"]
+    assert "steps" not in applied and applied["max_new_tokens"] == 96
+    assert json.loads(json.dumps(cfg.to_dict()))["env_recipe_record"]["variant"] == "cpu"
 
 
 def test_a_users_pack_keeps_its_options_and_gets_its_packs_recipe():
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "gpu",
                         "--env-kwargs", '{"pack": "mbpp"}'])
     assert cfg.env_kwargs == {"pack": "mbpp"}  # the recipe's pyfunc level 1 is not added
-    assert cfg.max_new_tokens == 384 and "pack mbpp [recipe.gpu]" in cfg.recipe["sources"]
+    assert cfg.max_new_tokens == 384 and "pack mbpp [recipe.gpu]" in cfg.env_recipe_record["sources"]
     # Without a pack, the user's other keywords join the recipe's pack.
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu",
                         "--env-kwargs", '{"per_test_s": 5}'])
@@ -72,9 +74,9 @@ def test_a_users_pack_keeps_its_options_and_gets_its_packs_recipe():
 def test_off_and_envs_without_a_recipe_keep_the_learners_defaults():
     defaults = Config()
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "off"])
-    assert cfg.recipe is None and cfg.steps == defaults.steps and cfg.env_kwargs == {}
+    assert cfg.env_recipe_record is None and cfg.steps == defaults.steps and cfg.env_kwargs == {}
     cfg = parse_config(["--env", "grpo/NoSuchEnv-v0"])  # make_env reports the id, not this
-    assert cfg.recipe is None
+    assert cfg.env_recipe_record is None
 
 
 def test_auto_picks_gpu_only_where_a_cuda_device_is_visible(monkeypatch):

@@ -2,7 +2,11 @@
 whole episodes on a multi-turn env), graded by the env, until the step has its P groups.
 
 With ``--dynamic-sampling`` (DAPO) a step draws more rounds until P groups over all processes
-have a reward spread, at most ``--max-sampling-tries``; otherwise it is one round.
+are informative (``--dynamic-sampling-metric``: their verdicts, or their rewards, differ), at
+most ``--max-sampling-tries``; otherwise it is one round. A step still short of P then trains on
+the informative groups it has (refilling without bound could stall a run whose prompts are all
+solved or all hopeless): ``group/short`` logs how many it lacked, and the first such step says
+so in one line.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Collector:
         self.config, self.env, self.tokenizer, self.stream = config, env, tokenizer, stream
         self.procs, self.accelerator, self.scorer = procs, accelerator, scorer
         self.bridge, self.max_tokens, self.engine = bridge, max_tokens, engine
+        self.warned_short = False
 
     def collect(self, model: Any) -> StepSamples:
         """The step's samples: every round's, together."""
@@ -54,7 +59,22 @@ class Collector:
             informative = sum(self.procs.gather_ints(int(samples.informative.sum())))
             if not c.dynamic_sampling or informative >= c.prompts_per_step \
                     or len(rounds) >= c.max_sampling_tries:
+                samples.informative_groups = informative
+                if c.dynamic_sampling:
+                    samples.short = max(c.prompts_per_step - informative, 0)
+                    self._say_short(samples.short, len(rounds))
                 return samples
+
+    def _say_short(self, short: int, tries: int) -> None:
+        if not short or self.warned_short:
+            return
+        self.warned_short = True
+        if self.procs.rank == 0:
+            c = self.config
+            print(f"warning: --dynamic-sampling: a step has {c.prompts_per_step - short} of "
+                  f"{c.prompts_per_step} informative groups after {tries} rounds "
+                  f"(--max-sampling-tries); it trains on those (group/short logs each step's "
+                  f"shortfall)", flush=True)
 
     def round(self, model: Any, n_prompts: int) -> StepSamples:
         """This process's share of ``n_prompts`` prompts, G completions each, sampled, then
@@ -86,7 +106,7 @@ class Collector:
             shaping = grpo.overlong_penalty(roll.policy_lengths, c.overlong_max or self.max_tokens,
                                             c.overlong_cache)
         return StepSamples(tasks, prompts, roll, scores, c.group_size, shaping,
-                           generate_s=gen_s, score_s=score_s)
+                           generate_s=gen_s, score_s=score_s, metric=c.dynamic_sampling_metric)
 
     @contextlib.contextmanager
     def sampler(self, model: Any) -> Iterator[SamplingEngine]:

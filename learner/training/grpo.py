@@ -14,11 +14,12 @@ function is stateless so it can be checked by hand; the trainer only wires them 
   ``ratio = pi_theta / pi_old`` per token (``eps_high > eps_low`` is DAPO's clip-higher), or with
   GSPO's sequence-level ratio ``exp(mean_t log(pi_theta / pi_old))`` shared by every token of a
   completion (Zheng et al. 2025, ``importance_sampling_level="sequence"``).
-- Engine/trainer mismatch (truncated importance sampling, Yao et al. 2025, as TRL's
+- Engine/trainer mismatch (importance sampling, Yao et al. 2025, as TRL's
   ``vllm_importance_sampling_correction`` and verl's rollout IS): the tokens were sampled by an
   engine whose log-probs differ from the trainer's, so the policy-gradient term of each token is
-  weighted by ``min(pi_trainer_old / pi_engine, C)`` (per token), or each completion's by
-  ``min(prod_t pi_trainer_old / pi_engine, C)`` (per sequence); detached, the KL term unweighted.
+  weighted by ``w = pi_trainer_old / pi_engine`` (per token), or each completion's by
+  ``prod_t pi_trainer_old / pi_engine`` (per sequence), truncated into ``[C_min, C]`` or, in the
+  masked modes, set to 0 outside it; detached, the KL term unweighted.
 - KL: the unbiased, always-positive k3 estimator
   ``pi_ref / pi_theta - log(pi_ref / pi_theta) - 1`` (DeepSeekMath eq. 4), weighted by ``beta``.
 - Aggregation over the whole batch, groups with zero reward spread included (their KL term
@@ -36,11 +37,11 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from learner.choices import IMPORTANCE_LEVELS, IS_CORRECTIONS, LOSS_TYPES, SCALE_REWARDS
+from learner.choices import IMPORTANCE_LEVELS, IS_CORRECTIONS, IS_MODES, LOSS_TYPES, SCALE_REWARDS
 from learner.distribution import nucleus_floor, sampling_logits, token_entropy, token_logprobs
 
 # Re-exported with the math.
-__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "LOSS_TYPES", "SCALE_REWARDS", "nucleus_floor",
+__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "IS_MODES", "LOSS_TYPES", "SCALE_REWARDS", "nucleus_floor",
            "sampling_logits", "token_entropy", "token_logprobs"]
 
 # -- rewards and advantages --------------------------------------------------------------------
@@ -140,29 +141,56 @@ def clipped_surrogate(
     if mask is None:
         mask = torch.ones_like(logp)
     ratio = importance_ratio(logp, old_logp, mask, level)
+    objective, low, high = _surrogate(ratio, advantages, eps_low, eps_high)
+    return objective, low | high
+
+
+def _surrogate(ratio: Tensor, advantages: Tensor, eps_low: float,
+               eps_high: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The clipped objective and where each side of the clip acted: the low side where the
+    ratio fell under 1 - eps_low on a negative advantage, the high side where it rose over
+    1 + eps_high on a positive one (the only places min() picks the clipped term)."""
     adv = advantages.unsqueeze(-1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
-    return torch.minimum(unclipped, clipped), (clipped < unclipped)
+    active = clipped < unclipped
+    return torch.minimum(unclipped, clipped), active & (adv < 0), active & (adv > 0)
+
+
+def approx_kl(logp: Tensor, old_logp: Tensor) -> Tensor:
+    """Per-token estimate of KL(pi_old || pi_theta) on tokens drawn from pi_old, CleanRL's
+    ``approx_kl``: ``(r - 1) - log r`` with ``r = pi_theta / pi_old`` (k3, never negative),
+    the log-ratio clamped to +-LOG_RATIO_BOUND as the surrogate's. Detached: a diagnostic of
+    how far an iteration moved the policy from the one that drew the samples."""
+    d = (logp.detach() - old_logp.detach()).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    return torch.expm1(d) - d
 
 
 def truncated_is_weights(trainer_logp: Tensor, engine_logp: Tensor, mask: Tensor,
-                         level: str = "token", cap: float = 3.0) -> tuple[Tensor, Tensor]:
-    """Truncated importance-sampling weights (B, T) for the engine/trainer mismatch, detached,
-    and where the cap cut them (bool (B, T)).
+                         level: str = "token", cap: float = 3.0,
+                         cap_min: float = 0.0) -> tuple[Tensor, Tensor]:
+    """Importance-sampling weights (B, T) for the engine/trainer mismatch, detached, and where
+    the bounds acted (bool (B, T)), in one of TRL's four modes.
 
-    ``token``: ``min(exp(trainer - engine), cap)`` per token; ``sequence``: one weight per row,
-    ``min(exp(sum_t m_t (trainer - engine)), cap)``, repeated over its tokens. Off the ``mask``
-    the difference counts as 0 (the engine records nothing there; the loss ignores them).
+    The raw ratio is ``exp(trainer - engine)`` per token (``token``, ``token_mask``) or, per
+    row, ``exp(sum_t m_t (trainer - engine))`` repeated over its tokens (``sequence``,
+    ``sequence_mask``). Truncated modes clamp it into ``[cap_min, cap]``; masked modes set it
+    to 0 outside that range (the token, or the whole completion, leaves the policy gradient).
+    Off the ``mask`` the difference counts as 0 (the engine records nothing there; the loss
+    ignores them).
     """
-    if level not in IS_CORRECTIONS[1:]:
-        raise ValueError(f"is-correction level must be one of {IS_CORRECTIONS[1:]}, got {level!r}")
+    if level not in IS_MODES:
+        raise ValueError(f"is-correction level must be one of {IS_MODES}, got {level!r}")
     diff = (trainer_logp.detach() - engine_logp.to(trainer_logp)).masked_fill(~mask.bool(), 0.0)
-    if level == "sequence":
+    if level.startswith("sequence"):
         diff = diff.sum(-1, keepdim=True)
-    raw = torch.exp(diff)  # an overflow to inf is capped like any ratio above the cap
-    weights, truncated = raw.clamp(max=cap), raw > cap
-    return weights.expand_as(trainer_logp), truncated.expand_as(trainer_logp)
+    raw = torch.exp(diff)  # an overflow to inf is out of range like any ratio above the cap
+    outside = (raw > cap) | (raw < cap_min)
+    if level.endswith("_mask"):
+        weights = raw.masked_fill(outside, 0.0)
+    else:
+        weights = raw.clamp(min=cap_min, max=cap)
+    return weights.expand_as(trainer_logp), outside.expand_as(trainer_logp)
 
 
 def dr_grpo_max_tokens(max_new_tokens: int, max_turns: int = 1, max_episode_tokens: int = 0) -> int:
@@ -222,22 +250,31 @@ def grpo_loss(
     max_tokens: int,
     importance_level: str = "token",
     is_weights: Tensor | None = None,
+    kl_ratio: bool = False,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The GRPO loss to minimise, -(w * surrogate - beta * KL), and per-token diagnostics.
+    """The GRPO loss to minimise, -(w * surrogate - beta * KL), and per-token diagnostics
+    (where the clip acted, each side apart, the old->new ``approx_kl`` and the k3 KL).
     ``is_weights`` (B, T), from ``truncated_is_weights``, weight the surrogate alone: the KL is
     a penalty on the trainer's own policy, not an estimate under the engine's samples (as TRL
-    applies it). None leaves the loss exactly as without a correction."""
-    surrogate, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high, mask,
-                                           importance_level)
+    applies it). None leaves the loss exactly as without a correction. ``kl_ratio``: the
+    bias-corrected k3, ``ratio * k3`` with the surrogate's (differentiable) ratio, so that on
+    samples drawn by another policy than pi_theta (stale ones, or any iteration after the
+    first) the KL term estimates KL(pi_theta || pi_ref) under pi_theta (as TRL's
+    ``use_bias_correction_kl``); off, k3 is averaged under the sampling policy, an
+    approximation that is exact on-policy."""
+    ratio = importance_ratio(logp, old_logp, mask, importance_level)
+    surrogate, clipped_low, clipped_high = _surrogate(ratio, advantages, eps_low, eps_high)
     per_token = -surrogate
     if is_weights is not None:
         per_token = per_token * is_weights.detach()
     kl = None
     if ref_logp is not None and beta != 0.0:
         kl = kl_k3(logp, ref_logp)
-        per_token = per_token + beta * kl
+        per_token = per_token + beta * (ratio * kl if kl_ratio else kl)
     norm = {"total_sequences": total_sequences, "total_tokens": total_tokens,
             "max_tokens": max_tokens}
     loss = aggregate(per_token, mask, loss_type, **norm)
-    stats = {"clipped": clipped, "kl": kl if kl is not None else torch.zeros_like(logp)}
+    stats = {"clipped": clipped_low | clipped_high, "clipped_low": clipped_low,
+             "clipped_high": clipped_high, "approx_kl": approx_kl(logp, old_logp),
+             "kl": kl if kl is not None else torch.zeros_like(logp)}
     return loss, stats

@@ -6,6 +6,9 @@ on a GPU, bf16 weights), whose log-probs of the same tokens differ by float nois
 Logged every step (``rollout/*``): the mean and max absolute difference per token, and the
 spread of the sequence-level ratio pi_trainer(y) / pi_engine(y), exp of the summed per-token
 differences, which is the weight a sequence-level importance-sampling correction would give.
+Samples drawn before the last optimizer step (``--async-steps 1``) are logged as
+``rollout/stale_*`` instead: their difference mixes the mismatch with one step of policy drift,
+which would read as an engine that samples badly.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ class LogprobMismatch:
     """Summed over a step's micro-batches: the loss tokens' log-prob differences and the rows'
     sequence-level log-ratios."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "rollout/") -> None:
+        # rollout/stale_ for samples drawn before the last optimizer step (--async-steps 1):
+        # their difference holds one step of policy drift besides the engine's mismatch.
+        self.prefix = prefix
         self.tokens = 0
         self.abs_sum = 0.0
         self.abs_max = 0.0
@@ -51,10 +57,11 @@ class LogprobMismatch:
         tokens = sum(p[0] for p in parts)
         ratios = torch.tensor([r for p in parts for r in p[3]], dtype=torch.float64).exp()
         nan = math.nan
-        return {
-            "rollout/logprob_abs_diff_mean": sum(p[1] for p in parts) / tokens if tokens else nan,
-            "rollout/logprob_abs_diff_max": max(p[2] for p in parts) if tokens else nan,
-            "rollout/seq_ratio_std": float(ratios.std()) if ratios.numel() > 1 else nan,
-            "rollout/seq_ratio_min": float(ratios.min()) if ratios.numel() else nan,
-            "rollout/seq_ratio_max": float(ratios.max()) if ratios.numel() else nan,
+        figures = {
+            "logprob_abs_diff_mean": sum(p[1] for p in parts) / tokens if tokens else nan,
+            "logprob_abs_diff_max": max(p[2] for p in parts) if tokens else nan,
+            "seq_ratio_std": float(ratios.std()) if ratios.numel() > 1 else nan,
+            "seq_ratio_min": float(ratios.min()) if ratios.numel() else nan,
+            "seq_ratio_max": float(ratios.max()) if ratios.numel() else nan,
         }
+        return {self.prefix + k: v for k, v in figures.items()}

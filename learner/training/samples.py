@@ -21,6 +21,10 @@ class StepSamples:
 
     ``shaping`` is what the learner adds to the env's reward (DAPO's overlong penalty; None
     when off). Samples whose grading failed (``graded`` False) count in no group's moments.
+    ``metric`` is what must differ within a group for it to be informative (``--dynamic-
+    sampling-metric``: the env's verdict, accuracy, or the shaped reward); ``informative``
+    (global, over processes) and ``short`` (how many of P informative groups a dynamic-sampling
+    step lacked after its last round) are the collector's.
     """
 
     tasks: list[Task]
@@ -32,6 +36,9 @@ class StepSamples:
     tries: int = 1  # generation rounds it took (``--dynamic-sampling``)
     generate_s: float = 0.0
     score_s: float = 0.0
+    metric: str = "accuracy"
+    informative_groups: int | None = None
+    short: int = 0
     moments: GroupMoments = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,9 +61,20 @@ class StepSamples:
         return rewards if self.shaping is None else rewards + self.shaping.double()
 
     @property
-    def informative(self) -> Tensor:
+    def reward_spread(self) -> Tensor:
         """(groups,) bool: the group's rewards differ, so its advantages are not all 0."""
         return self.moments.std > 0
+
+    @property
+    def informative(self) -> Tensor:
+        """(groups,) bool: what ``metric`` names differs within the group (graded samples
+        only): the env's verdict (``passed``; DAPO keeps a group that is neither all right nor
+        all wrong) or the reward trained on (``reward_spread``)."""
+        if self.metric == "reward":
+            return self.reward_spread
+        graded = self.graded
+        passed = torch.tensor([bool(p) for p in self.scores.passed], dtype=torch.float64)
+        return group_moments(passed[graded], self.groups[graded], len(self.tasks)).std > 0
 
     @staticmethod
     def concat(parts: list[StepSamples], pad_id: int) -> StepSamples:
@@ -71,6 +89,7 @@ class StepSamples:
             tries=len(parts),
             generate_s=sum(p.generate_s for p in parts),
             score_s=sum(p.score_s for p in parts),
+            metric=parts[0].metric,
         )
 
     def groups_for_log(self, n: int, advantages: Tensor) -> list[dict[str, Any]]:
@@ -85,6 +104,9 @@ class StepSamples:
                 "rewards": [self.scores.components[r] for r in rows],
                 "reward": [self.scores.rewards[r] for r in rows],
                 "passed": [self.scores.passed[r] for r in rows],
+                # The verdict's reason (the env's info["reason"]), so a reader sees why.
+                "reasons": [self.scores.infos[r].get("reason") if self.scores.infos else None
+                            for r in rows],
                 "advantages": [round(float(advantages[r]), 4) for r in rows],
             })
             if roll.transcripts is not None:  # multi-turn: every turn, with its role

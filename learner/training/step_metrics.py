@@ -119,11 +119,14 @@ def sample_metrics(samples: StepSamples) -> dict[str, Any]:
         out["reward/overlong"] = float(samples.shaping[graded].mean()) if graded.any() else 0.0
     out.update({
         "group/std_mean": float(samples.moments.std.mean()),
-        "group/frac_zero_std": float((~samples.informative).float().mean()),
+        "group/frac_zero_std": float((~samples.reward_spread).float().mean()),
         "group/sampling_tries": samples.tries,
         "completion/len_mean": float(roll.lengths.float().mean()),
         "completion/truncated_frac": float(roll.truncated.float().mean()),
     })
+    if samples.informative_groups is not None:  # global counts: averaging leaves them
+        out["group/informative"] = samples.informative_groups
+        out["group/short"] = samples.short
     if roll.action_mask is not None:
         out.update(episode_metrics(scores.infos, graded.tolist(), roll.action_mask.sum(-1)))
     return out

@@ -38,14 +38,20 @@ from learner.training.mismatch import LogprobMismatch
 @dataclass
 class UpdateStats:
     """What an update measured, on its last iteration (None: not measured). ``clip_frac`` is
-    the share of loss tokens whose objective was clipped; at the sequence level (GSPO) the
-    ratio is clipped per sequence, and ``clip_frac_sequence`` is the share of sequences."""
+    the share of loss tokens whose objective was clipped, ``clip_frac_low`` and
+    ``clip_frac_high`` its two sides (under clip-higher they differ); at the sequence level
+    (GSPO) the ratio is clipped per sequence, and ``clip_frac_sequence`` is the share of
+    sequences. ``approx_kl``: CleanRL's old->new KL estimate (verl's ``ppo_kl``) of each
+    iteration, before its optimizer step (the first is 0 on fresh samples)."""
 
     skipped: bool = False  # no process had a row to compute: no update at all
     loss: float | None = None
     kl: float | None = None
     clip_frac: float | None = None
     clip_frac_sequence: float | None = None
+    clip_frac_low: float | None = None
+    clip_frac_high: float | None = None
+    approx_kl: list[float] = field(default_factory=list)
     entropy: float | None = None
     grad_norm: float | None = None
     nonfinite_skipped: int = 0  # iterations whose optimizer step a non-finite value cancelled
@@ -63,6 +69,11 @@ class UpdateStats:
                **self.mismatch, **self.is_correction}
         if self.clip_frac_sequence is not None:
             out["clip_frac/sequence"] = self.clip_frac_sequence
+        if not self.skipped:
+            out.update({"clip_frac/low": self.clip_frac_low, "clip_frac/high": self.clip_frac_high,
+                        "approx_kl": self.approx_kl[-1] if self.approx_kl else None})
+            if len(self.approx_kl) > 1:  # --num-iterations > 1: how far each one had moved
+                out.update({f"approx_kl/iter_{i}": v for i, v in enumerate(self.approx_kl, 1)})
         return out
 
 
@@ -117,7 +128,8 @@ class PolicyUpdate:
         self.model.train()
         own_ref = c.beta > 0 and self.policy_is_reference
         ref = [self.ref_logprobs(mb) if c.beta > 0 and not own_ref else None for mb in micro]
-        correct = c.is_correction != "none"
+        mode = c.is_mode
+        correct = mode != "none"
         behaviour_ratio = staleness > 0 and not correct  # see the module's docstring
         if (correct or behaviour_ratio) and batch.sampling_logprobs is None:
             raise ValueError("the batch carries no sampling log-probs: --is-correction and stale "
@@ -127,11 +139,15 @@ class PolicyUpdate:
         weights: list[Tensor | None] = [None] * len(micro)  # --is-correction's, else none
         stats = UpdateStats(trained_tokens=batch.tokens * c.num_iterations)
         tally = _Tally(batch)
-        mismatch = LogprobMismatch() if batch.sampling_logprobs is not None else None
-        is_tally = _ISTally(c.is_correction) if correct else None
+        # Stale samples' log-probs differ from the first pass by the engine's mismatch and the
+        # policy's drift since the draw: logged apart (rollout/stale_*), never as mismatch.
+        mismatch = (LogprobMismatch("rollout/stale_" if staleness else "rollout/")
+                    if batch.sampling_logprobs is not None else None)
+        is_tally = _ISTally(mode) if correct else None
         for it in range(c.num_iterations):
             last_iteration = it == c.num_iterations - 1
             finite = True
+            drift = _Drift(batch)
             for i, mb in enumerate(micro):
                 with self._sync(last=i == len(micro) - 1), self.accelerator.autocast():
                     logp, entropy = self.logprobs(self.model, mb, entropy=last_iteration)
@@ -144,14 +160,15 @@ class PolicyUpdate:
                             mismatch.add(first[i], mb.sampling_logprobs, mb.loss_mask)
                         if is_tally is not None:
                             weights[i], cut = grpo.truncated_is_weights(
-                                first[i], mb.sampling_logprobs, mb.loss_mask, c.is_correction,
-                                c.is_cap)
+                                first[i], mb.sampling_logprobs, mb.loss_mask, mode,
+                                c.is_cap, c.is_cap_min)
                             is_tally.add(weights[i], cut, mb.loss_mask)
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.eps_low, eps_high=c.eps_high, loss_type=c.loss_type,
                         importance_level=c.importance_sampling_level, is_weights=weights[i],
-                        **norm)
+                        kl_ratio=c.bias_corrected_kl, **norm)
+                drift.add(aux["approx_kl"], mb.loss_mask)
                 # One non-finite micro-batch anywhere cancels this iteration's step everywhere.
                 if self.procs.mean(float(torch.isfinite(loss))) == 1.0:
                     self._backward(loss, last=i == len(micro) - 1)
@@ -159,6 +176,7 @@ class PolicyUpdate:
                     finite = False
                 if last_iteration:
                     tally.add(mb, loss, aux, entropy)
+            stats.approx_kl.append(drift.mean(self.procs))
             stats.grad_norm, stepped = self._optimizer_step(finite)
             stats.nonfinite_skipped += not stepped
         tally.write(stats, sequence_level=c.importance_sampling_level == "sequence")
@@ -250,6 +268,7 @@ class _Tally:
         self.tokens = max(int(batch.loss_mask.sum()), 1)
         self.sequences = max(int((batch.loss_mask.sum(-1) > 0).sum()), 1)
         self.loss = self.kl = self.clipped = self.clipped_rows = self.entropy = 0.0
+        self.low = self.high = 0.0
 
     @torch.no_grad()
     def add(self, mb: Batch, loss: Tensor, aux: dict[str, Tensor], entropy: Tensor) -> None:
@@ -258,15 +277,35 @@ class _Tally:
         self.kl += float(aux["kl"][m].sum())
         self.clipped += float(aux["clipped"][m].float().sum())
         self.clipped_rows += float((aux["clipped"] & m).any(-1).sum())
+        self.low += float(aux["clipped_low"][m].float().sum())
+        self.high += float(aux["clipped_high"][m].float().sum())
         self.entropy += float(entropy[m].sum())
 
     def write(self, stats: UpdateStats, sequence_level: bool) -> None:
         stats.loss = self.loss
         stats.kl = self.kl / self.tokens
         stats.clip_frac = self.clipped / self.tokens
+        stats.clip_frac_low, stats.clip_frac_high = self.low / self.tokens, self.high / self.tokens
         stats.entropy = self.entropy / self.tokens
         if sequence_level:
             stats.clip_frac_sequence = self.clipped_rows / self.sequences
+
+
+class _Drift:
+    """One iteration's ``approx_kl`` summed over its micro-batches' loss tokens."""
+
+    def __init__(self, batch: Batch):
+        self.tokens = float(batch.loss_mask.sum())
+        self.total = 0.0
+
+    @torch.no_grad()
+    def add(self, approx_kl: Tensor, loss_mask: Tensor) -> None:
+        self.total += float(approx_kl[loss_mask.bool()].sum())
+
+    def mean(self, procs: Processes) -> float:
+        """Per loss token over every process (a collective); NaN when there was none."""
+        tokens, total = procs.mean(self.tokens), procs.mean(self.total)
+        return total / tokens if tokens else math.nan
 
 
 class _ISTally:
@@ -274,7 +313,7 @@ class _ISTally:
     completion (with a loss token) at the sequence level."""
 
     def __init__(self, level: str):
-        self.sequence = level == "sequence"
+        self.sequence = level.startswith("sequence")
         self.total = self.cut = self.n = 0.0
 
     @torch.no_grad()
@@ -293,5 +332,6 @@ class _ISTally:
         """Over every process's tokens (or completions); NaN when there were none."""
         n = procs.mean(self.n)  # collectives: every process calls them
         total, cut = procs.mean(self.total), procs.mean(self.cut)
+        # is_clipped_frac: the share the bounds acted on (clamped, or masked to 0).
         return {"rollout/is_weight_mean": total / n if n else math.nan,
                 "rollout/is_clipped_frac": cut / n if n else math.nan}
