@@ -21,7 +21,7 @@ def trainer(tmp_path, seed=0, **overrides):
 # -- --is-correction ---------------------------------------------------------------------------
 def test_without_a_correction_the_update_passes_no_weights_and_logs_none(tmp_path, monkeypatch):
     t = trainer(tmp_path, steps=1)
-    assert t.config.is_correction == "none"
+    assert t.config.is_correction == "auto" and t.config.is_mode == "none"  # hf samples
     calls = record_loss_calls(monkeypatch)
     metrics = t.train_step().metrics
     assert calls and all(call["kwargs"]["is_weights"] is None for call in calls)

@@ -162,7 +162,8 @@ def test_dynamic_sampling_trains_the_first_p_groups_with_a_reward_spread(tmp_pat
     # The seed-0 stream of arith level 1 answers 10, 9 | 2 | 13, ...: the first round has one
     # informative group (9), the second none (2), the third one more (13).
     t = trainer(tmp_path, env=HalfFlatEnv(), steps=1, eval=False, dynamic_sampling=True,
-                max_sampling_tries=4, prompts_per_step=2, group_size=4)
+                max_sampling_tries=4, prompts_per_step=2, group_size=4,
+                dynamic_sampling_metric="reward")
     samples, adv, batch = h.step_batch(t)
     assert [task["answer"] for task in samples.tasks] == ["10", "9", "2", "13"]
     assert samples.tries == 3 and t.stream.position == 4  # P, then P - 1 informative, then 1
