@@ -11,7 +11,9 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="every registered env id and every pack")
+    listing = commands.add_parser("list", help="every registered env id and every pack")
+    listing.add_argument("--all", action="store_true", dest="show_all",
+                         help="also the reasoning-gym tasks whose report card fails")
     check = commands.add_parser("validate", help="check pack folder(s); exit 1 on any error")
     check.add_argument("paths", nargs="+", metavar="PATH", help="a folder holding pack.toml, or a known pack's name")
     check.add_argument("--no-gold", action="store_true",
@@ -83,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         from envs.cli_list import print_list
 
-        return print_list()
+        return print_list(show_all=args.show_all)
     if args.command == "validate":
         from envs.cli_validate import print_validation
 

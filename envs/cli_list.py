@@ -30,7 +30,19 @@ def _size(size: int | None) -> str:
     return "unbounded" if size is None else str(size)
 
 
-def print_list() -> int:
+def print_reasoning_gym(show_all: bool) -> None:
+    from envs.reasoning_gym.catalogue import list_rows, rg_version_carded
+
+    rows, hidden = list_rows(show_all)
+    print(f"\nreasoning-gym {rg_version_carded() or '?'} tasks (grpo/ReasoningGym-v0 task=NAME; "
+          "verdicts of their report cards)")
+    if rows:
+        print("\n".join(_table([["task", "kind", "card"], *rows])))
+    if hidden:
+        print(f"  ... and {hidden} tasks whose card fails (--all shows them, with the reason)")
+
+
+def print_list(show_all: bool = False) -> int:
     print("Environments")
     env_rows = [["id", "source"]]
     env_rows += [[env_id, source] for env_id, source in sorted(envs.env_sources().items())]
@@ -43,4 +55,5 @@ def print_list() -> int:
         print(f"error: {exc}")
         return 1
     print("\n".join(_table([["name", "env", "version", "tasks per split", "source"], *rows])))
+    print_reasoning_gym(show_all)
     return 0
