@@ -2,6 +2,10 @@
 
     python -m learner.eval --env ENV_ID [--env-kwargs JSON] [--model PATH_OR_HF_ID | --run DIR]
         --limit N --group-size K --max-new-tokens T --output-dir OUT
+
+The flags it shares with ``python -m learner.run`` (env, model, sampling, tokens, turns,
+grading, CPU kernel) are built from the same field definitions (``learner.config.Config``), so
+their types, choices and help agree; ``SHARED`` says where learner.eval defaults differently.
     python -m learner.eval --compare OUT_A OUT_B
 
 Without ``--model`` the embedded default model is evaluated. With ``--run DIR`` the latest
@@ -20,8 +24,33 @@ from pathlib import Path
 
 # Only light modules at import time: --help and flag errors answer before torch loads, as
 # learner.run's do; the evaluation itself is learner.evaluation.command.
-from learner.choices import CPU_MATMULS
-from learner.config import OneLineErrors, parse_json_object, ray_address_problems
+from learner.config import (
+    Config,
+    ConfigError,
+    OneLineErrors,
+    field_default,
+    flag_kwargs,
+    ray_address_problems,
+)
+
+#: The flags learner.eval shares with learner.run: their help, type and choices come from
+#: ``learner.config.Config``'s field definitions (one flag system), each with learner.eval's
+#: default and, where it differs from learner.run's, what that default means here.
+SHARED: dict[str, tuple[object, str | None]] = {
+    "env": (None, "default with --run: the run's"),
+    "env_kwargs": ({}, "with --run: applied on top of the run's own"),
+    "model": (None, None),
+    "max_new_tokens": (None, "per turn on a multi-turn env; default: the run's with --run, "
+                             f"else learner.run's {field_default('max_new_tokens')}"),
+    "max_turns": (0, "0 here: the run's, else the env's default"),
+    "max_episode_tokens": (None, "default: the run's, else none beyond the turn limit"),
+    "tool_role": (None, "default: the run's, else auto"),
+    "temperature": (field_default("temperature"), None),
+    "top_p": (field_default("top_p"), None),
+    "seed": (field_default("seed"), None),
+    "ray_address": (None, None),
+    "cpu_matmul": (field_default("cpu_matmul"), None),
+}
 
 
 # -- command line ---------------------------------------------------------------------------
@@ -43,6 +72,16 @@ def _at_least(low: int) -> Callable[[str], int]:
 _non_negative, _positive = _at_least(0), _at_least(1)
 
 
+def _shared(parser: argparse._ActionsContainer, name: str) -> None:
+    default, note = SHARED[name]
+    kwargs = flag_kwargs(name)
+    if note:
+        kwargs["help"] += f" ({note})"
+    elif "default:" not in kwargs["help"]:
+        kwargs["help"] += f" (default: {default!r})"
+    parser.add_argument("--" + name.replace("_", "-"), dest=name, default=default, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineErrors(
         prog="python -m learner.eval",
@@ -50,33 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "distributions, prompt perturbations, flagged samples, a general check.")
     p.add_argument("--compare", nargs=2, metavar=("OUT_A", "OUT_B"),
                    help="print the key figures of two reports side by side, then exit")
-    p.add_argument("--env", help="gymnasium id of a grpo/* env (default with --run: the run's)")
-    p.add_argument("--env-kwargs", type=parse_json_object, default={},
-                   help='JSON object of env keyword arguments, e.g. \'{"pack": "arith"}\' '
-                        "(with --run: applied on top of the run's own)")
+    _shared(p, "env")
+    _shared(p, "env_kwargs")
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--model", help="local path or hub id (default: the embedded "
-                                     "SmolLM2-135M-Instruct)")
+    _shared(who, "model")
     who.add_argument("--run", help="a training run's output dir: evaluate its latest checkpoint "
                                    "and the model it started from")
     p.add_argument("--limit", type=_non_negative, default=50,
                    help="held-out tasks to evaluate (0 = the whole test split; default 50)")
     p.add_argument("--group-size", type=_positive, default=4,
                    help="K: samples per task for pass@k and the reward statistics (default 4)")
-    p.add_argument("--max-new-tokens", type=_positive, default=256,
-                   help="default 256 (per turn on a multi-turn env)")
-    p.add_argument("--max-turns", type=_non_negative, default=0,
-                   help="multi-turn envs: turns per episode (0 = the run's, else the env's)")
-    p.add_argument("--max-episode-tokens", type=_non_negative, default=None,
-                   help="multi-turn envs: token budget of an episode (default: the run's, "
-                        "else none beyond the turn limit)")
-    p.add_argument("--tool-role", choices=("auto", "tool", "ipython", "user"), default=None,
-                   help="multi-turn envs: chat role of tool outputs (default: the run's, "
-                        "else auto)")
+    for name in ("max_new_tokens", "max_turns", "max_episode_tokens", "tool_role"):
+        _shared(p, name)
     p.add_argument("--output-dir", default="runs/eval", help="default runs/eval")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold")
-    p.add_argument("--seed", type=int, default=0, help="seed for sampling (default 0)")
+    for name in ("temperature", "top_p", "seed"):
+        _shared(p, name)
     p.add_argument("--general-limit", type=_non_negative, default=50,
                    help="ARC-Easy items for the general-capability check, scored by "
                         "log-likelihood for the policy (and, with --run, its starting model) "
@@ -87,15 +114,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=8,
                    help="prompts per generate call (default 8)")
     p.add_argument("--workers", type=_positive, default=16, help="grading threads")
-    p.add_argument("--ray-address", default=None,
-                   help="grade on a Ray cluster: 'auto', HOST:PORT of its head or "
-                        "ray://HOST:10001 (nodes with the 'docker' resource grade)")
+    _shared(p, "ray_address")
     p.add_argument("--num-threads", type=_non_negative, default=0,
                    help="torch CPU threads (0 = torch's default)")
-    p.add_argument("--cpu-matmul", choices=CPU_MATMULS, default="onednn",
-                   help="CPU: the Linear layers' fp32 products through oneDNN (default) or "
-                        "torch's BLAS, as learner.run's flag")
+    _shared(p, "cpu_matmul")
     return p
+
+
+def shared_problems(args: argparse.Namespace) -> list[str]:
+    """The shared flags checked as learner.run checks them (``Config.validate``'s lines)."""
+    given = {name: getattr(args, name) for name in SHARED
+             if getattr(args, name) is not None and name != "env"}
+    try:
+        Config(**given).validate()
+    except ConfigError as exc:
+        return [str(exc)]
+    except TypeError as exc:  # a value of the wrong kind
+        return [str(exc)]
+    return []
+
+
+def resolve_max_new_tokens(args: argparse.Namespace) -> int:
+    """--max-new-tokens: as given, else the run's (its config.json), else learner.run's."""
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    if args.run:
+        try:
+            record = json.loads((Path(args.run) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = {}  # not a run: the evaluation says so in one line
+        if isinstance(record, dict) and isinstance(record.get("max_new_tokens"), int):
+            return record["max_new_tokens"]
+    return field_default("max_new_tokens")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.compare:
         return _compare(*args.compare)
-    if args.temperature <= 0 or not 0 < args.top_p <= 1:
-        parser.error("--temperature must be > 0 and --top-p in (0, 1]")
+    if problems := shared_problems(args):
+        parser.error("; ".join(problems))
     if args.ray_address is not None and (problems := ray_address_problems(args.ray_address)):
         parser.error("; ".join(problems))
+    args.max_new_tokens = resolve_max_new_tokens(args)
     from learner.evaluation.command import ERRORS, evaluate_command  # torch, transformers
     from learner.evaluation.report import headline, load_report
 
