@@ -7,6 +7,11 @@ most ``--max-sampling-tries``; otherwise it is one round. A step still short of 
 the informative groups it has (refilling without bound could stall a run whose prompts are all
 solved or all hopeless): ``group/short`` logs how many it lacked, and the first such step says
 so in one line.
+
+With ``--async-steps 1`` and the learner's own loop, the draw (on the background thread, with the
+frozen copy of the policy that sampled) also scores its completions in the trainer's forward
+pass: the engine mismatch alone (``rollout/logprob_abs_diff_*``), apart from the policy drift
+the update then sees on top of it (``rollout/stale_*``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
@@ -28,8 +34,11 @@ from learner.sampling.episodes import run_episodes
 from learner.sampling.rollout import generate
 from learner.sampling.scoring import RemoteScorer, score_all
 from learner.training import grpo, sharding
+from learner.training.batching import gather_rows, select_rows
 from learner.training.data import PromptStream
 from learner.training.distributed import Processes
+from learner.training.forward import completion_logprobs
+from learner.training.mismatch import LogprobMismatch
 from learner.training.samples import StepSamples
 
 
@@ -63,7 +72,29 @@ class Collector:
                 if c.dynamic_sampling:
                     samples.short = max(c.prompts_per_step - informative, 0)
                     self._say_short(samples.short, len(rounds))
+                if c.async_steps and self.engine is None:
+                    samples.draw_mismatch = self.draw_mismatch(model, samples)
                 return samples
+
+    @torch.no_grad()
+    def draw_mismatch(self, model: Any, samples: StepSamples) -> dict[str, float]:
+        """The sampling policy's own log-probs of its completions, in the trainer's forward
+        pass (micro-batches of --micro-batch-tokens), against the engine's as it sampled: the
+        engine mismatch without the drift of the update that follows."""
+        c, roll = self.config, samples.rollout
+        every = torch.ones(len(roll.texts), dtype=torch.bool)
+        rows = select_rows(roll, every, torch.zeros(len(every)), mask_truncated=False)
+        batch = gather_rows(roll, rows, every, torch.zeros(len(every)), samples.groups)
+        parts = max(1, batch.parts_for(c.micro_batch_tokens))
+        mismatch = LogprobMismatch()
+        with self.accelerator.autocast():  # thread-local: as the update's passes run
+            for mb in batch.split_by_tokens(min(parts, len(batch))):
+                mb = mb.to(self.accelerator.device)
+                logp, _ = completion_logprobs(model, mb.prompt_ids, mb.prompt_mask,
+                                              mb.completion_ids, mb.completion_mask, mb.groups,
+                                              temperature=c.temperature, top_p=c.top_p)
+                mismatch.add(logp, mb.sampling_logprobs, mb.loss_mask)
+        return mismatch.metrics(self.procs)
 
     def _say_short(self, short: int, tries: int) -> None:
         if not short or self.warned_short:

@@ -39,6 +39,8 @@ class StepSamples:
     metric: str = "accuracy"
     informative_groups: int | None = None
     short: int = 0
+    # --async-steps 1 with the learner's own loop: the engine mismatch measured at draw time.
+    draw_mismatch: dict[str, float] = field(default_factory=dict)
     moments: GroupMoments = field(init=False)
 
     def __post_init__(self) -> None:

@@ -37,6 +37,7 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
            "group/trained": 0 if batch is None else int(batch.groups.unique().numel())}
     out = {k: procs.mean(v) if isinstance(v, float | int) and not isinstance(v, bool) else v
            for k, v in out.items()}
+    out.update(samples.draw_mismatch)  # global already: the engine mismatch at draw time
     out.update(grading_metrics(samples.scores.infos, procs))
     out.update(infra_metrics(samples, procs))
     out.update(hack_monitor.step_metrics(flags))
