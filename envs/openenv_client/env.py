@@ -20,6 +20,7 @@ that is not a finite number ends the episode as an infrastructure error naming t
 
 from __future__ import annotations
 
+import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from envs.keywords import (
     KeywordError,
     check_keywords,
     integer_at_least,
+    keyword_names,
     optional,
 )
 from envs.openenv_client.schema import (
@@ -101,6 +103,13 @@ class OpenEnvEnv(TaskEnv):
             timeout=(timeout, POSITIVE_SECONDS),
             max_turns=(max_turns, optional(integer_at_least(1))),
             heldout_size=(heldout_size, integer_at_least(1)), reward_max=(reward_max, _MAX))
+        unknown = sorted(set(kwargs) - {"split", "reward_weights", "pack", "python_tool"})
+        if unknown:
+            names = keyword_names(type(self), TaskEnv)
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise KeywordError(f"{self.env_id} has no keyword {', '.join(map(repr, unknown))}"
+                               f"{hint}; it takes {', '.join(names)}")
         # TaskEnv's words for these two, so a bad value reads as in every env.
         check_keywords(self.env_id, pack=(kwargs.get("pack"), _PACK),
                        python_tool=(kwargs.get("python_tool", False), _TOOL))
@@ -133,9 +142,12 @@ class OpenEnvEnv(TaskEnv):
             pack = seed_pack(self.url, metadata if isinstance(metadata, dict) else {},
                              schema, self._first_prompt, heldout_size)
             super().__init__(pack=pack, **kwargs)
-        except (RemoteError, SchemaError) as exc:
+        except RemoteError as exc:  # nothing to play on: the env cannot be made
             self._stop_server()
-            raise type(exc)(f"{self.env_id}: {exc}") from None
+            raise ConnectionError(f"{self.env_id}: {exc}") from None
+        except SchemaError as exc:
+            self._stop_server()
+            raise SchemaError(f"{self.env_id}: {exc}") from None
         except BaseException:
             self._stop_server()
             raise
