@@ -104,12 +104,15 @@ def _train(config: Config) -> int:
     from learner.training.hack_monitor import summary
     from learner.training.sharding import UnsupportedBackend
 
+    scorer = None
     try:
         scorer = ray_scorer(env, config.ray_address)
         from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
         trainer = GRPOTrainer(config, env=env, scorer=scorer)
     except (SetupError, ModelLoadError, UnsupportedBackend) as exc:
+        if scorer is not None:
+            scorer.close()
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(config.output_dir)
@@ -125,20 +128,23 @@ def _train(config: Config) -> int:
     trainer.save_at_end = config.keep_final_checkpoint
     from learner.training.stops import RunStopped
 
+    failed = False  # after an unexpected error no barrier: a peer may never arrive
     try:
         result = trainer.train()
+        trainer.save_model(out / "final")
     except RunStopped as stop:
-        if scorer is not None:
-            scorer.close()
-        trainer.close()
         if main:
             prefix = "error: " if stop.exit_code == 1 else ""
             print(f"{prefix}{stop}; resume with: {resume_command(config)}", file=sys.stderr,
                   flush=True)
         return stop.exit_code
-    trainer.save_model(out / "final")
-    if scorer is not None:
-        scorer.close()  # the nodes' actors and their sandbox containers
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if scorer is not None:
+            scorer.close()  # the nodes' actors and their sandbox containers
+        trainer.close(wait=not failed)
     if main:
         if not config.keep_final_checkpoint:
             checkpoint.remove_all(out)  # periodic ones: final/ supersedes them
@@ -150,7 +156,6 @@ def _train(config: Config) -> int:
             print(f"reward-hack monitor over training: {summary(result['flags'])}")
         print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
         print(disk_line(out, config.keep_final_checkpoint))
-    trainer.close()
     return 0
 
 

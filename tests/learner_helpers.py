@@ -137,7 +137,7 @@ def _replica_check(out: str) -> None:
 
     def digest() -> str:
         h = hashlib.sha256()
-        with sharding.full_weights(t.accelerator, t.model) as policy:
+        with sharding.full_weights(t.accelerator, t.update.model) as policy:
             for p in policy.parameters():
                 h.update(p.detach().to(torch.float32).numpy().tobytes())
         return h.hexdigest()
@@ -148,7 +148,7 @@ def _replica_check(out: str) -> None:
     rank = t.accelerator.process_index
     (Path(out) / f"replica-{rank}.txt").write_text(
         f"{initial} {digest()} {t.accelerator.num_processes} {t.stream.position} "
-        f"{t.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
+        f"{t.update.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
 
 
 def _infra_check(out: str) -> None:
@@ -235,7 +235,7 @@ def _gradient_check(out: str) -> None:
         env = ConstantEnv() if flat and os.environ.get("RANK") == "1" else ShortEnv()
         t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=env)
         _moved(t.policy)  # as after an update: the KL term has a gradient
-        t.policy_is_reference = False
+        t.update.policy_is_reference = False
         samples = t.collect()
         rank = t.accelerator.process_index
         if rank == 1 and not flat:  # uneven shares, as early EOS and dropped samples make them
@@ -253,8 +253,8 @@ def _gradient_check(out: str) -> None:
         if corrected:  # an engine whose log-probs are IS_OFFSETS[rank] below the trainer's
             batch = dataclasses.replace(
                 batch, sampling_logprobs=batch.sampling_logprobs - IS_OFFSETS[rank])
-        t.optimizer.step = lambda: None  # keep the weights; compare the gradients
-        t.optimizer.zero_grad = lambda set_to_none=True: None
+        t.update.optimizer.step = lambda: None  # keep the weights; compare the gradients
+        t.update.optimizer.zero_grad = lambda set_to_none=True: None
         stats = t.update(batch)
         got = torch.cat([p.grad.flatten() for p in t.policy.parameters()])
         roll = samples.rollout

@@ -15,9 +15,10 @@ from envs.verify import math as m
 from envs.verify.verdict import Verdict
 from learner import plot
 from learner.training.distributed import Processes
+from learner.training.loop import progress as _progress
 from learner.training.run_log import read_metrics
 from learner.training.step_metrics import grading_metrics
-from learner.training.trainer import GRPOTrainer, _progress
+from learner.training.trainer import GRPOTrainer
 from tasks import Task
 from tests import learner_helpers as h
 

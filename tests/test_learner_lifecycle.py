@@ -355,7 +355,8 @@ def test_a_misspelled_env_pack_or_model_answers_before_torch_loads(tmp_path, fla
 
 # -- 6. what the user sees ---------------------------------------------------------------------
 def test_the_plan_the_estimate_and_the_eta_are_shown(tmp_path, capsys):
-    from learner.training.trainer import GRPOTrainer, _progress
+    from learner.training.loop import progress as _progress
+    from learner.training.trainer import GRPOTrainer
 
     cfg = h.config(tmp_path, steps=2, eval=False, progress=True)
     t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv())

@@ -91,8 +91,8 @@ def test_the_token_budget_leaves_the_gradient_as_one_whole_batch(tmp_path):
 
 def test_every_step_logs_the_peak_resident_memory_in_metrics_progress_and_plots(tmp_path):
     from learner import plot
+    from learner.training.loop import progress as _progress
     from learner.training.run_log import read_metrics
-    from learner.training.trainer import _progress
 
     t = trainer(tmp_path, steps=1, eval=False)
     t.train()

@@ -42,8 +42,8 @@ def test_with_hf_sampling_the_corrected_loss_is_the_uncorrected_one(tmp_path, le
     corrected = trainer(tmp_path / level, steps=1, beta=0.04, is_correction=level)
     corrected.policy_is_reference = False
     for t in (plain, corrected):  # keep the weights and the gradients: compare the gradients
-        t.optimizer.step = lambda: None
-        t.optimizer.zero_grad = lambda set_to_none=True: None
+        t.update.optimizer.step = lambda: None
+        t.update.optimizer.zero_grad = lambda set_to_none=True: None
     want, got = plain.update(batch), corrected.update(batch)
     assert got.is_correction["rollout/is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     assert got.is_correction["rollout/is_clipped_frac"] == 0.0

@@ -74,10 +74,10 @@ def test_the_trainer_routes_a_loaded_model_on_cpu_unless_told_not_to(tmp_path):
     for choice, routed in (("onednn", True), ("torch", False)):
         cfg = h.config(tmp_path / choice, steps=1, eval=False, beta=0.1, cpu_matmul=choice)
         t = GRPOTrainer(cfg, model=load_model(path), tokenizer=h.tokenizer(), env=h.ShortEnv())
-        for model in (t.policy, t.ref_model):
+        for model in (t.policy, t.update.ref_model):
             kinds = {type(m) for m in model.modules() if isinstance(m, nn.Linear)}
             assert kinds == ({OneDNNLinear} if routed else {nn.Linear})
-        t.policy_is_reference = False  # run the reference pass too
+        t.update.policy_is_reference = False  # run the reference pass too
         stats = t.update(h.step_batch(t)[2])
         assert stats.kl == pytest.approx(0.0, abs=1e-6)  # same weights, same kernels
 

@@ -68,7 +68,7 @@ def test_training_logs_every_metric_and_changes_the_policy(tmp_path):
 
 def _sequence_logprobs(t, batch):
     with torch.no_grad():
-        logp, _ = t.update.logprobs(t.model, batch)
+        logp, _ = t.update.logprobs(t.update.model, batch)
     return (logp * batch.loss_mask).sum(-1) / batch.loss_mask.sum(-1)
 
 
@@ -92,7 +92,7 @@ def test_flat_step_without_kl_is_skipped_and_logged_as_skipped(tmp_path):
         warnings.simplefilter("always")
         t.train()
     # The schedule still counts the step, without torch's warning about the order of calls.
-    assert t.scheduler.scheduler.last_epoch == 1
+    assert t.update.scheduler.scheduler.last_epoch == 1
     assert not [w for w in caught if "lr_scheduler" in str(w.message)], caught
     row = read_metrics(tmp_path / "run")[-1]
     assert row["group/frac_zero_std"] == 1.0 and row["group/trained"] == 0
@@ -105,13 +105,13 @@ def test_flat_groups_keep_their_kl_term(tmp_path):
     # the reference, the groups are trained, not dropped, and their KL pulls the policy back.
     t = trainer(tmp_path, env=h.ConstantEnv(), steps=1, eval=False, beta=0.1, loss_type="dapo")
     h._moved(t.policy)  # as after updates
-    t.policy_is_reference = False
+    t.update.policy_is_reference = False
     _, adv, batch = h.step_batch(t)
     assert batch is not None and len(batch) == 8 and not adv.any()
     assert batch.n_sequences == 8 and batch.n_tokens == float(batch.loss_mask.sum())
     with torch.no_grad():
         ref = t.update.ref_logprobs(batch)
-        start = t.update.logprobs(t.model, batch)[0]
+        start = t.update.logprobs(t.update.model, batch)[0]
     m = batch.loss_mask.bool()
     d = ref - start
     kl = float((torch.exp(d) - d - 1)[m].mean())  # DAPO: a mean over the step's tokens
@@ -119,7 +119,7 @@ def test_flat_groups_keep_their_kl_term(tmp_path):
     assert kl > 0 and stats.kl == pytest.approx(kl, rel=1e-4)
     assert stats.loss == pytest.approx(0.1 * kl, rel=1e-4)  # all of it the KL term
     with torch.no_grad():
-        after = t.update.logprobs(t.model, batch)[0]
+        after = t.update.logprobs(t.update.model, batch)[0]
     d = ref - after
     assert float((torch.exp(d) - d - 1)[m].mean()) < kl  # the step moved toward the reference
 
@@ -134,7 +134,7 @@ def test_a_flat_step_before_any_update_changes_nothing_even_with_kl(tmp_path):
     rows = read_metrics(tmp_path / "run")
     assert [r["skipped"] for r in rows] == [True, True]
     assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
-    assert t.policy_is_reference
+    assert t.update.policy_is_reference
 
 
 def test_the_reference_pass_runs_once_the_policy_has_moved(tmp_path, monkeypatch):
@@ -144,7 +144,7 @@ def test_the_reference_pass_runs_once_the_policy_has_moved(tmp_path, monkeypatch
     monkeypatch.setattr(t.update, "ref_logprobs", lambda mb: calls.append(1) or real(mb))
     first = t.train_step().metrics
     assert calls == [] and first["kl"] == 0.0  # step 0: the reference is the policy itself
-    assert not t.policy_is_reference
+    assert not t.update.policy_is_reference
     second = t.train_step().metrics
     assert calls and second["kl"] > 0
 
@@ -202,11 +202,11 @@ def test_flat_rows_are_computed_at_step_0_when_later_iterations_need_their_kl(
 def test_two_iterations_reuse_the_first_pass_log_probs_and_step_twice(tmp_path, monkeypatch):
     t = trainer(tmp_path, steps=1, eval=False, num_iterations=2)
     steps = []
-    real_step = t.optimizer.step
-    monkeypatch.setattr(t.optimizer, "step", lambda: steps.append(1) or real_step())
+    real_step = t.update.optimizer.step
+    monkeypatch.setattr(t.update.optimizer, "step", lambda: steps.append(1) or real_step())
     calls = record_loss_calls(monkeypatch)
     t.train_step()
-    assert len(steps) == 2 and t.scheduler.scheduler.last_epoch == 2
+    assert len(steps) == 2 and t.update.scheduler.scheduler.last_epoch == 2
     first, second = calls
     assert torch.equal(first["old"], first["logp"])  # the generating policy's own pass
     assert torch.equal(second["old"], first["logp"])  # ... reused, not recomputed
@@ -218,7 +218,7 @@ def test_the_loss_scores_under_the_sampling_temperature_and_top_p(tmp_path, monk
     # The ratio's old log-probs (the first loss pass) are those of the distribution sampled
     # from: generation recorded them at the run's temperature and top-p.
     t = trainer(tmp_path, steps=1, eval=False, temperature=0.6, top_p=0.85, beta=0.04)
-    t.policy_is_reference = False  # every row is computed, in the rollout's order
+    t.update.policy_is_reference = False  # every row is computed, in the rollout's order
     samples, _, batch = h.step_batch(t)
     assert len(batch) == len(samples.rollout.texts)
     calls = record_loss_calls(monkeypatch)
@@ -287,8 +287,8 @@ def test_accelerates_accumulation_variable_does_not_divide_the_loss_again(tmp_pa
         assert t.accelerator.gradient_accumulation_steps == 1
         torch.manual_seed(5)
         _, _, batch = h.step_batch(t)
-        t.optimizer.step = lambda: None  # keep the weights; inspect the gradients
-        t.optimizer.zero_grad = lambda set_to_none=True: None
+        t.update.optimizer.step = lambda: None  # keep the weights; inspect the gradients
+        t.update.optimizer.zero_grad = lambda set_to_none=True: None
         t.update(batch)
         grads.append(torch.cat([p.grad.flatten() for p in t.policy.parameters()]))
     assert torch.allclose(grads[0], grads[1], rtol=1e-6, atol=0)
@@ -340,7 +340,7 @@ def test_nonfinite_loss_skips_the_update(tmp_path):
     stats = t.update(batch)
     assert stats.nonfinite_skipped == 1 and stats.grad_norm is None
     assert all(torch.equal(a, b) for a, b in zip(before, t.policy.parameters(), strict=True))
-    assert t.policy_is_reference  # nothing moved
+    assert t.update.policy_is_reference  # nothing moved
 
 
 def test_a_nonfinite_iteration_cancels_its_own_step_and_no_later_one(tmp_path, monkeypatch):
@@ -359,8 +359,8 @@ def test_a_nonfinite_iteration_cancels_its_own_step_and_no_later_one(tmp_path, m
 
     monkeypatch.setattr(update.grpo, "grpo_loss", first_nan)
     steps = []
-    real_step = t.optimizer.step
-    monkeypatch.setattr(t.optimizer, "step", lambda: steps.append(1) or real_step())
+    real_step = t.update.optimizer.step
+    monkeypatch.setattr(t.update.optimizer, "step", lambda: steps.append(1) or real_step())
     before = [p.detach().clone() for p in t.policy.parameters()]
     stats = t.update(batch)
     assert len(calls) == 4  # two micro-batches in each of two iterations
@@ -374,8 +374,8 @@ def update_gradient(t) -> torch.Tensor:
     torch.manual_seed(5)
     _, _, batch = h.step_batch(t)
     batch.advantages = torch.linspace(-1, 1, len(batch))
-    t.optimizer.step = lambda: None  # keep the weights; inspect the gradients
-    t.optimizer.zero_grad = lambda set_to_none=True: None
+    t.update.optimizer.step = lambda: None  # keep the weights; inspect the gradients
+    t.update.optimizer.zero_grad = lambda set_to_none=True: None
     t.update(batch)
     return torch.cat([p.grad.flatten() for p in t.policy.parameters() if p.grad is not None])
 
@@ -532,12 +532,12 @@ def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
             accelerator = Accelerator(cpu=True, mixed_precision="bf16")
             t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
                             accelerator=accelerator)
-            t.policy_is_reference = False  # as after the first update: the reference pass runs
+            t.update.policy_is_reference = False  # as after the first update: the reference pass runs
             _, _, batch = h.step_batch(t)
             if not lora:  # the precondition: run plainly, the fp32 copy differs from the policy
                 with torch.no_grad():
-                    assert not torch.equal(t.update.logprobs(t.ref_model, batch)[0],
-                                           t.update.logprobs(t.model, batch)[0])
+                    assert not torch.equal(t.update.logprobs(t.update.ref_model, batch)[0],
+                                           t.update.logprobs(t.update.model, batch)[0])
             stats = t.update(batch)
             assert stats.kl == 0.0, (lora, stats)
     finally:

@@ -184,3 +184,15 @@ def _pool(steps: list[tuple[int, StepFlags]]) -> tuple[float, int, Counter[str]]
     for _, f in steps:
         reasons.update(f.reasons)
     return (flagged / credited if credited else 0.0), credited, reasons
+
+
+def step_counts(env: LearnerEnv, samples: Any, group_size: int, procs: Any
+                ) -> tuple[StepFlags, StepShaping]:
+    """A training step's ``flag_credited`` and ``shaping_only`` counts, summed over processes
+    (``samples`` a ``StepSamples``, ``procs`` its ``Processes``)."""
+    roll, scores = samples.rollout, samples.scores
+    flags = flag_credited(env, [t for t in samples.tasks for _ in range(group_size)],
+                          roll.texts, scores.infos, roll.truncated.tolist())
+    shaping = shaping_only(env, scores.components, scores.passed, samples.graded.tolist())
+    return (StepFlags.merge(procs.gather_objects(flags)),
+            StepShaping.merge(procs.gather_objects(shaping)))

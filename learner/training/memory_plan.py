@@ -77,3 +77,38 @@ def warning(plan: MemoryPlan, available: float, micro_batch_tokens: int) -> str 
             f"{plan.resident / gb:.1f}, sampling {plan.sampling / gb:.1f}, a loss pass "
             f"{plan.loss_pass / gb:.1f}), is over the {available / gb:.1f} GB this machine "
             f"has available: lower it with {lower}")
+
+
+def check(c: Any, env: Any, tokenizer: Any, policy: Any, *, reference: bool, world: int,
+          max_tokens: int, device: str, main: bool) -> MemoryPlan:
+    """The run's estimated peak memory (``c`` the run's ``Config``, ``policy`` its unwrapped
+    model); one line before the first step when it is over what the machine (or the GPU) has
+    available, so that the kernel does not kill the run."""
+    import torch
+
+    from learner.model import chat_prompt
+
+    params = list(policy.parameters())
+    size = env.pack.size("train")  # None: a procedural pack's unbounded stream
+    prompts = [env.prompt(env.pack.task_at("train", i))
+               for i in range(16 if size is None else min(16, size))]
+    widest = max((len(tokenizer(chat_prompt(tokenizer, p))["input_ids"]) for p in prompts),
+                 default=0)
+    plan = estimate(
+        policy.config, trainable=sum(p.numel() for p in params if p.requires_grad),
+        total=sum(p.numel() for p in params), reference=reference,
+        rows=c.prompts_per_step * c.group_size // world, context=widest + max_tokens,
+        micro_batch_tokens=c.micro_batch_tokens)
+    if device == "cuda":
+        free, _ = torch.cuda.mem_get_info()
+        available = free + BASE_BYTES  # the host's share is not on the GPU
+    else:
+        import psutil
+
+        # What is free plus what this process holds already (the plan counts it).
+        available = (psutil.virtual_memory().available
+                     + psutil.Process().memory_info().rss) / world
+    line = warning(plan, available, c.micro_batch_tokens)
+    if line and main:
+        print(f"warning: {line}", flush=True)
+    return plan

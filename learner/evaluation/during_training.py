@@ -1,0 +1,39 @@
+"""The held-out figures a training run logs as ``eval/*`` (accuracy, full marks, pass@k, and the
+perturbed prompts' scores with ``--eval-perturbations``), from the config's evaluation flags."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from envs.learner_env import LearnerEnv
+from learner.config import Config
+from learner.evaluation.heldout import evaluate
+from learner.sampling.scoring import RemoteScorer
+from tasks import Task
+
+
+def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                    env: LearnerEnv, tasks: Sequence[Task], scorer: RemoteScorer | None,
+                    gather: Callable[[list], list] | None = None
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``eval/*`` metrics of this process's ``tasks`` and the per-task records they count
+    (heldout.jsonl); ``gather`` joins every process's records (several processes)."""
+    result = evaluate(policy, tokenizer, env, list(tasks), max_new_tokens=c.max_new_tokens,
+                      k=c.eval_k, temperature=c.temperature, top_p=c.top_p,
+                      batch_size=c.eval_batch_size, workers=c.score_workers, scorer=scorer,
+                      max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role)
+    if gather is not None:
+        result.records = gather(result.records)
+    metrics: dict[str, Any] = {f"eval/{k}": v for k, v in result.metrics().items()}
+    if c.eval_perturbations:
+        from learner.evaluation.gates import perturbation_metrics
+
+        subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
+        metrics.update(perturbation_metrics(
+            policy, tokenizer, env, subset, max_new_tokens=c.max_new_tokens,
+            batch_size=c.eval_batch_size, workers=c.score_workers, scorer=scorer,
+            gather=gather))
+    return metrics, result.records

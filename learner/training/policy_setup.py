@@ -1,0 +1,59 @@
+"""The policy a run trains, ready for its processes: LoRA-wrapped when asked, its frozen
+reference (full fine-tuning with a KL term), AdamW and the learning-rate schedule, all prepared
+by accelerate, with their Linear layers on the CPU kernel the flags chose (``PolicyUpdate``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from transformers import PreTrainedModel, get_scheduler
+
+from learner.config import Config
+from learner.model import with_lora
+from learner.sampling.kernels import onednn_linear
+from learner.training import sharding
+from learner.training.distributed import Processes
+from learner.training.update import PolicyUpdate
+
+
+def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> torch.optim.AdamW:
+    """AdamW, fused where torch has the kernel for the parameters' device: one pass over each
+    parameter instead of several, 3-5x faster steps on CPU, the same update."""
+    if fused:
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs)
+        except RuntimeError:  # torch < 2.4 fuses on CUDA only
+            pass
+    return torch.optim.AdamW(params, **kwargs)
+
+
+def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
+                   model: PreTrainedModel, max_tokens: int) -> PolicyUpdate:
+    """The update step around ``model``: policy, reference, optimizer and schedule prepared."""
+    if c.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = True  # generation still uses the KV cache (eval mode)
+    ref_model = None
+    if c.lora_r:
+        model = with_lora(model, c.lora_r, c.lora_alpha, c.lora_dropout)
+    elif c.beta > 0:
+        # A frozen copy of the initial policy (with LoRA, the base model with adapters off).
+        ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
+    deepspeed = sharding.uses_deepspeed(accelerator)
+    optimizer = adamw([p for p in model.parameters() if p.requires_grad],
+                      fused=not deepspeed, lr=c.learning_rate,
+                      betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
+    scheduler = get_scheduler(
+        c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
+        num_training_steps=c.steps * c.num_iterations)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    if ref_model is not None:
+        ref_model = sharding.prepare_reference(accelerator, ref_model)
+    if not deepspeed:  # ZeRO-3 wraps the Linear layers' products itself
+        for m in (model, ref_model):
+            if m is not None:
+                onednn_linear.route_on_cpu(m, c.cpu_matmul)
+    return PolicyUpdate(c, accelerator, procs, model, ref_model, optimizer, scheduler,
+                        max_tokens=max_tokens, deepspeed=deepspeed)
