@@ -5,6 +5,10 @@ loss scores under it, so both layers import it from here (sampling must not impo
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -57,3 +61,44 @@ def token_entropy(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0) 
     """Entropy of the sampling distribution per position, (...)."""
     probs = torch.softmax(sampling_logits(logits, temperature, top_p), dim=-1)
     return -torch.special.xlogy(probs, probs).sum(-1)  # 0 log 0 = 0 outside the nucleus
+
+
+# -- the sampler's random draws ----------------------------------------------------------------
+class DrawGenerators:
+    """One torch generator per device, all seeded alike: the random draws of one sampler (the
+    background draw of --async-steps 1) kept apart from torch's global generators, which the
+    update's dropout (LoRA's included) draws from on the other thread."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._by_device: dict[torch.device, torch.Generator] = {}
+
+    def on(self, device: torch.device) -> torch.Generator:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device not in self._by_device:
+            self._by_device[device] = torch.Generator(device=device).manual_seed(self.seed)
+        return self._by_device[device]
+
+
+_drawing = threading.local()
+
+
+@contextlib.contextmanager
+def drawing_with(generators: DrawGenerators) -> Iterator[None]:
+    """Within this block, on this thread only, ``uniform`` draws from ``generators``."""
+    before = getattr(_drawing, "generators", None)
+    _drawing.generators = generators
+    try:
+        yield
+    finally:
+        _drawing.generators = before
+
+
+def uniform(rows: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """(rows, 1) uniform draws in [0, 1): from this thread's ``drawing_with`` generators, else
+    torch's global generator (as ``torch.rand``)."""
+    generators: DrawGenerators | None = getattr(_drawing, "generators", None)
+    generator = generators.on(device) if generators is not None else None
+    return torch.rand(rows, 1, dtype=dtype, device=device, generator=generator)

@@ -85,10 +85,11 @@ def test_a_vllm_rollout_is_the_rollout_type_with_the_trainers_logprobs(vllm_engi
     model, tok = _policy(vllm_model)
     vllm_engine.sync(model)
     group, budget, temperature, top_p = 4, 12, 0.7, 0.9
-    torch.manual_seed(0)
+    vllm_engine.reseed(0)  # the engine's own generator: the global one is the update's
     roll = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
                     temperature=temperature, top_p=top_p, engine=vllm_engine)
-    torch.manual_seed(0)
+    torch.manual_seed(1)  # the global generator does not decide the engine's draws
+    vllm_engine.reseed(0)
     again = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
                      temperature=temperature, top_p=top_p, engine=vllm_engine)
     assert torch.equal(roll.completion_ids, again.completion_ids)  # a seeded run repeats

@@ -61,6 +61,7 @@ class VLLMEngine:
                  lora: str = "merged", lora_rank: int = 0, enforce_eager: bool | None = None,
                  processes: int = 1):
         self._device = torch.device(device)
+        self._generator = torch.Generator().manual_seed(seed)  # the requests' seeds (decode)
         self.lora = lora  # "merged" or "adapter": how ``sync`` pushes a LoRA policy
         self.lora_enabled = lora == "adapter" and lora_rank > 0  # vLLM's LoRA support is on
         self._eos = _configured_eos(model_path)
@@ -122,6 +123,10 @@ class VLLMEngine:
     def session(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
+    def reseed(self, seed: int) -> None:
+        """Restart the generator the requests' seeds come from (as a fresh engine's)."""
+        self._generator.manual_seed(seed)
+
     def decode(self, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor, pad_id: int,
                repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
                greedy: bool = False, stop: Stop | None = None,
@@ -134,8 +139,10 @@ class VLLMEngine:
         budget = [int(b) for b in budgets.tolist()]
         if any(len(set(budget[i * repeat:(i + 1) * repeat])) > 1 for i in range(len(contexts))):
             raise ValueError("rows of one context must share a budget")
-        # A seed per request drawn from torch's generator: a seeded run samples the same rows.
-        seed = int(torch.randint(0, 2**31 - 2**20, ()))
+        # A seed per request drawn from the engine's own generator: a seeded run samples the
+        # same rows, also when it draws on a background thread (--async-steps 1) while the
+        # update's dropout draws from torch's global one.
+        seed = int(torch.randint(0, 2**31 - 2**20, (), generator=self._generator))
         params = [SamplingParams(
             n=repeat, max_tokens=budget[i * repeat], logprobs=0, detokenize=False,
             stop_token_ids=eos.tolist(), temperature=0.0 if greedy else temperature,

@@ -10,6 +10,11 @@ prompts of the step that was in flight again, from the resumed policy.
 
 One process only: the draw's collectives (dynamic sampling's counts) would interleave with the
 update's gradient all-reduce on another thread.
+
+The draw samples with its own torch generators (``distribution.drawing_with``), seeded from the
+run's seed, so that a seeded run repeats itself: sharing torch's global generator with the
+update's dropout (LoRA's included) on the other thread, the order of their draws would be the
+threads' race.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import torch
 
+from learner.distribution import DrawGenerators, drawing_with
 from learner.training.samples import StepSamples
 
 
@@ -36,8 +42,10 @@ class Drawn:
 class DrawAhead:
     """At most one draw in flight; ``collect(model)`` is the trainer's sample-and-score."""
 
-    def __init__(self, collect: Callable[[Any], StepSamples]):
+    def __init__(self, collect: Callable[[Any], StepSamples], seed: int | None = None):
         self._collect = collect
+        # Seeded from the global seed the run set (set_seed) unless given.
+        self.generators = DrawGenerators(torch.initial_seed() if seed is None else seed)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-draw-ahead")
         self._pending: Future[StepSamples] | None = None
         self._version = 0
@@ -67,7 +75,11 @@ class DrawAhead:
         if self._pending is not None:
             raise RuntimeError("a draw is already in flight")
         self._version, self.position = version, position
-        self._pending = self._pool.submit(self._collect, model)
+        self._pending = self._pool.submit(self._draw, model)
+
+    def _draw(self, model: Any) -> StepSamples:
+        with drawing_with(self.generators):
+            return self._collect(model)
 
     def take(self) -> Drawn | None:
         """The draw in flight, once done (its exception, if it raised); None when none is."""
