@@ -1,6 +1,6 @@
 """A grpo/* env as a reward function for TRL's ``GRPOTrainer``.
 
-    from envs.integrations import trl as grpo_trl
+    from envs.integrations import trl as grpo_trl  # before trl: silences its vLLM-version warnings
     from trl import GRPOConfig, GRPOTrainer
 
     train = grpo_trl.dataset("grpo/MathExact-v0", pack="arith", level=1, size=256)
@@ -12,6 +12,10 @@ The dataset has a ``prompt`` column (chat messages: the env's prompt as one user
 graded concurrently through ``env.score`` (code through the sandbox pool); a completion whose
 grading hit an infrastructure failure gets ``None`` (TRL leaves it out) instead of 0; the mean
 of each reward component is reported to TRL's logs as ``<env name>/<component>``.
+
+Importing this module silences the two start-up messages TRL's import prints on our pinned
+versions and a user cannot act on (``envs.integrations.startup_noise``); docs/integrations.md
+has a snippet that trains two steps on CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from typing import Any
 import gymnasium as gym
 
 from envs.base import TaskEnv, is_infra_error
+from envs.integrations.startup_noise import silence_trl_import_noise
 from tasks import Task
+
+silence_trl_import_noise()  # before the caller imports trl's trainers
 
 __all__ = ["dataset", "reward_func"]
 
