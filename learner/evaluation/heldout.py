@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from math import comb
 from typing import Any
@@ -16,11 +17,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.learner_env import LearnerEnv
 from learner.evaluation.infra import InfraCount, counted_mean
-from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
-from learner.sampling.episodes import is_multi_turn, run_episodes
-from learner.sampling.rollout import Rollout, generate
-from learner.sampling.scoring import RemoteScorer, Scores, failure_reason, score_all
+from learner.sampling.engine import HFEngine
+from learner.sampling.episodes import is_multi_turn
+from learner.sampling.graded import sample_graded
+from learner.sampling.rollout import Rollout
+from learner.sampling.scoring import RemoteScorer, Scores, failure_reason
 from tasks import Task
 
 
@@ -167,28 +169,20 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
     progress bar (tasks done, and whether a batch is generating or grading) on stderr.
     """
     build = build or env.prompt
+    bridge = ChatBridge(tokenizer, tool_role) if is_multi_turn(env) else None
     out: list[dict[str, Any]] = []
     bar = tqdm(total=len(tasks), desc=desc, unit="task", leave=False, dynamic_ncols=True,
                disable=desc is None)
     for start in range(0, len(tasks), batch_size):
         chunk = list(tasks[start:start + batch_size])
         prompts = [build(t) for t in chunk]
-        if is_multi_turn(env):
-            bar.set_postfix_str("episodes")
-            eps = run_episodes(model, tokenizer, env, chunk, prompts,
-                               group_size=group_size, max_new_tokens=max_new_tokens,
-                               max_episode_tokens=max_episode_tokens, greedy=greedy,
-                               temperature=temperature, top_p=top_p, workers=workers,
-                               bridge=ChatBridge(tokenizer, tool_role))
-            roll, scores = eps.rollout, eps.scores
-        else:
-            bar.set_postfix_str("generating")
-            roll = generate(model, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
-                            group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                            temperature=temperature, top_p=top_p)
-            bar.set_postfix_str("grading")
-            scores = score_all(env, [t for t in chunk for _ in range(group_size)], roll.texts,
-                               workers, scorer)
+        bar.set_postfix_str("episodes" if bridge else "generating and grading")
+        graded = sample_graded(lambda: nullcontext(HFEngine(model)), tokenizer, env, chunk,
+                               prompts, group_size=group_size, max_new_tokens=max_new_tokens,
+                               bridge=bridge, max_episode_tokens=max_episode_tokens,
+                               greedy=greedy, temperature=temperature, top_p=top_p,
+                               workers=workers, scorer=scorer)
+        roll, scores = graded.rollout, graded.scores
         out += _records(chunk, prompts, start, group_size, roll, scores)
         bar.update(len(chunk))
     bar.close()
