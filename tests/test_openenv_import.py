@@ -297,16 +297,18 @@ def test_the_learner_trains_on_the_scaffold_multi_turn(echo, tmp_path):
     path = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
     kwargs = {"base_url": echo.unwrapped.url, "max_turns": 2, "heldout_size": 2}
-    # 3 new tokens a turn: completions of different lengths, so rewards differ in a group.
+    # One token a turn: turns of different lengths, so rewards differ in a group (the
+    # template pays 0.1 a character) and the policy is updated.
     code = run.main(["--env", ENV_ID, "--env-kwargs", json.dumps(kwargs), "--model", str(path),
                      "--max-turns", "2", "--steps", "2", "--prompts-per-step", "2",
-                     "--group-size", "2", "--max-new-tokens", "3", "--eval-size", "2",
+                     "--group-size", "4", "--max-new-tokens", "1", "--eval-size", "2",
                      "--eval-batch-size", "2", "--no-eval-perturbations", "--output-dir",
                      str(out), "--no-progress", "--num-threads", "1", "--learning-rate", "1e-3"])
     assert code == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "step" in r][-1] == 2
     last = rows[-1]
+    assert all(r["loss"] is not None and r["reward/std"] > 0 for r in rows if "loss" in r)
     assert last["turns/mean"] == 2 and last["samples/infra_errors"] == 0
     assert last["eval/n"] == 2 and last["eval/infra_errors"] == 0
     sample = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
