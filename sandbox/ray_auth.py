@@ -10,22 +10,31 @@ use, and says which of the three cases it is and what fixes it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
-from collections.abc import Iterator
-
-from ray._raylet import (
-    AuthenticationMode,
-    AuthenticationTokenLoader,
-    GcsClient,
-    get_authentication_mode,
-)
-from ray.exceptions import AuthenticationError
+import subprocess
+import sys
 
 #: A head that answers TCP but not as a GCS makes the client wait 40 s: past this, the check
 #: gives up and lets ``ray.init`` report what it finds.
-CHECK_TIMEOUT_S = 10.0
+CHECK_TIMEOUT_S = 15.0
+# Run in a child process: a GCS client made in the caller (from a thread, to bound the wait)
+# leaves Ray's state there such that the actors of the ray.init that follows die at birth, and
+# the child's stderr takes Ray's C++ log of the refusal, which our one line replaces.
+_CHECK = """
+import sys
+from ray._raylet import (AuthenticationMode, AuthenticationTokenLoader, GcsClient,
+                         get_authentication_mode)
+from ray.exceptions import AuthenticationError
+token_mode = get_authentication_mode() == AuthenticationMode.TOKEN
+has_token = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+print(int(token_mode), int(has_token), flush=True)
+if token_mode and not has_token:  # Ray's client would abort the process
+    sys.exit()
+try:
+    GcsClient(address=sys.argv[1]).internal_kv_get(b"grpo-gym-auth-check", None, timeout=5)
+    print("ok")
+except AuthenticationError:
+    print("refused")
+"""
 
 
 def auth_problem(address: str, timeout: float = CHECK_TIMEOUT_S) -> str | None:
@@ -33,27 +42,20 @@ def auth_problem(address: str, timeout: float = CHECK_TIMEOUT_S) -> str | None:
     fix; ``None`` when it accepts it, or when the check cannot tell (``ray.init`` then tries)."""
     if address == "auto" or address.startswith("ray://"):
         return None  # auto sends a local token by itself; Ray Client authenticates elsewhere
-    token_mode = get_authentication_mode() == AuthenticationMode.TOKEN
-    has_token = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
-    if token_mode and not has_token:  # Ray's client aborts the process here
+    try:
+        out = subprocess.run([sys.executable, "-c", _CHECK, address], capture_output=True,
+                             text=True, timeout=timeout).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if len(out) < 2:
+        return None
+    token_mode, has_token = out[0] == "1", out[1] == "1"
+    if token_mode and not has_token:
         return ("RAY_AUTH_MODE=token is set, but this machine has no Ray token: copy the head "
                 "node's ~/.ray/auth_token here (or set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)")
-    outcome: list[BaseException | None] = []
-
-    def ask() -> None:
-        try:
-            GcsClient(address=address).internal_kv_get(b"grpo-gym-auth-check", None, timeout=5)
-            outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            outcome.append(exc)
-
-    with _quiet_stderr():  # Ray's C++ client logs the refusal to fd 2; our line replaces it
-        thread = threading.Thread(target=ask, daemon=True)
-        thread.start()
-        thread.join(timeout)
-    if not outcome or not isinstance(outcome[0], AuthenticationError):
-        return None
-    return refusal(address, token_mode=token_mode, has_token=has_token)
+    if out[2:] == ["refused"]:
+        return refusal(address, token_mode=token_mode, has_token=has_token)
+    return None
 
 
 def refusal(address: str, token_mode: bool, has_token: bool) -> str:
@@ -68,15 +70,3 @@ def refusal(address: str, token_mode: bool, has_token: bool) -> str:
                 "pass --ray-address auto)")
     return (f"{head}, and this machine has no token: copy the head node's ~/.ray/auth_token "
             "here (or set RAY_AUTH_TOKEN) and set RAY_AUTH_MODE=token")
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
