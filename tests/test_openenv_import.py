@@ -342,3 +342,32 @@ def test_our_exported_env_round_trips_with_rewards_equal_to_in_process_score():
         assert agree == total == 20
     finally:
         remote.close()
+
+
+@pytest.mark.docker
+def test_a_served_tool_env_plays_its_turns_over_one_session_as_in_process():
+    port = free_port()
+    serve = [sys.executable, "-m", "envs", "serve", "grpo/MathPython-v0", "--port", str(port),
+             "--no-token"]
+    remote = gym.make(ENV_ID, base_url=f"http://127.0.0.1:{port}", max_turns=4,
+                      launch_command=serve, launch_timeout=180).unwrapped
+    local = gym.make("grpo/MathPython-v0").unwrapped
+    try:
+        task = remote.pack.task_at("test", 0)
+        call = "Let me compute.\n```python\nprint(6 * 7)\n```"
+        for final in ("So the answer is \\boxed{42}.", None):  # None: the gold
+            episode = remote.episode(task)
+            tool_output, reward, terminated, truncated, _ = episode.step(call)
+            assert (reward, terminated, truncated) == (0.0, False, False)
+            assert "42" in tool_output  # the server's sandbox ran the call
+            served = local.pack.get(remote.score(task, "")[1]["server_task_id"])
+            final = final or local.gold_completion(served)
+            got = episode.step(final)
+            mine = local.episode(served)
+            assert mine.step(call)[0] == tool_output
+            want = mine.step(final)
+            assert got[1:4] == want[1:4] and got[4]["passed"] == want[4]["passed"]
+            assert got[4]["turns"] == 2 and not is_infra_error(got[4])
+    finally:
+        remote.close()
+        local.close()

@@ -29,12 +29,14 @@ from typing import Any, ClassVar
 from envs.base import INFRA_ERROR_KEY, TaskEnv
 from envs.episode import Elapsed, EpisodeError, StepResult
 from envs.keywords import (
+    FINITE_NUMBER,
     POSITIVE_SECONDS,
     Accepts,
     KeywordError,
     check_keywords,
     integer_at_least,
     keyword_names,
+    mapping_of,
     optional,
 )
 from envs.openenv_client.schema import (
@@ -65,6 +67,8 @@ _COMMAND = Accepts("a shell command line or a list of arguments",
                        and all(isinstance(a, str) for a in v)))
 _PACK = Accepts("a pack name or a loaded Pack", lambda v: v is None or isinstance(v, str | Pack))
 _TOOL = Accepts("True, False or a PythonTool", lambda v: isinstance(v, bool | PythonTool))
+_SPLIT = Accepts("a split name such as 'train' or 'test'", lambda v: isinstance(v, str))
+_WEIGHTS = optional(mapping_of("component names", FINITE_NUMBER))
 _MAX = Accepts("a finite number or None", lambda v: v is None or (
     isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)))
 
@@ -112,7 +116,9 @@ class OpenEnvEnv(TaskEnv):
                                f"{hint}; it takes {', '.join(names)}")
         # TaskEnv's words for these two, so a bad value reads as in every env.
         check_keywords(self.env_id, pack=(kwargs.get("pack"), _PACK),
-                       python_tool=(kwargs.get("python_tool", False), _TOOL))
+                       python_tool=(kwargs.get("python_tool", False), _TOOL),
+                       split=(kwargs.get("split", "train"), _SPLIT),
+                       reward_weights=(kwargs.get("reward_weights"), _WEIGHTS))
         for name in ("pack", "python_tool"):
             if kwargs.pop(name, None) not in (None, False):
                 raise KeywordError(f"{self.env_id}: {name} belongs to the server here (its "
