@@ -101,7 +101,6 @@ def _train(config: Config) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     from learner.model import ModelLoadError
-    from learner.training.hack_monitor import summary
     from learner.training.sharding import UnsupportedBackend
 
     scorer = None
@@ -148,15 +147,25 @@ def _train(config: Config) -> int:
     if main:
         if not config.keep_final_checkpoint:
             checkpoint.remove_all(out)  # periodic ones: final/ supersedes them
-        if "before" in result:
-            print(f"held-out before: {format_eval(result['before'])}")
-        if "after" in result:
-            print(f"held-out after:  {format_eval(result['after'])}")
-        if result.get("flags") is not None:
-            print(f"reward-hack monitor over training: {summary(result['flags'])}")
-        print(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
-        print(disk_line(out, config.keep_final_checkpoint))
+        print(finished_lines(result, out, config.keep_final_checkpoint))
     return 0
+
+
+def finished_lines(result: dict[str, Any], out: Path, kept_checkpoint: bool) -> str:
+    """What a finished run prints: the held-out figures before and after, the reward-hack
+    monitor's total, where the metrics and the model are, and the run folder's size."""
+    from learner.training.hack_monitor import summary
+
+    lines = []
+    if "before" in result:
+        lines.append(f"held-out before: {format_eval(result['before'])}")
+    if "after" in result:
+        lines.append(f"held-out after:  {format_eval(result['after'])}")
+    if result.get("flags") is not None:
+        lines.append(f"reward-hack monitor over training: {summary(result['flags'])}")
+    lines.append(f"metrics: {out / 'metrics.jsonl'}; model: {out / 'final'}")
+    lines.append(disk_line(out, kept_checkpoint))
+    return "\n".join(lines)
 
 
 def disk_line(out: Path, kept_checkpoint: bool) -> str:

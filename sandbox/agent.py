@@ -700,14 +700,36 @@ def _set_nonblocking(fd):
 
 
 def run_job(req, zygote, baseline):
+    """One job, phase by phase: spawn (its inputs written and the job started; a failure there
+    is the infrastructure's, as no job code ran), its run (``_watch``: pump, stop, status),
+    then clean or dirty (``_settle``: whether the container can take the next job)."""
     start = time.monotonic()
+    spawned = _spawn(req, zygote)
+    if isinstance(spawned, dict):
+        return spawned
+    pid, stdin, stdin_w, out_r, err_r, oom_before = spawned
+    try:
+        reply = _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before)
+    except HostGone:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the job's code had run
+        # The job ran, so it may be what broke us: this is its verdict, never the host's.
+        with contextlib.suppress(OSError):
+            stdin.discard()  # the host sends all of it before it reads the reply
+        reply = _verdict("dirty_container", f"agent: {_short(exc)}", time.monotonic() - start)
+    return _settle(reply, zygote, baseline)
+
+
+def _spawn(req, zygote):
+    """The job's files written from the channel and the job started in the zygote: (pid, its
+    stdin still to relay, the pipes' ends, the OOM kill count before it), or the reply when it
+    could not start. Before any job code ran, a failure is not the job's doing and safe to
+    retry on another container (``started: False``)."""
     specs = [(MAIN, int(req["code_bytes"]))] + [(n, int(b)) for n, b in req.get("files") or []]
     source = Input(sum(size for _, size in specs))
     error = _write_inputs(specs, source)
     stdin = Input(int(req.get("stdin_bytes") or 0))
-    if error is not None:
-        # Before any job code ran (the host checked that the inputs fit): not the job's doing,
-        # and safe to retry on another container.
+    if error is not None:  # the host checked that the inputs fit
         stdin.discard()
         return {"status": "sandbox_error", "error": error, "dirty": True, "started": False}
     oom_before = _oom_kills()
@@ -724,16 +746,7 @@ def run_job(req, zygote, baseline):
         # No job code ran (e.g. the last job killed the zygote): the host may retry elsewhere.
         return {"status": "sandbox_error", "error": "the job could not be started", "dirty": True,
                 "started": False}
-    try:
-        reply = _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before)
-    except HostGone:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the job's code had run
-        # The job ran, so it may be what broke us: this is its verdict, never the host's.
-        with contextlib.suppress(OSError):
-            stdin.discard()  # the host sends all of it before it reads the reply
-        reply = _verdict("dirty_container", f"agent: {_short(exc)}", time.monotonic() - start)
-    return _settle(reply, zygote, baseline)
+    return pid, stdin, stdin_w, out_r, err_r, oom_before
 
 
 def _verdict(status, error, wall_s):
@@ -747,38 +760,119 @@ def _short(exc, limit=300):
 
 
 def _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before):
-    """Relay the job's stdin and collect its output until it exits or hits a limit; the reply
-    with the job's status (``_settle`` adds whether the container can be trusted)."""
-    wall = float(req["wall_s"])
-    cap = int(req["output_bytes"])
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    sel = selectors.DefaultSelector()
-    outputs = {out_r: bytearray(), err_r: bytearray()}
-    for fd in (out_r, err_r):
-        _set_nonblocking(fd)
-        sel.register(fd, selectors.EVENT_READ)
-    # Stdin is relayed from the channel (fd 0) to the job's pipe one chunk at a time: read a
-    # chunk when none is pending, write it when the pipe has room.
-    pending = memoryview(b"")
-    feeding = True
-    if stdin.left:
-        _set_nonblocking(stdin_w)
-        sel.register(0, selectors.EVENT_READ)
-    else:
-        os.close(stdin_w)
-        stdin_w = None
-    if pidfd is not None:
-        sel.register(pidfd, selectors.EVENT_READ)
-    deadline = start + wall
-    status = None
-    truncated = False
-    wait_status = rusage = None
+    """The job's run, phase by phase: pump (relay stdin, collect the output until the job
+    exits or hits a limit), stop (a job still running is terminated, then killed), then its
+    status. The reply; ``_settle`` adds whether the container can be trusted."""
+    relay = _Relay(req, pid, stdin, stdin_w, out_r, err_r, start)
+    relay.pump()
+    if relay.wait_status is None:  # a timeout or the output limit
+        relay.wait_status, relay.rusage = _stop(pid)
+    leftover = _kill_all(zygote.pid)
+    # A job may have stopped the zygote (same uid): resume it, which also drops a stop signal
+    # still pending, or the next job would never start.
+    with contextlib.suppress(OSError):
+        os.kill(zygote.pid, signal.SIGCONT)
+    relay.close()
+    wall_s = time.monotonic() - start
+    stdin.discard()  # what the job did not read, so that the next frame stays in step
+    return _reply(req, relay, wall_s, leftover, oom_before)
 
-    def drain(fd):
-        nonlocal truncated, status
+
+class _Relay:
+    """The pipes of a running job: stdin relayed from the channel (fd 0) one chunk at a time
+    (a chunk is read when none is pending, written when the pipe has room), stdout and stderr
+    collected up to ``output_bytes``; ``status`` is set when a limit is hit, ``wait_status``
+    once the job has exited."""
+
+    def __init__(self, req, pid, stdin, stdin_w, out_r, err_r, start):
+        self.pid, self.stdin, self.stdin_w = pid, stdin, stdin_w
+        self.out_r, self.err_r = out_r, err_r
+        self.cap = int(req["output_bytes"])
+        self.deadline = start + float(req["wall_s"])
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        self.sel = selectors.DefaultSelector()
+        self.outputs = {out_r: bytearray(), err_r: bytearray()}
+        for fd in (out_r, err_r):
+            _set_nonblocking(fd)
+            self.sel.register(fd, selectors.EVENT_READ)
+        self.pending = memoryview(b"")
+        self.feeding = True
+        if stdin.left:
+            _set_nonblocking(stdin_w)
+            self.sel.register(0, selectors.EVENT_READ)
+        else:
+            os.close(stdin_w)
+            self.stdin_w = None
+        if self.pidfd is not None:
+            self.sel.register(self.pidfd, selectors.EVENT_READ)
+        self.status = None
+        self.truncated = False
+        self.wait_status = self.rusage = None
+
+    def pump(self):
+        """Until the job exits (its pipes then drained, without waiting for processes it left
+        behind: they are killed after), hits the output limit or runs out of wall time."""
+        while True:
+            if self.wait_status is None:
+                done = _try_wait(self.pid)
+                if done is not None:
+                    self.wait_status, self.rusage = done
+            open_reads = [fd for fd in self.outputs if fd in self.sel.get_map()]
+            if self.wait_status is not None:
+                for fd in open_reads:
+                    self.drain(fd)
+                return
+            if self.status is not None:
+                return
+            timeout = self.deadline - time.monotonic()
+            if timeout <= 0:
+                self.status = "timeout"
+                return
+            if self.pidfd is None:
+                timeout = min(timeout, 0.005)
+            for key, _ in self.sel.select(timeout):
+                self.ready(key.fd)
+                if self.status is not None:
+                    break
+
+    def ready(self, fd):
+        if fd == self.pidfd:
+            self.sel.unregister(fd)
+            os.close(fd)
+            self.pidfd = None
+            done = _wait(self.pid, 5.0)
+            if done is not None:
+                self.wait_status, self.rusage = done
+        elif fd == 0:
+            self.pending = memoryview(self.stdin.read(CHUNK))
+            self.sel.unregister(0)
+            self.sel.register(self.stdin_w, selectors.EVENT_WRITE)
+        elif fd == self.stdin_w:
+            self.feed()
+        elif fd in self.outputs:
+            self.drain(fd)
+
+    def feed(self):
+        try:
+            self.pending = self.pending[os.write(self.stdin_w, self.pending):]
+        except BlockingIOError:
+            return
+        except OSError:  # the job closed its stdin: the rest is discarded by the caller
+            self.pending = self.pending[:0]
+            self.feeding = False
+        if not self.pending:
+            self.sel.unregister(self.stdin_w)
+            if self.feeding and self.stdin.left:
+                self.sel.register(0, selectors.EVENT_READ)
+            else:
+                os.close(self.stdin_w)
+                self.stdin_w = None
+
+    def drain(self, fd):
+        """Read what ``fd`` holds; False once it is closed or over the output limit."""
         while True:
             try:
                 chunk = os.read(fd, CHUNK)
@@ -787,134 +881,87 @@ def _watch(req, zygote, pid, stdin, stdin_w, out_r, err_r, start, oom_before):
             except OSError:
                 chunk = b""
             if not chunk:
-                sel.unregister(fd)
+                self.sel.unregister(fd)
                 os.close(fd)
                 return False
-            buf = outputs[fd]
-            room = cap - len(buf)
+            buf = self.outputs[fd]
+            room = self.cap - len(buf)
             if len(chunk) > room:
                 buf += chunk[:max(room, 0)]
-                truncated = True
-                status = "output_limit"
+                self.truncated = True
+                self.status = "output_limit"
                 return False
             buf += chunk
 
-    while True:
-        if wait_status is None:
-            done = _try_wait(pid)
-            if done is not None:
-                wait_status, rusage = done
-        open_reads = [fd for fd in outputs if fd in sel.get_map()]
-        if wait_status is not None:
-            # The job is over: collect what it left in the pipes, but do not wait for
-            # processes it left behind (they are killed below).
-            for fd in open_reads:
-                drain(fd)
-            break
-        if status is not None:
-            break
-        timeout = deadline - time.monotonic()
-        if timeout <= 0:
-            status = "timeout"
-            break
-        if pidfd is None:
-            timeout = min(timeout, 0.005)
-        for key, _ in sel.select(timeout):
-            fd = key.fd
-            if fd == pidfd:
-                sel.unregister(pidfd)
-                os.close(pidfd)
-                pidfd = None
-                done = _wait(pid, 5.0)
-                if done is not None:
-                    wait_status, rusage = done
-            elif fd == 0:
-                pending = memoryview(stdin.read(CHUNK))
-                sel.unregister(0)
-                sel.register(stdin_w, selectors.EVENT_WRITE)
-            elif fd == stdin_w:
-                try:
-                    pending = pending[os.write(stdin_w, pending):]
-                except BlockingIOError:
-                    continue
-                except OSError:  # the job closed its stdin: the rest is discarded below
-                    pending = pending[:0]
-                    feeding = False
-                if not pending:
-                    sel.unregister(stdin_w)
-                    if feeding and stdin.left:
-                        sel.register(0, selectors.EVENT_READ)
-                    else:
-                        os.close(stdin_w)
-                        stdin_w = None
-            elif fd in outputs:
-                drain(fd)
-            if status is not None:
-                break
+    def close(self):
+        for fd in list(self.sel.get_map()):
+            try:
+                self.sel.unregister(fd)
+                if fd not in (0, self.stdin_w):  # the channel stays open; stdin_w is closed below
+                    os.close(fd)
+            except (OSError, KeyError, ValueError):
+                pass
+        self.sel.close()
+        if self.stdin_w is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.stdin_w)
 
-    if wait_status is None:
-        # Timeout or output limit: ask the job's group to stop, then kill everything.
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGTERM)
-        end = time.monotonic() + TERM_GRACE_S
-        while time.monotonic() < end:
-            done = _try_wait(pid)
-            if done is not None:
-                wait_status, rusage = done
-                break
-            time.sleep(0.005)
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        if wait_status is None:
-            done = _wait(pid, 5.0)
-            # Never seen exiting (it cannot outlive SIGKILL): report it as killed.
-            wait_status, rusage = done if done is not None else (signal.SIGKILL, None)
-    leftover = _kill_all(zygote.pid)
-    # A job may have stopped the zygote (same uid): resume it, which also drops a stop signal
-    # still pending, or the next job would never start.
+
+def _stop(pid):
+    """(status, rusage) of a job that is still running: its group is asked to stop (SIGTERM,
+    ``TERM_GRACE_S``), then everything in it is killed."""
     with contextlib.suppress(OSError):
-        os.kill(zygote.pid, signal.SIGCONT)
-    for fd in list(sel.get_map()):
-        try:
-            sel.unregister(fd)
-            if fd not in (0, stdin_w):  # the channel stays open; stdin_w is closed below
-                os.close(fd)
-        except (OSError, KeyError, ValueError):
-            pass
-    sel.close()
-    if stdin_w is not None:
-        with contextlib.suppress(OSError):
-            os.close(stdin_w)
-    wall_s = time.monotonic() - start
-    stdin.discard()  # what the job did not read, so that the next frame stays in step
+        os.killpg(pid, signal.SIGTERM)
+    done = None
+    end = time.monotonic() + TERM_GRACE_S
+    while time.monotonic() < end:
+        done = _try_wait(pid)
+        if done is not None:
+            break
+        time.sleep(0.005)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    if done is None:
+        done = _wait(pid, 5.0)
+    # Never seen exiting (it cannot outlive SIGKILL): report it as killed.
+    return done if done is not None else (signal.SIGKILL, None)
+
+
+def _reply(req, relay, wall_s, leftover, oom_before):
+    """The job's verdict from how it ended; a limit hit, an OOM kill or processes left behind
+    cost the container (``dirty``)."""
+    rusage, wait_status = relay.rusage, relay.wait_status
     cpu_s = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else 0.0
     signaled = os.WIFSIGNALED(wait_status)
     code = -os.WTERMSIG(wait_status) if signaled else os.WEXITSTATUS(wait_status)
     oom = _oom_kills() > oom_before >= 0
-    err = bytes(outputs[err_r])
+    err = bytes(relay.outputs[relay.err_r])
+    status = relay.status
     if status is None:
-        sig = os.WTERMSIG(wait_status) if signaled else 0
-        cpu_out = sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= req["cpu_s"])
-        memory_error = err.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
-        if cpu_out:
-            status = "timeout"
-        elif code != 0 and (oom or memory_error):
-            status = "memory_limit"
-        elif code == 0:
-            status = "ok"
-        else:
-            status = "runtime_error"
+        status = _exit_status(wait_status, code, cpu_s, req["cpu_s"], oom, err)
     limit_hit = status in ("timeout", "memory_limit", "output_limit")
     return {
         "status": status,
         "exit_code": code,
-        "stdout": base64.b64encode(bytes(outputs[out_r])).decode(),
+        "stdout": base64.b64encode(bytes(relay.outputs[relay.out_r])).decode(),
         "stderr": base64.b64encode(err).decode(),
-        "truncated": truncated,
+        "truncated": relay.truncated,
         "wall_s": wall_s,
         "cpu_s": cpu_s,
         "dirty": bool(leftover or oom or limit_hit),
     }
+
+
+def _exit_status(wait_status, code, cpu_s, cpu_limit, oom, err):
+    """The status of a job that exited by itself (or was killed by the kernel)."""
+    sig = os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else 0
+    cpu_out = sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= cpu_limit)
+    memory_error = err.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
+    if cpu_out:
+        return "timeout"
+    if code != 0 and (oom or memory_error):
+        return "memory_limit"
+    return "ok" if code == 0 else "runtime_error"
 
 
 def _settle(reply, zygote, baseline):

@@ -26,6 +26,7 @@ Rules, in short:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from contextvars import ContextVar
 from fractions import Fraction
 from typing import Any
@@ -357,9 +358,24 @@ def _ordered(xs: list[Any], ys: list[Any]) -> bool:
 
 
 def equal(g: Any, p: Any) -> bool:
-    """Is prediction node ``p`` equivalent to gold node ``g``?"""
+    """Is prediction node ``p`` equivalent to gold node ``g``? The first rule for the pair's
+    kinds decides (``_RULES``, in order); a pair no rule takes is not equal."""
+    for rule in _RULES:
+        verdict = rule(g, p)
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def _dots_equal(g: Any, p: Any) -> bool | None:
     if isinstance(g, Dots) or isinstance(p, Dots):
         return isinstance(g, Dots) and isinstance(p, Dots)
+    return None
+
+
+def _assign_equal(g: Any, p: Any) -> bool | None:
+    """``x = 3`` against ``x = 3``, ``3`` or a relation (an assignment is its value, or the
+    relation it states)."""
     if isinstance(g, Assign) and isinstance(p, Assign):
         if equal(g.value, p.value):
             return True
@@ -375,52 +391,82 @@ def equal(g: Any, p: Any) -> bool:
             rp = _assign_rel(p)
             return rp is not None and rel_equal(g, rp)
         return equal(g, p.value)
-    if isinstance(g, Text) or isinstance(p, Text):
-        if isinstance(g, Text) and isinstance(p, Text):
-            if _norm_text(g.text) == _norm_text(p.text):
-                return True
-            return g.val is not None and p.val is not None and val_equal(g.val, p.val)
-        t, other = (g, p) if isinstance(g, Text) else (p, g)
-        if t.val is not None and isinstance(other, Val):
-            return val_equal(t.val, other) if t is g else val_equal(other, t.val)
+    return None
+
+
+def _text_equal(g: Any, p: Any) -> bool | None:
+    """Text matches text with the same letters and digits, or by the value both state."""
+    if not (isinstance(g, Text) or isinstance(p, Text)):
+        return None
+    if isinstance(g, Text) and isinstance(p, Text):
+        if _norm_text(g.text) == _norm_text(p.text):
+            return True
+        return g.val is not None and p.val is not None and val_equal(g.val, p.val)
+    t, other = (g, p) if isinstance(g, Text) else (p, g)
+    if t.val is not None and isinstance(other, Val):
+        return val_equal(t.val, other) if t is g else val_equal(other, t.val)
+    return False
+
+
+def _list_equal(g: Any, p: Any) -> bool | None:
+    """A list on either side: item by item (by name when both name theirs), in order when
+    either side is ordered; one gold answer matches that answer repeated."""
+    if not (isinstance(g, ListN) or isinstance(p, ListN)):
+        return None
+    gi = g.items if isinstance(g, (ListN, SetN, Seq)) else [g]
+    pi = p.items if isinstance(p, (ListN, SetN, Seq)) else [p]
+    ordered = (
+        isinstance(g, Seq)
+        or isinstance(p, Seq)
+        or (isinstance(g, ListN) and g.ordered)
+        or (isinstance(p, ListN) and p.ordered)
+    )
+    if not isinstance(g, (ListN, SetN, Seq)):
+        return all(equal(g, y) for y in pi)  # the same answer repeated
+    if not isinstance(p, (ListN, SetN, Seq)):
         return False
-    if isinstance(g, ListN) or isinstance(p, ListN):
-        gi = g.items if isinstance(g, (ListN, SetN, Seq)) else [g]
-        pi = p.items if isinstance(p, (ListN, SetN, Seq)) else [p]
-        ordered = (
-            isinstance(g, Seq)
-            or isinstance(p, Seq)
-            or (isinstance(g, ListN) and g.ordered)
-            or (isinstance(p, ListN) and p.ordered)
-        )
-        if not isinstance(g, (ListN, SetN, Seq)):
-            return all(equal(g, y) for y in pi)  # the same answer repeated
-        if not isinstance(p, (ListN, SetN, Seq)):
-            return False
-        by_name = _by_name(gi, pi)
-        if by_name is not None:
-            return by_name
-        return _ordered(gi, pi) if ordered else _unordered(gi, pi)
-    if isinstance(g, SetN) and isinstance(p, SetN):
-        return _unordered(g.items, p.items)
-    if isinstance(g, Rel) and isinstance(p, Rel):
-        return rel_equal(g, p)
-    if isinstance(g, Seq) and isinstance(p, Seq):
-        return g.open == p.open and g.close == p.close and _ordered(g.items, p.items)
-    if isinstance(g, Ratio) and isinstance(p, Ratio):
-        return _ratio_equal(g, p)
-    if isinstance(g, Mat) and isinstance(p, Mat):
-        return _mat_equal(g.m, p.m)
-    if isinstance(g, Mat) and isinstance(p, Seq) or isinstance(g, Seq) and isinstance(p, Mat):
-        return _vector_equal(g, p)
-    if isinstance(g, Val) and isinstance(p, Val):
-        return val_equal(g, p)
+    by_name = _by_name(gi, pi)
+    if by_name is not None:
+        return by_name
+    return _ordered(gi, pi) if ordered else _unordered(gi, pi)
+
+
+def _seq_equal(g: Seq, p: Seq) -> bool:
+    return g.open == p.open and g.close == p.close and _ordered(g.items, p.items)
+
+
+#: (gold kind, prediction kind, comparison), first match wins (a lambda: defined below).
+_PAIRS: tuple[tuple[type, type, Callable[[Any, Any], bool]], ...] = (
+    (SetN, SetN, lambda g, p: _unordered(g.items, p.items)),
+    (Rel, Rel, rel_equal),
+    (Seq, Seq, _seq_equal),
+    (Ratio, Ratio, lambda g, p: _ratio_equal(g, p)),
+    (Mat, Mat, lambda g, p: _mat_equal(g.m, p.m)),
+    (Mat, Seq, lambda g, p: _vector_equal(g, p)),
+    (Seq, Mat, lambda g, p: _vector_equal(g, p)),
+    (Val, Val, val_equal),
+)
+
+
+def _same_kind_equal(g: Any, p: Any) -> bool | None:
+    for gold, pred, compare in _PAIRS:
+        if isinstance(g, gold) and isinstance(p, pred):
+            return compare(g, p)
+    return None
+
+
+def _as_sets_equal(g: Any, p: Any) -> bool | None:
+    """Sets, intervals, unions and values compared as the sets they denote."""
     if isinstance(p, Rel):
         return False  # a gold set/interval is not matched by an inequality
     if isinstance(g, (Rel, UnionN, Seq, SetN, Val)) and isinstance(p, (UnionN, Seq, SetN, Val)):
         sg, sp = _as_set(g), _as_set(p)
         return sg is not None and sp is not None and sets_equal(sg, sp)
-    return False
+    return None
+
+
+_RULES: tuple[Callable[[Any, Any], bool | None], ...] = (
+    _dots_equal, _assign_equal, _text_equal, _list_equal, _same_kind_equal, _as_sets_equal)
 
 
 def _name(lhs: str) -> str:
