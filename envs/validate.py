@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -128,9 +129,12 @@ def validate_folder(folder: str | Path, *, check_gold: bool = True,
     env = _build_env(report, manifest, pack) if env_cls is not None else None
     if env is not None:
         try:
-            if check_gold:
-                _check_golds(report, env, pack, good)
+            # Every check runs whatever the others found; only a verifier that is unavailable
+            # (the sandbox) stops the checks that need it.
+            if check_gold and _check_golds(report, env, pack, good):
                 _check_trivial_programs(report, env, pack, good)
+            elif check_gold:
+                report.notes.append("trivial programs not checked: the verifier is unavailable")
             else:
                 report.notes.append("gold answers not checked (--no-gold)")
         finally:
@@ -180,9 +184,36 @@ def _check_manifest(report: Report) -> Manifest | None:
         problems.append("'splits' is empty")
     problems += recipe_problems(raw.get("recipe"))
     report.errors += [Problem(str(path), p) for p in problems]
-    if problems:
-        return None
-    return Manifest.from_dict(raw, root=report.folder, origin=str(path))
+    usable = _usable_manifest(raw, report.folder) if problems else raw
+    if manifest_problems(usable):
+        return None  # the env, the template or the splits are unusable: nothing more to check
+    return Manifest.from_dict(usable, root=report.folder, origin=str(path))
+
+
+#: Manifest keys that only describe the pack: when one is missing or wrong (already reported),
+#: the records can still be checked with a stand-in.
+_DESCRIPTIVE = ("name", "version", "description", "license", "source")
+
+
+def _usable_manifest(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``raw`` with its reported problems set aside so that the records can still be checked:
+    unknown keys and malformed optional values dropped, descriptive keys stood in for. What the
+    checks need (``env``, ``prompt_template``, ``splits``, the loader) is kept as it is."""
+    usable = {k: v for k, v in raw.items() if k in REQUIRED_KEYS or k in OPTIONAL_KEYS}
+    for key in _DESCRIPTIVE:
+        if not isinstance(usable.get(key), str):
+            usable[key] = folder.name if key == "name" else "?"
+    if "recipe" in usable and (not isinstance(usable["recipe"], dict)
+                               or recipe_problems(usable["recipe"])):
+        del usable["recipe"]
+    if "answer" in usable and not isinstance(usable["answer"], str):
+        del usable["answer"]
+    weights = usable.get("reward_weights", {})
+    if not (isinstance(weights, dict) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in weights.values())):
+        usable.pop("reward_weights", None)
+    return usable
 
 
 def _env_class(report: Report, manifest: Manifest) -> type[TaskEnv] | None:
@@ -266,34 +297,36 @@ def _check_records(report: Report, manifest: Manifest, records: Iterator[_Record
         report.sizes[item.split] += 1
         rec, where = item.fields, item.where
         rec.pop("_line", None)
+        problems = []  # every problem of this record, not only its first
         rid = rec.get("id")
         if isinstance(rid, bool) or not isinstance(rid, str | int) or rid == "":
-            report.errors.append(Problem(where, "record has no 'id' (a non-empty string or int)"))
-            continue
-        rid = str(rid)
-        if rid in ids:
-            report.errors.append(Problem(where, f"duplicate id '{rid}' (first at {ids[rid]})"))
-            continue
-        ids[rid] = where
+            problems.append("record has no 'id' (a non-empty string or int)")
+        elif str(rid) in ids:
+            problems.append(f"duplicate id '{rid}' (first at {ids[str(rid)]})")
+        else:
+            ids[str(rid)] = where
         missing = [f for f in required if f not in rec]
+        prompt = None
         if missing:
             needs = "; ".join(f"'{f}' (needed by {required[f]})" for f in missing)
-            report.errors.append(Problem(where, f"missing field(s): {needs}"))
+            problems.append(f"missing field(s): {needs}")
+        else:  # the template cannot render without its fields: that is the problem above
+            try:
+                prompt = manifest.prompt_template.format_map(rec)
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+                problems.append(f"prompt_template does not fit: {exc!r}")
+        if prompt is not None:
+            digest = hashlib.sha256(prompt.encode()).digest()
+            seen = prompts.setdefault(digest, (item.split, where))
+            if seen[1] != where:
+                if seen[0] != item.split:
+                    problems.append(f"same prompt as {seen[1]} in split '{seen[0]}': splits "
+                                    "must be disjoint")
+                elif item.split not in report.unbounded:  # a generator may repeat itself
+                    report.warnings.append(Problem(where, f"same prompt as {seen[1]}"))
+        if problems:
+            report.errors += [Problem(where, p) for p in problems]
             continue
-        try:
-            prompt = manifest.prompt_template.format_map(rec)
-        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
-            report.errors.append(Problem(where, f"prompt_template does not fit: {exc!r}"))
-            continue
-        digest = hashlib.sha256(prompt.encode()).digest()
-        seen = prompts.setdefault(digest, (item.split, where))
-        if seen[1] != where:
-            if seen[0] != item.split:
-                report.errors.append(Problem(where, f"same prompt as {seen[1]} in split "
-                                                    f"'{seen[0]}': splits must be disjoint"))
-                continue
-            if item.split not in report.unbounded:  # a generator may repeat itself
-                report.warnings.append(Problem(where, f"same prompt as {seen[1]}"))
         good.append(item)
     return good
 
@@ -309,7 +342,8 @@ def _build_env(report: Report, manifest: Manifest, pack: Pack) -> TaskEnv | None
         return None
 
 
-def _check_golds(report: Report, env: TaskEnv, pack: Pack, good: list[_Record]) -> None:
+def _check_golds(report: Report, env: TaskEnv, pack: Pack, good: list[_Record]) -> bool:
+    """Check every gold's form and grade it; False when the verifier was unavailable."""
     batch: list[tuple[str, Task, str]] = []
     for where, task in _tasks(pack, good):
         try:
@@ -330,9 +364,15 @@ def _check_golds(report: Report, env: TaskEnv, pack: Pack, good: list[_Record]) 
         batch.append((where, task, completion))
         if len(batch) >= GOLD_BATCH:
             if not _grade(report, env, batch):
-                return
+                return False
             batch = []
-    _grade(report, env, batch)
+    graded = _grade(report, env, batch)
+    if report.golds_unchecked:
+        report.warnings.append(Problem(str(report.folder), (
+            f"{report.golds_unchecked} task(s) have no gold to check (the env's gold_completion "
+            "gave none: a grpo/CodeTests-v0 record needs canonical_solution, a "
+            "grpo/JsonSchema-v0 one expected), so nothing checked them against a reference")))
+    return graded
 
 
 def _tasks(pack: Pack, good: list[_Record]) -> Iterator[tuple[str, Task]]:
@@ -380,9 +420,10 @@ def _check_trivial_programs(report: Report, env: TaskEnv, pack: Pack,
     """Refuse every task that a shallow answer (a constant, a shown answer, the input echoed or
     simply transformed: the env's ``trivially_passed``) earns in full: its reward would be
     payable without the skill."""
-    if type(env).trivially_passed is TaskEnv.trivially_passed or not report.ok:
+    if type(env).trivially_passed is TaskEnv.trivially_passed:
         return
-    pairs = list(_tasks(pack, good))
+    refused = {e.where for e in report.errors}  # a task already refused is not run again
+    pairs = [(w, task) for w, task in _tasks(pack, good) if w not in refused]
     where = {task.id: w for w, task in pairs}
     try:
         found = env.trivially_passed([task for _, task in pairs])

@@ -220,10 +220,13 @@ def test_json_pack_golds_must_fit_their_schema(tmp_path):
     errors = [str(e) for e in report.errors]
     train = tmp_path / "p" / "train.jsonl"
     assert report.golds_passed == 2 and report.golds_unchecked == 1
-    assert len(errors) == 3
+    assert len(errors) == 4
     assert errors[0] == f"{train}:6: missing field(s): 'schema' (needed by grpo/JsonSchema-v0)"
     assert errors[1].startswith(f"{train}:4: gold answer fails its own verifier: schema_invalid")
     assert errors[2].startswith(f"{train}:5: verifier raised SchemaTaskError")
+    # Without `expected`, a value built from the schema alone is paid in full: refused too,
+    # although other tasks failed (every check runs).
+    assert errors[3].startswith(f"{train}:3: a trivial program earns full marks")
 
 
 def test_math_golds_must_be_well_formed_answers_of_the_pack_type(capsys, pack):
