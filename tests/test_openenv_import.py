@@ -269,6 +269,11 @@ def test_a_server_killed_mid_episode_is_an_infrastructure_error_naming_the_url(s
         assert is_infra_error(info) and env.url in info["verdict"].details["error"]
         outage = env.infra_outage()
         assert outage is not None and env.url in outage and "exited" in outage
+        fresh = env.pack.task_at("train", 7)  # a task drawn now has no prompt to show
+        info = env.episode(fresh).step("x")[4]
+        assert is_infra_error(info) and env.url in info["verdict"].details["error"]
+        with pytest.raises(ConnectionError, match=env.url):
+            env.reset(seed=0)
     finally:
         env.close()
 

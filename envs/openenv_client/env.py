@@ -45,7 +45,7 @@ from envs.openenv_client.schema import (
     check_observation_field,
     observation_text,
 )
-from envs.openenv_client.seeds import seed_pack
+from envs.openenv_client.seeds import UNAVAILABLE, seed_pack
 from envs.openenv_client.server import ServerProcess
 from envs.openenv_client.session import RemoteError, Session, Turn, get_json, one_line
 from envs.python_tool import PythonTool
@@ -181,7 +181,11 @@ class OpenEnvEnv(TaskEnv):
         if self._episode is not None:  # a new episode frees the old one's server session
             self._episode.close()
             self._episode = None
-        return super().reset(seed=seed, options=options)
+        prompt, info = super().reset(seed=seed, options=options)
+        assert self._episode is not None
+        if UNAVAILABLE in self._episode.task.fields:  # no prompt to show: say why, at once
+            raise ConnectionError(f"{self.env_id}: {self._episode.task[UNAVAILABLE]}")
+        return prompt, info
 
     def episode(self, task: Task | str) -> RemoteEpisode:
         return RemoteEpisode(self, self.pack.get(task) if isinstance(task, str) else task)
@@ -251,6 +255,8 @@ class RemoteEpisode:
         if not isinstance(action, str):
             raise TypeError(f"an action must be a str, got {type(action).__name__}")
         self.turns += 1
+        if UNAVAILABLE in self.task.fields:  # the server gave no prompt for this task
+            return self._infra(self.task[UNAVAILABLE])
         problem = text_problem(action)
         if problem is not None:  # text JSON cannot carry: graded here, never sent
             return self._end(None, truncated=False, verdict=Verdict.fail(

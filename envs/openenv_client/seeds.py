@@ -7,7 +7,8 @@ the even numbers (an unbounded split, read in order), held-out seeds the odd one
 distinct tasks is the server's affair; a grpo-gym server draws its task from the seed.
 
 A task's prompt is the text of the first observation (``schema.observation_text``), fetched
-once with a reset and kept; an episode checks that its own reset shows the same text, since a
+once with a reset and kept (when the server does not answer, the task is marked
+``unavailable`` and asked again next time); an episode checks that its own reset shows the same text, since a
 server whose reset ignores the seed would have the policy answer one prompt and be graded on
 another. ``pack_version`` is the server's version and a hash of its name, version and wire
 types: a changed server shows a new ``pack_version`` in every record.
@@ -21,8 +22,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from envs.openenv_client.session import RemoteError
 from tasks import Manifest, ProceduralPack
 
+#: The record field of a task whose prompt the server did not give: why, in one line.
+UNAVAILABLE = "unavailable"
 _SEED_ID = re.compile(r"seed-(?P<seed>0|[1-9][0-9]*)")
 _PACK_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -51,7 +55,13 @@ class SeedTasks:
         with self._lock:
             prompt = self._prompts.get(seed)
         if prompt is None:
-            prompt = self._first_prompt(seed)
+            try:
+                prompt = self._first_prompt(seed)
+            except RemoteError as exc:
+                # Not kept: the next draw asks again. Its episodes end as infrastructure
+                # errors, so a learner drops them and asks ``infra_outage`` (a stop, one line).
+                return {"id": f"seed-{seed}", "seed": seed, "prompt": "",
+                        UNAVAILABLE: str(exc)}
             with self._lock:
                 self._prompts[seed] = prompt
         return {"id": f"seed-{seed}", "seed": seed, "prompt": prompt}
