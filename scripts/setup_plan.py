@@ -157,6 +157,8 @@ def plan(part: str, env: dict[str, str], root: Path = ROOT, *,
                [python, "-m", "learner.model_files", "fetch"]]
     if part == "test":
         p.steps.append([python, *PIP, *index, "-e", f"{root}[dev,{extra}]", torch])
+        # Apart: openenv and vLLM pin incompatible mcp releases (see pyproject.toml's dev).
+        p.steps.append([python, *PIP, *index, "-e", f"{root}[openenv]", torch])
     p.steps.append([python, "-c", CHECK_BUILD, "cuda" if gpu else "cpu"])
     return p
 

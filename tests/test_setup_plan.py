@@ -53,6 +53,7 @@ def test_a_gpu_machine_gets_the_cuda_build_and_vllm(gpu_env, tmp_path):
     steps = flat(p)
     assert steps[0].endswith(" torch==2.13.0") and "+cpu" not in " ".join(steps)
     assert any(s.endswith(f"-e {tmp_path}[dev,vllm] torch==2.13.0") for s in steps)
+    assert any(s.endswith(f"-e {tmp_path}[openenv] torch==2.13.0") for s in steps)
     assert steps[-1].endswith(" cuda")  # the install is checked to be the CUDA build
     assert p.create_venv == tmp_path / ".venv"
 
