@@ -323,6 +323,7 @@ def test_openenv_validate_passes_on_the_served_envs(tmp_path):
     try:
         assert "wrote" in cli.stdout.readline()
         assert f"serving {MATH}" in cli.stdout.readline()
+        _wait_healthy(f"http://127.0.0.1:{port}")
         with served("grpo/CodeTests-v0", {"pack": "humaneval"}) as code, \
                 served("grpo/JsonSchema-v0", {"pack": "extract"}) as js:
             urls = [f"http://127.0.0.1:{port}", code, js]
@@ -349,6 +350,17 @@ def test_the_manifest_declares_the_reward_range_and_the_cards_tolerances(tmp_pat
     weighted = gym.make(MATH, reward_weights={"format": 0.0}, **ARITH).unwrapped
     assert manifest(weighted)["validation"]["reward"]["range"] == [0.0, 1.0]
     assert write_manifest(tmp_path, env).read_text().startswith("spec_version: 1")
+
+
+def _wait_healthy(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:  # the command prints its line before uvicorn binds the port
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, f"{url} never answered"
+        time.sleep(0.1)
 
 
 def _free_port() -> int:

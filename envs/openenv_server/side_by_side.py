@@ -17,6 +17,7 @@ from typing import Any
 
 from envs.base import TaskEnv
 from envs.card.corpus import CORPORA, load
+from tasks import PackError
 
 #: The keywords each built-in env is served with in the side-by-side checks: the configuration
 #: most of its corpus lines are written for.
@@ -54,7 +55,8 @@ def mixed_cases(env: TaskEnv, env_id: str, env_kwargs: Mapping[str, Any], n: int
         for name, text in sorted(env.shallow_completions(task).items()):
             by_kind["shallow"].append(Case(f"shallow:{name}", task.id, (text,)))
     for line in load([CORPORA]):
-        if line.env == env_id and line.task_id and line.env_kwargs == dict(env_kwargs):
+        if (line.env == env_id and line.task_id and line.env_kwargs == dict(env_kwargs)
+                and _exists(env, line.task_id)):  # a line may outlive its task (pack drops)
             by_kind["corpus"].append(Case(line.kind, line.task_id, (line.completion,)))
     rng = random.Random(seed)
     for cases in by_kind.values():
@@ -71,6 +73,14 @@ def mixed_cases(env: TaskEnv, env_id: str, env_kwargs: Mapping[str, Any], n: int
             if not cases:
                 queues.remove(cases)
     return mixed
+
+
+def _exists(env: TaskEnv, task_id: str) -> bool:
+    try:
+        env.pack.get(task_id)
+    except PackError:
+        return False
+    return True
 
 
 def reference(env: TaskEnv, case: Case) -> float:
