@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,6 +76,7 @@ def head():
             proc.wait(60)
         with contextlib.suppress(ProcessLookupError):  # anything of its session still there
             os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def join(address: str, env: dict[str, str]) -> subprocess.CompletedProcess:
