@@ -42,7 +42,9 @@ ENV_ID = "grpo/ReasoningGym-v0"
 DEFAULT_TASK = "chain_sum"
 #: Our grading rules' version: part of every pack_version with reasoning-gym's own.
 RULES_VERSION = "1.0.0"
-BOXED = "Give the final answer as a number in \\boxed{{}}."
+#: The number instruction shows a box as arith's does; a copy of that line is no answer
+#: (``without_copied_instructions``).
+BOXED = "Give the final answer as a number in \\boxed{{}}, for example: The answer is \\boxed{{42}}."
 TAGGED = "Give only the final answer between <answer> and </answer> tags."
 #: Golds a task's kind is judged on (every one a number literal: a ``number`` task).
 KIND_PROBE = 8
