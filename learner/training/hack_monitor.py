@@ -21,9 +21,13 @@ import statistics
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.learner_env import LearnerEnv
+
+if TYPE_CHECKING:
+    from learner.training.distributed import Processes
+    from learner.training.samples import StepSamples
 
 #: Pooled over this many steps, the flagged share must reach WARN_SHARE and have climbed by
 #: WARN_RISE since the window before (or since the last warning) to warn.
@@ -186,10 +190,10 @@ def _pool(steps: list[tuple[int, StepFlags]]) -> tuple[float, int, Counter[str]]
     return (flagged / credited if credited else 0.0), credited, reasons
 
 
-def step_counts(env: LearnerEnv, samples: Any, group_size: int, procs: Any
+def step_counts(env: LearnerEnv, samples: StepSamples, group_size: int, procs: Processes
                 ) -> tuple[StepFlags, StepShaping]:
-    """A training step's ``flag_credited`` and ``shaping_only`` counts, summed over processes
-    (``samples`` a ``StepSamples``, ``procs`` its ``Processes``)."""
+    """A training step's ``flag_credited`` and ``shaping_only`` counts, summed over
+    processes."""
     roll, scores = samples.rollout, samples.scores
     flags = flag_credited(env, [t for t in samples.tasks for _ in range(group_size)],
                           roll.texts, scores.infos, roll.truncated.tolist())

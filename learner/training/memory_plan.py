@@ -12,7 +12,13 @@ third): close enough to tell 6 GB from 20 GB, which is all a warning needs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch-free at import
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from envs.learner_env import LearnerEnv
+    from learner.config import Config
 
 # Floats saved per position and layer for the backward pass: the hidden state's residual stream,
 # norms, q/k/v/o and attention output (~14 x hidden), and the MLP's gate, up, activation and
@@ -79,10 +85,10 @@ def warning(plan: MemoryPlan, available: float, micro_batch_tokens: int) -> str 
             f"has available: lower it with {lower}")
 
 
-def check(c: Any, env: Any, tokenizer: Any, policy: Any, *, reference: bool, world: int,
-          max_tokens: int, device: str, main: bool) -> MemoryPlan:
-    """The run's estimated peak memory (``c`` the run's ``Config``, ``policy`` its unwrapped
-    model); one line before the first step when it is over what the machine (or the GPU) has
+def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
+          policy: PreTrainedModel, *, reference: bool, world: int, max_tokens: int, device: str,
+          main: bool) -> MemoryPlan:
+    """The run's estimated peak memory (``policy`` the unwrapped model); one line before the first step when it is over what the machine (or the GPU) has
     available, so that the kernel does not kill the run."""
     import torch
 

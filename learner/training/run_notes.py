@@ -4,9 +4,12 @@ no learning signal at all (the env says what to try: domain knowledge stays in e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from learner.config import Config
+
+if TYPE_CHECKING:
+    from envs.learner_env import LearnerEnv
 
 #: Steps whose groups must all lack reward spread before the run says it learns nothing.
 NO_SIGNAL_STEPS = 3
@@ -23,7 +26,7 @@ def duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def plan_line(config: Config, env: Any, start: int) -> str:
+def plan_line(config: Config, env: LearnerEnv, start: int) -> str:
     """What the run will do: steps, P x G, the completion budget, the env and its pack."""
     c = config
     where = getattr(getattr(env, "spec", None), "id", None) or c.env

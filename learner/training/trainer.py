@@ -1,7 +1,8 @@
-"""The GRPO training loop. A step (``train_step``) reads top to bottom: sample and score
-(``collect``), advantages (``grpo``), the rows to train on (``batching``), the loss passes and
-optimizer steps (``update``), then the reward-hack monitor's counts and the metrics
-(``step_metrics``).
+"""The GRPO trainer: what a run holds (policy, env, engine, prompt stream) and its step. A step
+(``train_step``) reads top to bottom: sample and score (``collect``), advantages (``grpo``), the
+rows to train on (``batching``), the loss passes and optimizer steps (``update``), then the
+reward-hack monitor's counts and the metrics (``step_metrics``). ``train`` runs the steps
+through ``loop.TrainLoop`` (evaluations, logs, checkpoints, warnings, stops).
 
 It runs unchanged as one process or under ``accelerate launch`` (DDP, DeepSpeed): every process
 takes its share of the step's prompts, groups never span processes, gradients are averaged by
