@@ -17,7 +17,6 @@ the update then sees on top of it (``rollout/stale_*``).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,12 +26,10 @@ from transformers import PreTrainedTokenizerBase
 
 from envs.base import TaskEnv
 from learner.config import Config
-from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import HFEngine, SamplingEngine, SyncedEngine
-from learner.sampling.episodes import run_episodes
-from learner.sampling.rollout import generate
-from learner.sampling.scoring import RemoteScorer, score_all
+from learner.sampling.graded import sample_graded
+from learner.sampling.scoring import RemoteScorer
 from learner.training import grpo, sharding
 from learner.training.batching import gather_rows, select_rows
 from learner.training.data import PromptStream
@@ -113,31 +110,19 @@ class Collector:
         c = self.config
         tasks = self.procs.local(self.stream.take(n_prompts))
         prompts = [self.env.prompt(t) for t in tasks]
-        t0 = time.perf_counter()
-        with self.sampler(model) as engine:
-            if self.bridge is not None:
-                eps = run_episodes(None, self.tokenizer, self.env, tasks, prompts,
-                                   group_size=c.group_size, max_new_tokens=c.max_new_tokens,
-                                   max_episode_tokens=c.max_episode_tokens,
-                                   temperature=c.temperature, top_p=c.top_p,
-                                   workers=c.score_workers, bridge=self.bridge, engine=engine)
-                roll, scores, gen_s, score_s = eps.rollout, eps.scores, eps.generate_s, eps.step_s
-            else:
-                roll = generate(None, self.tokenizer,
-                                [chat_prompt(self.tokenizer, p) for p in prompts],
-                                group_size=c.group_size, max_new_tokens=c.max_new_tokens,
-                                temperature=c.temperature, top_p=c.top_p, engine=engine)
-        if self.bridge is None:
-            gen_s, t1 = time.perf_counter() - t0, time.perf_counter()
-            scores = score_all(self.env, [t for t in tasks for _ in range(c.group_size)],
-                               roll.texts, c.score_workers, self.scorer)
-            score_s = time.perf_counter() - t1
+        graded = sample_graded(lambda: self.sampler(model), self.tokenizer, self.env, tasks,
+                               prompts, group_size=c.group_size, max_new_tokens=c.max_new_tokens,
+                               bridge=self.bridge, max_episode_tokens=c.max_episode_tokens,
+                               temperature=c.temperature, top_p=c.top_p,
+                               workers=c.score_workers, scorer=self.scorer)
+        roll, scores = graded.rollout, graded.scores
         shaping = None
         if c.overlong_cache:  # DAPO's soft overlong punishment joins the reward
             shaping = grpo.overlong_penalty(roll.policy_lengths, c.overlong_max or self.max_tokens,
                                             c.overlong_cache)
         return StepSamples(tasks, prompts, roll, scores, c.group_size, shaping,
-                           generate_s=gen_s, score_s=score_s, metric=c.dynamic_sampling_metric)
+                           generate_s=graded.generate_s, score_s=graded.score_s,
+                           metric=c.dynamic_sampling_metric)
 
     @contextlib.contextmanager
     def sampler(self, model: Any) -> Iterator[SamplingEngine]:
