@@ -1,5 +1,5 @@
 """``python -m envs``: list envs and packs, validate a pack folder, show sample tasks, print
-verifier report cards."""
+verifier report cards, serve an env over OpenEnv."""
 
 from __future__ import annotations
 
