@@ -82,7 +82,8 @@ class ReasoningGymEnv(TaskEnv):
 
     def __init__(self, task: str = DEFAULT_TASK, level: int | None = None, split: str = "train",
                  reward_weights: dict[str, float] | None = None, timeout: float = 5.0,
-                 pack: Any = None, **config: Any):
+                 pack: Any = None, python_tool: Any = False, max_turns: int | None = None,
+                 **config: Any):
         check_keywords(ENV_ID, task=(task, Accepts("a reasoning-gym task name",
                                                    lambda v: isinstance(v, str))),
                        level=(level, optional(Accepts("a positive integer",
@@ -91,7 +92,8 @@ class ReasoningGymEnv(TaskEnv):
                        reward_weights=(reward_weights, optional(mapping_of(
                            "component names", FINITE_NUMBER))))
         if pack is not None:
-            raise KeywordError(f"{ENV_ID} takes task=NAME (a reasoning-gym task), not pack=")
+            raise KeywordError(f"{ENV_ID}: pack takes no pack name or Pack (the pack is "
+                               f"task=NAME's), got {pack!r}"[:200])
         try:
             rg()
         except ImportError:
@@ -118,7 +120,8 @@ class ReasoningGymEnv(TaskEnv):
             generator="envs.reasoning_gym.generator:ReasoningGymGenerator")
         self.scorer_spec: grading.ScorerSpec = ("rg", task, grading.config_key(self.config))
         super().__init__(pack=ProceduralPack(manifest, generator), split=split,
-                         reward_weights=reward_weights)
+                         reward_weights=reward_weights, python_tool=python_tool,
+                         max_turns=max_turns)
 
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         gold = task["answer"]
