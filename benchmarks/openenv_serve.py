@@ -171,14 +171,14 @@ def load(env_id: str, sessions: int, steps: int) -> dict:
     try:
         pool = [c for c in mixed_cases(env, env_id, kwargs, 200) if len(c.turns) == 1]
         work = [pool[i % len(pool)] for i in range(steps)]
-        env.score(work[0].task_id, work[0].turns[0])  # warm the pool, as the server's first step
+        # One untimed round of every session first, on both sides: the checker's worker
+        # processes and the sandbox pool start lazily, and that start is not what is measured.
+        in_process(env, work[:sessions], sessions)
         local = in_process(env, work, sessions)
     finally:
         env.close()
     with server(env_id, sessions) as url:
-        with GenericEnvClient(base_url=url) as warm:  # the same warm-up on the server
-            warm.reset(task_id=work[0].task_id)
-            warm.step({"completion": work[0].turns[0]})
+        over_the_wire(url, work[:sessions], sessions)
         wire = over_the_wire(url, work, sessions)
     want = {(c.task_id, c.turns[-1]): local["rewards"][i] for i, c in enumerate(work)}
     answered = wire["answers"]
