@@ -125,8 +125,8 @@ def test_the_docs_have_the_snippets_this_test_is_for() -> None:
     # The extraction itself: a parser change or a moved file must not leave nothing to run.
     names = {s.name.split(":")[0] for s in RUN}
     assert {"README.md", "docs/environments.md", "docs/integrations.md"} <= names
-    trl = [s for s in RUN if "GRPOTrainer(" in s.code]
-    assert trl and all("trainer.train()" in s.code for s in trl)
+    trl = [s for s in RUN if s.path.name == "integrations.md" and "GRPOTrainer(" in s.code]
+    assert len(trl) == 1 and "trainer.train()" in trl[0].code and "max_steps=2" in trl[0].code
     assert sum(s.is_doctest for s in RUN) >= 3
 
 
