@@ -134,7 +134,7 @@ def collect(out: Path, env_id: str, seed: int, code: int, minutes: float,
               if isinstance(r.get("memory/peak_rss_gb"), int | float)]
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    recipe = config.get("recipe") or {}
+    recipe = config.get("env_recipe_record") or config.get("recipe") or {}
     return DomainRun(env_id, seed,
                      before=curve[0][1] if curve and curve[0][0] == 0 else None,
                      after=curve[-1][1] if curve and curve[-1][0] > 0 else None,

@@ -48,9 +48,9 @@ def measure(args: argparse.Namespace) -> list[dict]:
                  is_correction="none", is_cap=args.is_cap,
                  max_grad_norm=0.0)  # the gradients as computed, not clipped to one norm
     trainer = GRPOTrainer(cfg)
-    trainer.optimizer.step = lambda: None  # the same weights for every level and batch
-    trainer.optimizer.zero_grad = lambda set_to_none=True: None
-    trainer.policy_is_reference = False  # every row computed, the KL term included
+    trainer.update.optimizer.step = lambda: None  # the same weights for every level and batch
+    trainer.update.optimizer.zero_grad = lambda set_to_none=True: None
+    trainer.update.policy_is_reference = False  # every row computed, the KL term included
     params = list(trainer.policy.parameters())
     rows = []
     for b in range(args.batches):

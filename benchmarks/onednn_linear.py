@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                  score_workers=1, cpu_matmul="torch")
     cfg.validate()
     trainer = GRPOTrainer(cfg, env=gym.make(cfg.env, **kwargs).unwrapped)
-    trainer.policy_is_reference = False  # the reference pass runs, as in every later step
-    models = [trainer.policy, trainer.ref_model]
+    trainer.update.policy_is_reference = False  # the reference pass runs, as in every later step
+    models = [trainer.policy, trainer.update.ref_model]
     prompts = [chat_prompt(trainer.tokenizer, trainer.env.prompt(t))
                for t in trainer.stream.take(args.prompts)]
     samples = trainer.collect()
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             stats = trainer.update(batch)
             train_s = time.perf_counter() - start
             with torch.no_grad():
-                logp, _ = trainer.update.logprobs(trainer.model,
+                logp, _ = trainer.update.logprobs(trainer.update.model,
                                                   batch.to(trainer.accelerator.device))
             seen[kernel] = {"grad_norm": stats.grad_norm, "logp": logp}
             for phase, s in (("generate", gen_s), ("loss passes", train_s)):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from learner import presets
 from learner.config import Config
 from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.infra import InfraCount, accuracy_line
@@ -86,10 +87,12 @@ def train(config: Config) -> int:
 
 
 def _train(config: Config) -> int:
-    if config.recipe is not None:
-        print(describe(config.recipe), flush=True)
-        for why in config.recipe["why"]:
+    if config.env_recipe_record is not None:
+        print(describe(config.env_recipe_record), flush=True)
+        for why in config.env_recipe_record["why"]:
             print(f"  why: {why}", flush=True)
+    if config.recipe_record:
+        print(presets.describe(config.recipe_record), flush=True)
     print(f"loading {config.env} and the model (torch, transformers)...", flush=True)
     try:
         env = make_env(config)  # torch-free: a misspelled env or pack answers at once

@@ -23,7 +23,8 @@ def resume_command(config: Config) -> str:
     words = ["python", "-m", "learner.run"]
     for f in dataclasses.fields(Config):
         value = getattr(config, f.name)
-        if f.name in _NOT_REPEATED or value == _default(f):
+        # Internal fields (what a recipe applied, provenance) are records, not flags.
+        if f.name in _NOT_REPEATED or f.metadata.get("internal") or value == _default(f):
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):

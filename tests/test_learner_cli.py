@@ -2,6 +2,7 @@
 
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,25 @@ def test_unsupported_distributed_modes_are_refused_with_a_message():
     check_supported(accel(DistributedType.DEEPSPEED, 2), lora=True)
     check_supported(accel(DistributedType.DEEPSPEED, 3))
     check_supported(accel(DistributedType.MULTI_CPU), lora=True)
+
+
+def test_a_recipe_preset_is_announced_before_the_model_loads(tmp_path, capsys):
+    # launch printed config.recipe, which became the env recipe's record: --recipe crashed there.
+    flags = ["--env-kwargs", '{"pack": "arith", "level": 1}', "--output-dir", str(tmp_path / "o"),
+             "--recipe", "dapo", "--model", str(tmp_path / "empty")]
+    (tmp_path / "empty").mkdir()
+    assert run.main(flags) == 1
+    out = capsys.readouterr()
+    assert "--recipe dapo: " in out.out and "beta=0.0" in out.out
+    assert "cannot load a tokenizer" in out.err
+
+
+def test_the_resume_command_repeats_flags_not_records():
+    from learner.resume_command import resume_command
+
+    cfg = parse_config(["--recipe", "dapo", "--steps", "7", "--output-dir", "runs/x"])
+    assert cfg.recipe_record and cfg.env_recipe_record is not None
+    words = shlex.split(resume_command(cfg))
+    assert not [w for w in words if w.endswith("-record")]
+    again = parse_config(words[3:])  # after "python -m learner.run"
+    assert again.recipe == "dapo" and again.steps == 7 and again.resume

@@ -10,10 +10,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 
 
-def flag_samples(samples: Iterable[Mapping[str, Any]], env: TaskEnv, *,
+def flag_samples(samples: Iterable[Mapping[str, Any]], env: LearnerEnv, *,
                  min_reward: float) -> list[dict[str, Any]]:
     """The samples with ``reward >= min_reward`` that ``env.flag`` flags, with their reasons.
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.distribution import sampling_logits, token_logprobs
+from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
 from learner.sampling.kernels.kv_cache import decode_cache
 
@@ -82,7 +82,7 @@ def sample_next(logits: Tensor, temperature: float, top_p: float, greedy: bool) 
     # multinomial is slower still. The CDF is summed in float64 so that rounding moves no
     # measurable mass between tokens; a token of probability 0 has an empty interval.
     cdf = probs.double().cumsum_(-1)
-    u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    u = uniform(cdf.shape[0], cdf.dtype, cdf.device) * cdf[:, -1:]  # the draw's own generator
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
 
 

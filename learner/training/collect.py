@@ -24,7 +24,7 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
-from envs.base import TaskEnv
+from envs.learner_env import LearnerEnv
 from learner.config import Config
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import HFEngine, SamplingEngine, SyncedEngine
@@ -44,7 +44,7 @@ class Collector:
     is the completion budget L (DAPO's default L_max), and ``engine`` the vLLM engine that
     samples (None: the learner's own loop on the policy)."""
 
-    def __init__(self, config: Config, env: TaskEnv, tokenizer: PreTrainedTokenizerBase,
+    def __init__(self, config: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
                  stream: PromptStream, procs: Processes, accelerator: Accelerator, *,
                  scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int,
                  engine: SyncedEngine | None = None):
