@@ -193,6 +193,17 @@ BAD = {
     "per_test_s": ("3", "positive, finite number"),
     "tool_output_chars": ("x", "integer"),
     "tool_limits": ("x", "Limits"),
+    # grpo/OpenEnv-v0's (all checked before any server is asked)
+    "base_url": ("ftp://host", "http(s) URL"),
+    "action_field": (3, "field name"),
+    "observation_field": (3, "field name"),
+    "launch_command": ([], "shell command line"),
+    "launch_timeout": (0, "positive, finite number"),
+    "heldout_size": (0, "positive integer"),
+    "reward_max": (math.nan, "finite number"),
+    # grpo/ReasoningGym-v0's own (its generator's config keys are checked in its tests)
+    "task": (3, "reasoning-gym task name"),
+    "level": ("x", "positive integer"),
 }
 # The issue's values, beyond one per keyword.
 MORE = [
