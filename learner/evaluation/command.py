@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from envs.integrations.startup_noise import silence_deepspeed_cpu_notice
 from envs.learner_env import LearnerEnv
 from learner.config import Config, ConfigError
 from learner.env_setup import SetupError, make_env, ray_scorer
@@ -110,6 +111,7 @@ def evaluate_command(args: argparse.Namespace) -> Path:
 
 def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_model: str | None
                   ) -> Path:
+    silence_deepspeed_cpu_notice()  # accelerate imports DeepSpeed, which says "CPU" on CPU
     tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(
         group_size=args.group_size, max_new_tokens=args.max_new_tokens,

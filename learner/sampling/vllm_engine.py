@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
+from envs.integrations.startup_noise import silence_vllm_triton_cpu_notice
 from learner.sampling.decoding import EOS, LENGTH, STOP, Decoded, Stop
 
 #: vLLM's LoRA kernels take these maximum ranks.
@@ -94,6 +95,7 @@ class VLLMEngine:
         print(f"starting the vLLM engine on {self._device.type} (a minute or so)...",
               file=sys.stderr, flush=True)
         t0 = time.perf_counter()
+        silence_vllm_triton_cpu_notice()  # the CPU build's Triton notice: nothing to act on
         with _in_this_process():
             from vllm import LLM
 
