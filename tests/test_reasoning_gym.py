@@ -210,3 +210,12 @@ def test_one_task_card_runs():
     row = catalogue.run_task_card("chain_sum", n_tasks=4)
     assert row["ok"], row["reason"]
     assert row["padded"] == 16 and row["padded_paid"] == 0
+
+
+def test_building_a_scorer_is_not_the_scorers_time():
+    # A dataset that takes longer to build than the time limit must not make the first
+    # answer a timeout (arc_agi's first gold was one, under load, before the prepare step).
+    entry = {"question": "q", "answer": "x", "metadata": {}}
+    verdict = grading.grade_scorer(("call", "tests.reasoning_gym_slow_scorer:pays"), entry,
+                                   "<answer>x</answer>", timeout=1.0)
+    assert verdict.passed, verdict

@@ -133,7 +133,8 @@ def _serve(conn: Any) -> None:
             return
         spec, entry, answer = request
         try:
-            conn.send(("ok", _scorer(spec)(answer, entry)))
+            scorer = _scorer(spec)  # built once per spec: a "prepare" request (entry None)
+            conn.send(("ok", None if entry is None else scorer(answer, entry)))
         except Exception as exc:  # noqa: BLE001 - an upstream scorer may raise anything
             conn.send(("scorer_error", f"{type(exc).__name__}: {exc}"[:300]))
 
@@ -146,6 +147,9 @@ class ScorerWorker:
         self._lock = threading.Lock()
         self._process: Any = None
         self._conn: Any = None
+        #: Specs whose scorer the live worker has built (a dataset may take seconds to build:
+        #: that is not the scorer's time).
+        self._prepared: set[ScorerSpec] = set()
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork a process that holds threads
@@ -169,18 +173,27 @@ class ScorerWorker:
                     self._start()
                 except (RuntimeError, OSError) as exc:
                     return "scorer_error", str(exc)
-            try:
-                self._conn.send((spec, entry, answer))
-            except Exception as exc:  # noqa: BLE001 - an entry that does not pickle
-                return "scorer_error", f"cannot send the task to the scorer: {exc}"[:300]
-            if not self._conn.poll(timeout):
-                self._stop()
-                return "timeout", f"the scorer did not answer within {timeout:g} s"
-            try:
-                return self._conn.recv()
-            except (EOFError, OSError) as exc:
-                self._stop()
-                return "scorer_error", f"the scorer's worker died: {exc}"
+            if spec not in self._prepared:
+                outcome = self._ask((spec, None, None), READY_S)
+                if outcome[0] != "ok":
+                    return outcome
+                self._prepared.add(spec)
+            return self._ask((spec, entry, answer), timeout)
+
+    def _ask(self, request: tuple[Any, ...], timeout: float) -> tuple[str, Any]:
+        """One request to the live worker (the lock held); a hang or a death stops it."""
+        try:
+            self._conn.send(request)
+        except Exception as exc:  # noqa: BLE001 - an entry that does not pickle
+            return "scorer_error", f"cannot send the task to the scorer: {exc}"[:300]
+        if not self._conn.poll(timeout):
+            self._stop()
+            return "timeout", f"the scorer did not answer within {timeout:g} s"
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError) as exc:
+            self._stop()
+            return "scorer_error", f"the scorer's worker died: {exc}"
 
     def _stop(self) -> None:
         if self._process is not None:
@@ -189,6 +202,7 @@ class ScorerWorker:
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
+        self._prepared.clear()
 
     def close(self) -> None:
         with self._lock:
