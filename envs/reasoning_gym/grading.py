@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import math
 import multiprocessing
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from envs.verify.verdict import Verdict
+from sandbox.host_confine import confine
 
 NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:/[0-9]+)?")
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -34,6 +36,8 @@ LENGTH_NO_GOLD = 4096
 FULL_SCORE = 1.0 - 1e-9
 #: Seconds a new worker may take to import reasoning-gym before it answers "ready".
 READY_S = 120.0
+#: The worker's address space: an answer that asks for more (``"a" * 10**12``) fails there.
+WORKER_MEMORY = 4 << 30
 
 
 def is_number(gold: Any) -> bool:
@@ -125,6 +129,15 @@ def _serve(conn: Any) -> None:
     answering ("ok", score) or ("scorer_error", message)."""
     with contextlib.suppress(ImportError):
         import reasoning_gym  # noqa: F401 - the slow import, before the first time limit runs
+    # Some scorers eval the answer (``eval``, sympy's ``parse_expr``): the model's text would
+    # run here. Confined, it can start no process, open no socket and change no file; where it
+    # cannot be confined, no scorer runs at all.
+    os.chdir("/")
+    try:
+        confine(memory_bytes=WORKER_MEMORY)
+        refused = None
+    except OSError as exc:
+        refused = f"the scorer worker cannot be confined here ({exc}), so no scorer runs"
     conn.send(("ready", None))
     while True:
         try:
@@ -132,6 +145,9 @@ def _serve(conn: Any) -> None:
         except EOFError:
             return
         spec, entry, answer = request
+        if refused is not None:
+            conn.send(("scorer_error", refused))
+            continue
         try:
             scorer = _scorer(spec)  # built once per spec: a "prepare" request (entry None)
             conn.send(("ok", None if entry is None else scorer(answer, entry)))
