@@ -48,8 +48,8 @@ def _feeds(env_id: str) -> str:
 
 
 def targets(target: str | None, pack: str | None, *, all_builtin: bool = False
-            ) -> list[tuple[str, str | Path]]:
-    """(env id, pack name or pack folder) for each card asked for."""
+            ) -> list[tuple[str, str | Path | None]]:
+    """(env id, pack name or pack folder; None: the env's own) for each card asked for."""
     if all_builtin:
         builtin = {n for n, s in pack_sources().items() if s.origin == "built-in"}
         return [(env_id, name) for env_id in sorted(BUILTIN)
@@ -60,8 +60,8 @@ def targets(target: str | None, pack: str | None, *, all_builtin: bool = False
         if pack is not None:
             return [(target, pack)]
         names = pack_names(_feeds(target))
-        if not names:
-            raise CardTargetError(f"no pack feeds {target}")
+        if not names:  # the env builds its own pack from its keywords (ReasoningGym's task=)
+            return [(target, None)]
         return [(target, name) for name in names]
     if Path(target).is_dir():  # a pack folder, registered or not
         return [(Manifest.read(target).env, Path(target))]
@@ -71,15 +71,17 @@ def targets(target: str | None, pack: str | None, *, all_builtin: bool = False
                           "`python -m envs list` shows them")
 
 
-def make_env(env_id: str, pack: str | Path, env_kwargs: dict[str, Any]) -> TaskEnv:
+def make_env(env_id: str, pack: str | Path | None, env_kwargs: dict[str, Any]) -> TaskEnv:
     if env_id not in gym.registry:
         raise CardTargetError(f"env '{env_id}' is not registered (is its distribution "
                               "installed?)")
+    if pack is None:
+        return gym.make(env_id, **env_kwargs).unwrapped
     loaded: Any = load_folder(pack, origin=f"folder {pack}") if isinstance(pack, Path) else pack
     return gym.make(env_id, pack=loaded, **env_kwargs).unwrapped
 
 
-def cards(pairs: Sequence[tuple[str, str | Path]], env_kwargs: dict[str, Any], *,
+def cards(pairs: Sequence[tuple[str, str | Path | None]], env_kwargs: dict[str, Any], *,
           fast: bool, n_tasks: int | None, seed: int, split: str | None,
           corpora: Sequence[str] = ()) -> Iterator[Card]:
     lines = load(corpus_folders(corpora))

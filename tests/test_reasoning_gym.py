@@ -219,3 +219,30 @@ def test_building_a_scorer_is_not_the_scorers_time():
     verdict = grading.grade_scorer(("call", "tests.reasoning_gym_slow_scorer:pays"), entry,
                                    "<answer>x</answer>", timeout=1.0)
     assert verdict.passed, verdict
+
+
+def test_a_task_whose_generator_acts_outside_the_process_is_not_offered(tmp_path, monkeypatch):
+    # codeio's generator exec()s its dataset's programs here; they wrote files into the cwd.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as err:
+        gym.make("grpo/ReasoningGym-v0", task="codeio")
+    assert "\n" not in str(err.value) and "not offered" in str(err.value)
+    from envs.reasoning_gym.catalogue import verdicts
+
+    assert not verdicts()["codeio"].ok and "not offered" in verdicts()["codeio"].reason
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_python_m_envs_card_cards_one_task_named_by_its_kwargs():
+    # No pack feeds the env: the card runs on the pack its task= builds (it said "no pack feeds").
+    from envs.card import run_card
+    from envs.cli_card import make_env, targets
+
+    [(env_id, pack)] = targets("grpo/ReasoningGym-v0", None)
+    env = make_env(env_id, pack, {"task": "chain_sum"})
+    try:
+        card = run_card(env, n_tasks=4, seed=0, corpus_lines=[])
+        assert env.pack.name == "rg-chain_sum" and card.results
+        assert all(r.status != "fail" for r in card.results), card.summary()
+    finally:
+        env.close()

@@ -19,6 +19,7 @@ from envs.keywords import (
 )
 from envs.math_exact import without_copied_instructions
 from envs.reasoning_gym import grading
+from envs.reasoning_gym.catalogue import NOT_OFFERED
 from envs.reasoning_gym.generator import (
     INSTALL_HINT,
     NOT_TASKS,
@@ -91,6 +92,8 @@ class ReasoningGymEnv(TaskEnv):
                        timeout=(timeout, POSITIVE_SECONDS),
                        reward_weights=(reward_weights, optional(mapping_of(
                            "component names", FINITE_NUMBER))))
+        if task in NOT_OFFERED:
+            raise KeywordError(f"{ENV_ID}: task {task!r} is {NOT_OFFERED[task]}")
         if pack is not None:
             raise KeywordError(f"{ENV_ID}: pack takes no pack name or Pack (the pack is "
                                f"task=NAME's), got {pack!r}"[:200])
