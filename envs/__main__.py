@@ -8,9 +8,16 @@ import sys
 from collections.abc import Sequence
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m envs", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    _list_and_check_flags(commands)
+    _card_flags(commands)
+    _serve_flags(commands)
+    return parser
+
+
+def _list_and_check_flags(commands: argparse._SubParsersAction) -> None:
     listing = commands.add_parser("list", help="every registered env id and every pack")
     listing.add_argument("--all", action="store_true", dest="show_all",
                          help="also the reasoning-gym tasks whose report card fails")
@@ -27,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--n", type=int, default=3, help="number of tasks (default 3)")
     show.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a procedural pack option, e.g. level=1 (repeatable)")
+
+
+def _card_flags(commands: argparse._SubParsersAction) -> None:
     card = commands.add_parser("card", help="verifier report card of each of an env's packs; "
                                             "exit 1 when a check fails")
     card.add_argument("env_id", nargs="?", metavar="ENV",
@@ -50,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown.add_argument("--update-baseline", action="store_true",
                        help="with --all --fast: rewrite envs/card/baseline.json and the "
                             "README's table")
+
+
+def _serve_flags(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve an env over OpenEnv (HTTP and WebSocket; "
                                               'needs pip install -e ".[openenv]")')
     serve.add_argument("env_id", metavar="ENV", help="a registered env id, e.g. grpo/MathExact-v0")
@@ -70,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--ray-address", help="grade on this Ray cluster (envs.ray_scoring)")
     serve.add_argument("--manifest-dir", metavar="DIR",
                        help="also write DIR/openenv.yaml for the served env and pack")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "card":
         if args.tasks is not None and args.tasks < 1:
