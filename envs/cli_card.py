@@ -17,6 +17,7 @@ from envs.card import baseline as card_baseline
 from envs.card import render
 from envs.card.card import Card, corpus_folders, run_card
 from envs.card.corpus import CorpusError, load
+from envs.keywords import parse_env_kwargs
 from envs.registration import BUILTIN
 from tasks.pack import Manifest, PackError, load_folder
 from tasks.registry import pack_names, pack_sources
@@ -26,19 +27,6 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 class CardTargetError(ValueError):
     """An ENV that names no env, pack or pack folder (one line)."""
-
-
-def parse_env_kwargs(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        kwargs = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CardTargetError(f"--env-kwargs is not JSON: {exc.msg} (e.g. '{{\"level\": 1}}')"
-                              ) from None
-    if not isinstance(kwargs, dict):
-        raise CardTargetError("--env-kwargs is a JSON object, e.g. '{\"level\": 1}'")
-    return kwargs
 
 
 def _feeds(env_id: str) -> str:
@@ -101,7 +89,7 @@ def print_cards(target: str | None, *, pack: str | None = None, env_kwargs: str 
                 update_baseline: bool = False) -> int:
     """Returns the exit code: 1 when a check fails (or on a bad target), else 0."""
     try:
-        kwargs = parse_env_kwargs(env_kwargs)
+        kwargs = parse_env_kwargs(env_kwargs, CardTargetError)
         pairs = targets(target, pack, all_builtin=all_builtin)
         made: list[Card] = []
         for card in cards(pairs, kwargs, fast=fast, n_tasks=n_tasks, seed=seed, split=split,

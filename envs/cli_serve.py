@@ -8,11 +8,12 @@ front of it is trusted: an open grading server lets anyone use its sandboxes.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from envs.keywords import parse_env_kwargs
 
 TOKEN_VARIABLE = "GRPO_GYM_SERVE_TOKEN"
 EXTRA_HINT = 'python -m envs serve needs the openenv extra: pip install -e ".[openenv]"'
@@ -20,19 +21,6 @@ EXTRA_HINT = 'python -m envs serve needs the openenv extra: pip install -e ".[op
 
 class ServeError(ValueError):
     """A serve command that cannot start, in one line."""
-
-
-def parse_env_kwargs(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        kwargs = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ServeError(f"--env-kwargs is not JSON: {exc.msg} (e.g. '{{\"level\": 1}}')"
-                         ) from None
-    if not isinstance(kwargs, dict):
-        raise ServeError("--env-kwargs is a JSON object, e.g. '{\"level\": 1}'")
-    return kwargs
 
 
 def is_loopback(host: str) -> bool:
@@ -56,7 +44,7 @@ def resolve_token(host: str, token: str | None, no_token: bool) -> str | None:
 
 
 def env_keywords(pack: str | None, env_kwargs: str | None) -> dict[str, Any]:
-    kwargs = parse_env_kwargs(env_kwargs)
+    kwargs = parse_env_kwargs(env_kwargs, ServeError)
     if pack is not None:
         if "pack" in kwargs and kwargs["pack"] != pack:
             raise ServeError(f"--pack {pack} and --env-kwargs' pack {kwargs['pack']!r} differ")

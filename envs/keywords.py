@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -103,3 +104,17 @@ def unknown_keyword(owner: str, unknown: Iterable[str], keywords: Iterable[str],
              else f"pack '{pack}' takes no options")
     return KeywordError(f"{owner} has no keyword {', '.join(map(repr, unknown))}{hint}; it takes "
                         f"{', '.join(keywords)}, and {takes}")
+
+
+def parse_env_kwargs(text: str | None, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """A command's ``--env-kwargs JSON`` as a dict (``{}`` when not given); anything else is
+    ``error`` with one line."""
+    if not text:
+        return {}
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"--env-kwargs is not JSON: {exc.msg} (e.g. '{{\"level\": 1}}')") from None
+    if not isinstance(kwargs, dict):
+        raise error("--env-kwargs is a JSON object, e.g. '{\"level\": 1}'")
+    return kwargs
