@@ -33,7 +33,7 @@ demo: install
 # Installs the rest (dev extra, vLLM's build, Docker), then lints and runs every test.
 test: image
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=25
 
 lint: install-test
 	$(PYTHON) -m ruff check .

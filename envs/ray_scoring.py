@@ -27,7 +27,15 @@ from ray.exceptions import RayTaskError
 from envs.base import Elapsed, TaskEnv
 from envs.verify.verdict import Verdict
 from sandbox.ray_address import check_address, probe
-from sandbox.ray_cluster import LOST, Member, NodeActors, connect, node_capacity
+from sandbox.ray_cluster import (
+    LOST,
+    HeadLost,
+    Member,
+    NodeActors,
+    connect,
+    node_capacity,
+    wait_any,
+)
 from tasks import Task
 
 RETRIES = 2  # other actors a chunk is tried on after its actor was lost
@@ -113,7 +121,16 @@ class RayScorer:
                     self._fill_lost(results, tasks, rows, "no grading actor is alive on the "
                                     "Ray cluster")
                 break
-            done, _ = ray.wait(list(running), num_returns=1)
+            try:
+                done = wait_any(list(running))
+            except HeadLost as exc:  # nothing running will answer: all of it is unscored
+                self._actors.drop_all(str(exc))
+                for member, rows, _ in running.values():
+                    self._actors.release(member)
+                    self._fill_lost(results, tasks, rows, str(exc))
+                for rows, _ in todo:
+                    self._fill_lost(results, tasks, rows, str(exc))
+                break
             member, rows, tries = running.pop(done[0])
             self._actors.release(member)
             try:

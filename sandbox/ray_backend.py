@@ -20,7 +20,16 @@ from ray.exceptions import RayTaskError
 
 from sandbox.base import Sandbox, SandboxUnavailable
 from sandbox.limits import Limits, RunResult
-from sandbox.ray_cluster import LOST, Member, NodeActors, RayUnavailable, connect, node_capacity
+from sandbox.ray_cluster import (
+    LOST,
+    HeadLost,
+    Member,
+    NodeActors,
+    RayUnavailable,
+    connect,
+    node_capacity,
+    wait_any,
+)
 from sandbox.runner import LocalSandbox
 
 RETRIES = 2  # other actors a job is tried on after its actor was lost
@@ -126,7 +135,11 @@ class RaySandbox(Sandbox):
             if member is None:
                 break
             try:
+                wait_any([ref])
                 return ray.get(ref)
+            except HeadLost as exc:
+                self._actors.drop_all(str(exc))
+                return RunResult.infra_error(str(exc))
             except RayTaskError as exc:  # the job's own error (a bad file name): as local
                 raise exc.cause from None
             except LOST as exc:

@@ -44,10 +44,45 @@ REFRESH_S = 10.0  # how often the set of nodes is looked at again while jobs flo
 START_TIMEOUT_S = 600.0  # a node's first actor may build the sandbox image
 FAILED_RETRY_S = 60.0  # a node whose actor failed to start is tried again this often
 STRAGGLER_S = 30.0  # how long start() waits for the other nodes once one actor is up
+#: How often a wait on the cluster checks that its head still answers. With the head (its GCS)
+#: gone, Ray's GCS calls block and its core worker ends this process after 60 s
+#: (``gcs_rpc_server_reconnect_timeout_s``), before any error of ours could be printed.
+HEAD_CHECK_S = 5.0
 
 
 class RayUnavailable(ConnectionError):
     """No Ray cluster at the address, or none of its nodes could host an actor."""
+
+
+class HeadLost(RayUnavailable):
+    """The head of the joined cluster stopped answering mid-run."""
+
+
+def head_outage() -> str | None:
+    """Why the joined cluster's head (its GCS port) refuses a TCP connection, in one line, or
+    ``None`` when it answers (or when this process cannot tell: Ray Client, not connected)."""
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - Ray Client mode or not connected: nothing to probe
+        return None
+    if not address:
+        return None
+    try:
+        probe(address)
+    except ConnectionError as exc:
+        return f"the Ray cluster's head does not answer: {exc}"
+    return None
+
+
+def wait_any(refs: list[Any]) -> list[Any]:
+    """``ray.wait(refs, num_returns=1)``, checking every ``HEAD_CHECK_S`` that the head still
+    answers; raises ``HeadLost`` once it does not (see ``HEAD_CHECK_S`` for why not wait on)."""
+    while True:
+        done, _ = ray.wait(refs, num_returns=1, timeout=HEAD_CHECK_S)
+        if done:
+            return done
+        if (why := head_outage()) is not None:
+            raise HeadLost(why)
 
 
 def connect(address: str | None) -> None:
@@ -89,7 +124,10 @@ def code_env() -> dict[str, Any]:
 
 
 def grading_nodes() -> list[dict[str, Any]]:
-    """The alive nodes that declare the ``docker`` resource; every alive node when none does."""
+    """The alive nodes that declare the ``docker`` resource; every alive node when none does.
+    Raises ``HeadLost`` when the head does not answer (``ray.nodes`` would block on it)."""
+    if (why := head_outage()) is not None:
+        raise HeadLost(why)
     alive = [n for n in ray.nodes() if n.get("Alive")]
     marked = [n for n in alive if n.get("Resources", {}).get(GRADING_RESOURCE, 0) > 0]
     return marked or alive
@@ -147,7 +185,11 @@ class NodeActors:
         if self._closed or (not force and now - self._last_refresh < REFRESH_S):
             return
         self._last_refresh = now
-        nodes = {n["NodeID"]: n for n in grading_nodes()}
+        try:
+            nodes = {n["NodeID"]: n for n in grading_nodes()}
+        except HeadLost as exc:
+            self.drop_all(str(exc))
+            return
         with self._lock:
             for node_id in [i for i in self._ready if i not in nodes]:
                 self._forget(self._ready.pop(node_id))
@@ -202,6 +244,14 @@ class NodeActors:
         self._forget(member)
         self.refresh(force=True)
 
+    def drop_all(self, why: str) -> None:
+        """The head is gone: no actor can be reached, none is killed (that needs the head)."""
+        with self._lock:
+            for member in [*self._ready.values(), *self._pending.values()]:
+                self._failures[member.node_id] = why
+            self._ready.clear()
+            self._pending.clear()
+
     def _forget(self, member: Member) -> None:
         with contextlib.suppress(Exception):
             ray.kill(member.actor, no_restart=True)
@@ -236,6 +286,8 @@ class NodeActors:
             members = list(self._ready.values()) + list(self._pending.values())
             self._ready.clear()
             self._pending.clear()
+        if head_outage() is not None:  # nothing to ask, and waiting would block on the head
+            return
         refs = []
         for m in members:
             with contextlib.suppress(Exception):

@@ -31,7 +31,8 @@ from envs.ray_scoring import RayScorer  # noqa: E402
 from learner.evaluation.heldout import heldout_tasks  # noqa: E402
 from learner.sampling.scoring import score_all  # noqa: E402
 from sandbox import Limits, Sandbox  # noqa: E402
-from sandbox.ray_cluster import connect  # noqa: E402
+from sandbox import ray_cluster  # noqa: E402
+from sandbox.ray_cluster import HeadLost, connect, wait_any  # noqa: E402
 from sandbox.worker import LABEL, OWNER_LABEL  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -179,6 +180,37 @@ def test_a_sample_no_actor_could_grade_is_an_infrastructure_error(cluster):
     [(reward, info)] = scorer.score_many([task], [env.gold_completion(task)])
     assert reward == 0.0 and is_infra_error(info) and info["task_id"] == task.id
     assert score_all(env, [task], ["x"], scorer=scorer).infra_error == [True]
+
+
+def test_a_head_that_stops_answering_ends_the_waits_instead_of_blocking(cluster, monkeypatch):
+    """With the head gone, Ray's own calls block until its core worker ends the process, so
+    every wait asks the head's port between polls (the real outage: tests/test_ray_outage.py)."""
+    @ray.remote(num_cpus=0)
+    def forever() -> None:
+        time.sleep(600)
+
+    ref = forever.remote()
+    env = gym.make("grpo/MathExact-v0", pack="arith", level=1).unwrapped
+    scorer = RayScorer(env, cluster.address)
+    actors = [m.actor for m in scorer._actors.members()]
+    try:
+        def refused(address: str, timeout: float = 5.0) -> None:
+            raise ConnectionError(f"nothing answers at {address}")
+
+        monkeypatch.setattr(ray_cluster, "probe", refused)
+        with pytest.raises(HeadLost, match="head does not answer: nothing answers at"):
+            wait_any([ref])
+        scorer._actors.refresh(force=True)  # the nodes cannot be listed: every actor is dropped
+        assert scorer._actors.members() == []
+        task = env.pack.task_at("test", 0)
+        [(reward, info)] = scorer.score_many([task], [env.gold_completion(task)])
+        assert reward == 0.0 and is_infra_error(info)
+    finally:
+        monkeypatch.undo()
+        ray.cancel(ref, force=True)
+        scorer.close()
+        for actor in actors:  # dropped unkilled (a real lost head cannot kill them)
+            ray.kill(actor, no_restart=True)
 
 
 # -- the command lines ----------------------------------------------------------------------
