@@ -30,8 +30,7 @@ from envs.base import is_infra_error  # noqa: E402
 from envs.ray_scoring import RayScorer  # noqa: E402
 from learner.evaluation.heldout import heldout_tasks  # noqa: E402
 from learner.sampling.scoring import score_all  # noqa: E402
-from sandbox import Limits, Sandbox  # noqa: E402
-from sandbox import ray_cluster  # noqa: E402
+from sandbox import Limits, Sandbox, ray_cluster  # noqa: E402
 from sandbox.ray_cluster import HeadLost, connect, wait_any  # noqa: E402
 from sandbox.worker import LABEL, OWNER_LABEL  # noqa: E402
 
