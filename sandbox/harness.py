@@ -171,7 +171,7 @@ def bundle(entry: str, modules: tuple[str, ...]) -> str:
 
 
 def judge_source() -> str:
-    return bundle("judge", ("frames", "plain_data", "no_signals", "judge"))
+    return bundle("judge", ("frames", "plain_data", "seccomp", "no_signals", "judge"))
 
 
 def candidate_source() -> str:

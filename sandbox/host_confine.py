@@ -26,16 +26,26 @@ run the code at all (fail closed).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 
-_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-_NR, _ARCH = 0, 4
-_ARG = (16, 24, 32)  # offsets of arguments 0, 1, 2 in struct seccomp_data (low 32 bits)
-_AUDIT_ARCH_X86_64 = 0xC000003E
-_X32_BIT = 0x40000000
+from sandbox.inside import seccomp
+from sandbox.inside.seccomp import (
+    ALLOW,
+    ARCH,
+    ARG,
+    ENOSYS,
+    EPERM,
+    JEQ,
+    JGE,
+    JSET,
+    LD_W_ABS,
+    NR,
+    RET,
+    X32_BIT,
+)
+
+_AUDIT_ARCH_X86_64 = seccomp.AUDIT_ARCH["x86_64"]
 _CLONE_THREAD = 0x00010000
 # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND (O_TMPFILE needs one of the first two)
 _WRITE_FLAGS = 0x1 | 0x2 | 0x40 | 0x200 | 0x400
@@ -57,45 +67,25 @@ _X86_64 = dict(
 _CLONE, _CLONE3, _OPEN, _OPENAT = 56, 435, 2, 257
 
 
-class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
-
-
 def program() -> list[tuple[int, int, int, int]]:
     """The BPF instructions (code, jt, jf, k) of the filter."""
-    code: list[tuple | str] = [(_LD_W_ABS, None, None, _ARCH),
-                               (_JEQ, None, "deny", _AUDIT_ARCH_X86_64),
-                               (_LD_W_ABS, None, None, _NR),
-                               (_JGE, "deny", None, _X32_BIT)]
-    code += [(_JEQ, "deny", None, nr) for nr in _X86_64.values()]
-    code += [(_JEQ, "clone", None, _CLONE), (_JEQ, "nosys", None, _CLONE3),
-             (_JEQ, "open", None, _OPEN), (_JEQ, "openat", None, _OPENAT),
-             (_RET, None, None, _ALLOW),
-             "clone", (_LD_W_ABS, None, None, _ARG[0]),
-             (_JSET, None, "deny", _CLONE_THREAD), (_RET, None, None, _ALLOW),
-             "open", (_LD_W_ABS, None, None, _ARG[1]),
-             (_JSET, "deny", None, _WRITE_FLAGS), (_RET, None, None, _ALLOW),
-             "openat", (_LD_W_ABS, None, None, _ARG[2]),
-             (_JSET, "deny", None, _WRITE_FLAGS), (_RET, None, None, _ALLOW),
-             "nosys", (_RET, None, None, _ENOSYS),
-             "deny", (_RET, None, None, _EPERM)]
-    labels: dict[str, int] = {}
-    body: list[tuple] = []
-    for item in code:
-        if isinstance(item, str):
-            labels[item] = len(body)
-        else:
-            body.append(item)
-
-    def offset(i: int, target: str | None) -> int:
-        return 0 if target is None else labels[target] - i - 1
-
-    return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(body)]
+    code: list[tuple | str] = [(LD_W_ABS, None, None, ARCH),
+                               (JEQ, None, "deny", _AUDIT_ARCH_X86_64),
+                               (LD_W_ABS, None, None, NR),
+                               (JGE, "deny", None, X32_BIT)]
+    code += [(JEQ, "deny", None, nr) for nr in _X86_64.values()]
+    code += [(JEQ, "clone", None, _CLONE), (JEQ, "nosys", None, _CLONE3),
+             (JEQ, "open", None, _OPEN), (JEQ, "openat", None, _OPENAT),
+             (RET, None, None, ALLOW),
+             "clone", (LD_W_ABS, None, None, ARG[0]),
+             (JSET, None, "deny", _CLONE_THREAD), (RET, None, None, ALLOW),
+             "open", (LD_W_ABS, None, None, ARG[1]),
+             (JSET, "deny", None, _WRITE_FLAGS), (RET, None, None, ALLOW),
+             "openat", (LD_W_ABS, None, None, ARG[2]),
+             (JSET, "deny", None, _WRITE_FLAGS), (RET, None, None, ALLOW),
+             "nosys", (RET, None, None, ENOSYS),
+             "deny", (RET, None, None, EPERM)]
+    return seccomp.assemble(code)
 
 
 def supported() -> bool:
@@ -113,10 +103,4 @@ def confine(memory_bytes: int | None = None) -> None:
     os.close(null)
     if memory_bytes is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    insns = program()
-    array = (_Filter * len(insns))(*(_Filter(*i) for i in insns))
-    prog = _Program(len(insns), array)
-    libc = ctypes.CDLL(None, use_errno=True)
-    # PR_SET_NO_NEW_PRIVS (required to install a filter), then PR_SET_SECCOMP, MODE_FILTER.
-    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    seccomp.install(program())

@@ -23,12 +23,23 @@ Only x86_64 and aarch64 are known (``supported()``); elsewhere ``install`` insta
 
 from __future__ import annotations
 
-import ctypes
 import os
 
-_LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
-_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1
-_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (little-endian)
+from sandbox.inside import seccomp
+from sandbox.inside.seccomp import (
+    ALLOW,
+    ARCH,
+    AUDIT_ARCH,
+    EPERM,
+    JEQ,
+    JGE,
+    LD_W_ABS,
+    NR,
+    RET,
+    X32_BIT,
+)
+
+_ARG0, _ARG1 = seccomp.ARG[0], seccomp.ARG[1]
 _PRIO_USER = 2
 
 # name -> syscall number, per architecture (x86_64's table, then the generic one of aarch64)
@@ -44,8 +55,6 @@ _SYSCALLS = {
                     sched_setaffinity=122, sched_setscheduler=119, sched_setparam=118,
                     fcntl=25, ioctl=29),
 }
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_X32_BIT = 0x40000000  # x86_64's second ABI: its calls are refused, not filtered twice
 
 _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
            "pidfd_send_signal", "pidfd_getfd")
@@ -56,55 +65,36 @@ _SET_OWNER = {"fcntl": (8, 15, 10),  # F_SETOWN, F_SETOWN_EX, F_SETSIG
               "ioctl": (0x8901, 0x8902)}  # FIOSETOWN, SIOCSPGRP
 
 
-class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
-
-
 def program(protected_pid: int, machine: str | None = None) -> list[tuple[int, int, int, int]]:
     """The BPF instructions (code, jt, jf, k) protecting ``protected_pid`` (also its group)."""
     machine = machine or os.uname().machine
     nr = _SYSCALLS[machine]
     pid, group = protected_pid & 0xFFFFFFFF, -protected_pid & 0xFFFFFFFF
     # Instructions with symbolic jump targets, resolved to relative offsets below.
-    code: list[tuple] = [(_LD_W_ABS, None, None, _ARCH),
-                         (_JEQ, None, "deny", _AUDIT_ARCH[machine]),
-                         (_LD_W_ABS, None, None, _NR)]
+    code: list[tuple] = [(LD_W_ABS, None, None, ARCH),
+                         (JEQ, None, "deny", AUDIT_ARCH[machine]),
+                         (LD_W_ABS, None, None, NR)]
     if machine == "x86_64":
-        code.append((_JGE, "deny", None, _X32_BIT))
-    code += [(_JEQ, "deny", None, nr[n]) for n in _DENIED]
-    code += [(_JEQ, "signal", None, nr[n]) for n in _SIGNALS]
-    code += [(_JEQ, "pid_first", None, nr[n]) for n in _PID_FIRST]
-    code += [(_JEQ, f"owner_{n}", None, nr[n]) for n in _SET_OWNER]
-    code += [(_JEQ, "priority", None, nr["setpriority"]), (_RET, None, None, _ALLOW),
-             "signal", (_LD_W_ABS, None, None, _ARG0)]
-    code += [(_JEQ, "deny", None, v) for v in (pid, group, 0xFFFFFFFF)]
-    code += [(_RET, None, None, _ALLOW),
-             "pid_first", (_LD_W_ABS, None, None, _ARG0), (_JEQ, "deny", None, pid),
-             (_RET, None, None, _ALLOW),
+        code.append((JGE, "deny", None, X32_BIT))
+    code += [(JEQ, "deny", None, nr[n]) for n in _DENIED]
+    code += [(JEQ, "signal", None, nr[n]) for n in _SIGNALS]
+    code += [(JEQ, "pid_first", None, nr[n]) for n in _PID_FIRST]
+    code += [(JEQ, f"owner_{n}", None, nr[n]) for n in _SET_OWNER]
+    code += [(JEQ, "priority", None, nr["setpriority"]), (RET, None, None, ALLOW),
+             "signal", (LD_W_ABS, None, None, _ARG0)]
+    code += [(JEQ, "deny", None, v) for v in (pid, group, 0xFFFFFFFF)]
+    code += [(RET, None, None, ALLOW),
+             "pid_first", (LD_W_ABS, None, None, _ARG0), (JEQ, "deny", None, pid),
+             (RET, None, None, ALLOW),
              *[item for n, commands in _SET_OWNER.items()
-               for item in (f"owner_{n}", (_LD_W_ABS, None, None, _ARG1),
-                            *[(_JEQ, "deny", None, c) for c in commands],
-                            (_RET, None, None, _ALLOW))],
-             "priority", (_LD_W_ABS, None, None, _ARG0), (_JEQ, "deny", None, _PRIO_USER),
-             (_LD_W_ABS, None, None, _ARG1), (_JEQ, "deny", None, pid),
-             (_RET, None, None, _ALLOW),
-             "deny", (_RET, None, None, _EPERM)]
-    labels, body = {}, []
-    for item in code:
-        if isinstance(item, str):
-            labels[item] = len(body)
-        else:
-            body.append(item)
-
-    def offset(i: int, target: str | None) -> int:
-        return 0 if target is None else labels[target] - i - 1
-
-    return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(body)]
+               for item in (f"owner_{n}", (LD_W_ABS, None, None, _ARG1),
+                            *[(JEQ, "deny", None, c) for c in commands],
+                            (RET, None, None, ALLOW))],
+             "priority", (LD_W_ABS, None, None, _ARG0), (JEQ, "deny", None, _PRIO_USER),
+             (LD_W_ABS, None, None, _ARG1), (JEQ, "deny", None, pid),
+             (RET, None, None, ALLOW),
+             "deny", (RET, None, None, EPERM)]
+    return seccomp.assemble(code)
 
 
 def supported() -> bool:
@@ -116,10 +106,4 @@ def install(protected_pid: int) -> None:
     raises ``OSError`` if the kernel refuses it."""
     if not supported():
         return
-    insns = program(protected_pid)
-    array = (_Filter * len(insns))(*(_Filter(*i) for i in insns))
-    prog = _Program(len(insns), array)
-    libc = ctypes.CDLL(None, use_errno=True)
-    # PR_SET_NO_NEW_PRIVS (required to install a filter), then PR_SET_SECCOMP, MODE_FILTER.
-    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    seccomp.install(program(protected_pid))
