@@ -4,7 +4,6 @@ gradient they average is the gradient of the whole batch."""
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 
@@ -15,15 +14,11 @@ from transformers import AutoModelForCausalLM
 from learner.evaluation.run_dir import load_run_policy
 from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
+from tests.polling import free_port
 
 ZERO3 = ("--use_deepspeed", "--zero_stage", "3")
 
 
-def free_port() -> int:
-    """A port nothing listens on: the default one may still be held by an earlier run."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(args: list, *flags: str) -> None:

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from envs.openenv_client import session as session_module  # noqa: E402
 from envs.openenv_client.schema import SchemaError, action_field  # noqa: E402
 from envs.openenv_client.server import ServerStartError  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
+from tests.polling import alive, free_port  # noqa: E402
 
 ENV_ID = "grpo/OpenEnv-v0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,18 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = 8
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")

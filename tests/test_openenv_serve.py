@@ -29,6 +29,7 @@ from envs.openenv_server.manifest import manifest, write_manifest  # noqa: E402
 from envs.openenv_server.side_by_side import SERVED, mixed_cases, play, reference  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.openenv_serve_helpers import served  # noqa: E402
+from tests.polling import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATH = "grpo/MathExact-v0"
@@ -314,7 +315,7 @@ def _validate(*runs: str) -> dict[str, tuple[int, str]]:
 
 
 def test_openenv_validate_passes_on_the_served_envs(tmp_path):
-    port = _free_port()
+    port = free_port()
     # One through the real command line (it also writes the manifest), two in process.
     cli = subprocess.Popen([sys.executable, "-m", "envs", "serve", MATH, "--pack", "arith",
                             "--env-kwargs", '{"level": 1}', "--port", str(port),
@@ -363,9 +364,3 @@ def _wait_healthy(url: str) -> None:
         time.sleep(0.1)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

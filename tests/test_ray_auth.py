@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("ray", reason="pip install -e '.[ray]'")
 
 from sandbox.ray_auth import refusal  # noqa: E402
+from tests.polling import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +29,6 @@ TOKEN = "a" * 64
 UP_WITHIN_S = 90.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from learner.sampling.scoring import score_all  # noqa: E402
 from sandbox import Limits, Sandbox, ray_cluster  # noqa: E402
 from sandbox.ray_cluster import HeadLost, connect, wait_any  # noqa: E402
 from sandbox.worker import LABEL, OWNER_LABEL  # noqa: E402
+from tests.polling import wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -70,11 +71,6 @@ def owned_by(pids: set[int]) -> list[str]:
     return out
 
 
-def wait_until(check, timeout: float = GONE_WITHIN_S):
-    deadline = time.monotonic() + timeout
-    while not (value := check()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return value
 
 
 # -- Sandbox(backend="ray") ----------------------------------------------------------------

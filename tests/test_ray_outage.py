@@ -6,7 +6,6 @@ and ``--resume`` continues from it once a cluster answers at the same address ag
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from learner.training import checkpoint  # noqa: E402
 from learner.training.run_log import read_metrics  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
+from tests.polling import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +30,6 @@ STEPS = 20  # planned; the run is stopped long before (a tiny model's step takes
 RUN_TIMEOUT_S = 300
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def two_nodes(port: int) -> Cluster:

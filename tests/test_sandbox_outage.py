@@ -20,20 +20,13 @@ import pytest
 from sandbox import Sandbox
 from sandbox.image import configured_image
 from sandbox.worker import INSTANCE_LABEL
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.docker
 
 OUTAGE_JOBS = 2000
 
 
-def wait_until(predicate, timeout: float = 60.0) -> bool:
-    """Poll ``predicate`` (an engine starting, containers going); not a timing assertion."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 def open_fds() -> int:

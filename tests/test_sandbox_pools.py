@@ -6,12 +6,12 @@ import hashlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from sandbox import Limits, Sandbox
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -27,14 +27,6 @@ for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in
 """
 
 
-def wait_until(predicate, timeout: float = 60.0) -> bool:
-    """Poll ``predicate`` (asynchronous container removal); not a timing assertion."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def pooled(sb: Sandbox) -> int:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from sandbox import Limits, Sandbox, SandboxUnavailable
 from sandbox.image import default_tag, recipe_hash
 from sandbox.worker import LABEL, OWNER_LABEL
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,14 +36,6 @@ def client():
     return docker.from_env()
 
 
-def wait_until(predicate, timeout: float = 60.0) -> bool:
-    """Poll ``predicate`` (for asynchronous cleanup); not a timing assertion."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def owned_by(client, owner: str) -> list[str]:
