@@ -43,6 +43,10 @@ MQUEUE = "/dev/mqueue"  # the POSIX message queues of the container's IPC namesp
 MAIN = "main.py"
 CHUNK = 65536
 TERM_GRACE_S = 0.1
+ZYGOTE_REPLY_S = 10.0  # the zygote's hello, and a job's pid once the zygote has its inputs
+# A job may stop the zygote before it says "ok" (the job already runs): it is woken this often,
+# this many times, before the container is retired (the host waits for the reply meanwhile).
+SPAWN_NUDGE_S, SPAWN_NUDGES = 0.1, 20  # 2 s at most: well within worker.REPLY_GRACE_S
 JOB_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": SCRATCH,
@@ -638,7 +642,8 @@ class Zygote:
             finally:
                 os._exit(127)
         theirs.close()
-        self.sock.settimeout(10)
+        self.out_of_step = False  # an "ok" is owed that never came: the container must go
+        self.sock.settimeout(ZYGOTE_REPLY_S)
         try:
             hello = self.sock.recv(64)
         except OSError:
@@ -661,9 +666,22 @@ class Zygote:
         disk = int(req["disk_mb"]) * 1024 * 1024
         try:
             socket.send_fds(self.sock, [b"%d %d" % (cpu, disk)], fds)
-            pid, ok = None, False
+            pid, ok, nudges = None, False, 0
             while pid is None or not ok:
-                msg = self.sock.recv(64)
+                try:
+                    msg = self.sock.recv(64)
+                except TimeoutError:
+                    if pid is None:
+                        raise
+                    # The job runs (it sent its pid) and stopped the zygote before the zygote
+                    # said "ok". Saying "not started" here would let a job turn its grade into
+                    # a retry and then an infrastructure error: wake the zygote instead.
+                    nudges += 1
+                    if nudges > SPAWN_NUDGES:
+                        self.out_of_step = True  # its "ok" may still come: retire it
+                        return pid
+                    os.kill(self.pid, signal.SIGCONT)
+                    continue
                 if not msg:
                     # The zygote is gone (a job may kill it at once); the job still runs.
                     return pid
@@ -671,9 +689,12 @@ class Zygote:
                     ok = True
                 elif msg.startswith(b"pid "):
                     pid = int(msg[4:])
+                    self.sock.settimeout(SPAWN_NUDGE_S)  # from here on, only "ok" is awaited
             return pid
         except (OSError, ValueError):
             return None
+        finally:
+            self.sock.settimeout(ZYGOTE_REPLY_S)
 
 
 def _try_wait(pid):
@@ -977,7 +998,8 @@ def _settle(reply, zygote, baseline):
         with contextlib.suppress(OSError):
             os.kill(zygote.pid, signal.SIGCONT)
         why = _clean_up(baseline.roots)
-        dirty = (leftover or why is not None or not zygote.alive() or _sysv_ipc_used()
+        dirty = (leftover or why is not None or not zygote.alive() or zygote.out_of_step
+                 or _sysv_ipc_used()
                  or baseline.changed())
     except Exception as exc:  # noqa: BLE001 - the job's doing, as far as anyone can tell
         why = f"agent: {_short(exc)}"

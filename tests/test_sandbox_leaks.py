@@ -384,3 +384,16 @@ def test_a_job_cannot_exhaust_a_quota_for_other_containers(sb, kind):
     # Either this container has a quota of its own, or nobody has the facility at all.
     assert out.strip() not in EXHAUSTED, out
     assert out.strip() == "ok" or kind in ("aio", "pty"), out
+
+
+def test_a_job_that_keeps_stopping_the_zygote_gets_its_own_verdict(sb):
+    # It stops the zygote over and over from its first instruction, so the zygote may not yet
+    # have said "ok" for it: the job has started all the same, and its verdict must be its
+    # own, never "could not start" (which the host retries, then calls an infrastructure error).
+    hostile = ("z = zygote()\nend = time.monotonic() + 0.5\n"
+               "while time.monotonic() < end:\n    os.kill(z, signal.SIGSTOP)\n"
+               "print('ran')\n")
+    for _ in range(3):
+        result = sb.run(PRELUDE + hostile, limits=QUICK)
+        assert result.status == "ok" and result.stdout == "ran\n", result
+        assert sb.run("print('next')", limits=QUICK).stdout == "next\n"  # the pool still serves
