@@ -19,8 +19,6 @@ from tests.polling import free_port
 ZERO3 = ("--use_deepspeed", "--zero_stage", "3")
 
 
-
-
 def launch(args: list, *flags: str) -> None:
     """``accelerate launch`` two CPU processes of ``python -m tests.learner_helpers ARGS``."""
     cmd = [sys.executable, "-m", "accelerate.commands.launch", *(flags or ("--multi_gpu",)),

@@ -33,10 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = 8
 
 
-
-
-
-
 @pytest.fixture(scope="module")
 def scaffold(tmp_path_factory) -> Path:
     """The echo env of ``openenv init``, its session cap raised as the template's comment says."""

@@ -362,5 +362,3 @@ def _wait_healthy(url: str) -> None:
         except httpx.HTTPError:
             assert time.monotonic() < deadline, f"{url} never answered"
         time.sleep(0.1)
-
-

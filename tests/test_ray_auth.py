@@ -29,8 +29,6 @@ TOKEN = "a" * 64
 UP_WITHIN_S = 90.0
 
 
-
-
 def env_for(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", **extra}

@@ -71,8 +71,6 @@ def owned_by(pids: set[int]) -> list[str]:
     return out
 
 
-
-
 # -- Sandbox(backend="ray") ----------------------------------------------------------------
 def test_ray_backend_keeps_the_run_api_with_a_pool_per_node(ray_sandbox, cluster):
     nodes = ray_sandbox.nodes()

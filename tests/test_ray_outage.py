@@ -30,8 +30,6 @@ STEPS = 20  # planned; the run is stopped long before (a tiny model's step takes
 RUN_TIMEOUT_S = 300
 
 
-
-
 def two_nodes(port: int) -> Cluster:
     c = Cluster(initialize_head=True,
                 head_node_args={**NODE, "include_dashboard": False, "gcs_server_port": port})

@@ -27,8 +27,6 @@ pytestmark = pytest.mark.docker
 OUTAGE_JOBS = 2000
 
 
-
-
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 

@@ -27,8 +27,6 @@ for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in
 """
 
 
-
-
 def pooled(sb: Sandbox) -> int:
     return sum(s["ready"] + s["busy"] + s["starting"] for s in sb.pool_state())
 

@@ -36,8 +36,6 @@ def client():
     return docker.from_env()
 
 
-
-
 def owned_by(client, owner: str) -> list[str]:
     return [c["Id"] for c in client.api.containers(
         all=True, filters={"label": f"{OWNER_LABEL}={owner}"})]

@@ -123,9 +123,8 @@ def _tied_names(accelerator: Accelerator) -> tuple[str, ...]:
 @contextlib.contextmanager
 def _quiet_about_tied_weights(tied: tuple[str, ...]):
     logger = logging.getLogger(SHARED_TENSOR_LOGGER)
-    quiet = _DropTiedNotice(tied)
-    if tied:
-        logger.addFilter(quiet)
+    quiet = _DropTiedNotice(tied)  # with nothing tied it drops nothing
+    logger.addFilter(quiet)
     try:
         yield
     finally:

@@ -29,6 +29,7 @@ from sandbox.inside import seccomp
 from sandbox.inside.seccomp import (
     ALLOW,
     ARCH,
+    ARG,
     AUDIT_ARCH,
     EPERM,
     JEQ,
@@ -39,7 +40,6 @@ from sandbox.inside.seccomp import (
     X32_BIT,
 )
 
-_ARG0, _ARG1 = seccomp.ARG[0], seccomp.ARG[1]
 _PRIO_USER = 2
 
 # name -> syscall number, per architecture (x86_64's table, then the generic one of aarch64)
@@ -81,17 +81,17 @@ def program(protected_pid: int, machine: str | None = None) -> list[tuple[int, i
     code += [(JEQ, "pid_first", None, nr[n]) for n in _PID_FIRST]
     code += [(JEQ, f"owner_{n}", None, nr[n]) for n in _SET_OWNER]
     code += [(JEQ, "priority", None, nr["setpriority"]), (RET, None, None, ALLOW),
-             "signal", (LD_W_ABS, None, None, _ARG0)]
+             "signal", (LD_W_ABS, None, None, ARG[0])]
     code += [(JEQ, "deny", None, v) for v in (pid, group, 0xFFFFFFFF)]
     code += [(RET, None, None, ALLOW),
-             "pid_first", (LD_W_ABS, None, None, _ARG0), (JEQ, "deny", None, pid),
+             "pid_first", (LD_W_ABS, None, None, ARG[0]), (JEQ, "deny", None, pid),
              (RET, None, None, ALLOW),
              *[item for n, commands in _SET_OWNER.items()
-               for item in (f"owner_{n}", (LD_W_ABS, None, None, _ARG1),
+               for item in (f"owner_{n}", (LD_W_ABS, None, None, ARG[1]),
                             *[(JEQ, "deny", None, c) for c in commands],
                             (RET, None, None, ALLOW))],
-             "priority", (LD_W_ABS, None, None, _ARG0), (JEQ, "deny", None, _PRIO_USER),
-             (LD_W_ABS, None, None, _ARG1), (JEQ, "deny", None, pid),
+             "priority", (LD_W_ABS, None, None, ARG[0]), (JEQ, "deny", None, _PRIO_USER),
+             (LD_W_ABS, None, None, ARG[1]), (JEQ, "deny", None, pid),
              (RET, None, None, ALLOW),
              "deny", (RET, None, None, EPERM)]
     return seccomp.assemble(code)
