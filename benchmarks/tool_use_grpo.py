@@ -44,7 +44,7 @@ def heldout(trainer: Any, env: Any, tasks: list, max_new_tokens: int) -> dict[st
     c = trainer.config
     with sharding.full_weights(trainer.accelerator, trainer.update.model) as policy:
         rows = sample(policy, trainer.tokenizer, env, tasks, group_size=1, greedy=True,
-                      max_new_tokens=max_new_tokens, batch_size=c.eval_batch_size,
+                      max_new_tokens=max_new_tokens, batch_size=c.eval_rows,
                       workers=c.score_workers, max_episode_tokens=c.max_episode_tokens,
                       desc="held-out greedy")
     from learner.evaluation.infra import InfraCount, counted_mean

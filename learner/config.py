@@ -201,7 +201,9 @@ class Config:
     eval_size: int = _opt(64, "held-out tasks evaluated during training, the first N of the "
                           "test split (0 = all of it; learner.eval is for full-split reports)")
     eval_k: int = _opt(1, "k of pass@k (sampled at --temperature; 1 = greedy accuracy only)")
-    eval_batch_size: int = _opt(64, "prompts per evaluation generate call")
+    eval_batch_size: int = _opt(
+        0, "prompts per evaluation generate call (0: a step's rollout rows, P x G, so that an "
+        "evaluation holds no bigger KV cache than a step)")
     eval: bool = _opt(True, "run the held-out evaluation (--no-eval skips it)")
     eval_perturbations: bool = _opt(
         True, "also log eval/perturb/<variant>: held-out score with the prompt outside the "
@@ -273,6 +275,12 @@ class Config:
         return "none" if self.loss_type == "dr_grpo" else "group"
 
     @property
+    def eval_rows(self) -> int:
+        """Prompts per evaluation generate call: ``--eval-batch-size``, or a step's P x G rows
+        (64 held-out prompts of a long schema at once held 1.1 GB more than a step on CPU)."""
+        return self.eval_batch_size or self.prompts_per_step * self.group_size
+
+    @property
     def engine_is_vllm(self) -> bool:
         """Whether vLLM samples the completions: ``--rollout-engine vllm``, or auto where it
         picks vLLM (a CUDA GPU visible and vLLM installed, as ``sampling.engine`` decides)."""
@@ -299,14 +307,13 @@ class Config:
 
     def validate(self) -> None:
         positive = ["steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
-                    "gradient_accumulation_steps", "max_sampling_tries", "eval_batch_size",
-                    "eval_k", "score_workers"]
+                    "gradient_accumulation_steps", "max_sampling_tries", "eval_k", "score_workers"]
         problems = [f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}"
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
                      "overlong_max", "samples_every", "num_threads", "vllm_max_model_len",
-                     "micro_batch_tokens", "save_every_minutes"):
+                     "micro_batch_tokens", "save_every_minutes", "eval_batch_size"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
         if not 0 <= self.max_infra_error_rate <= 1:

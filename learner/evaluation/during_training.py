@@ -23,7 +23,7 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
     (heldout.jsonl); ``gather`` joins every process's records (several processes)."""
     result = evaluate(policy, tokenizer, env, list(tasks), max_new_tokens=c.max_new_tokens,
                       k=c.eval_k, temperature=c.temperature, top_p=c.top_p,
-                      batch_size=c.eval_batch_size, workers=c.score_workers, scorer=scorer,
+                      batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
                       max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role)
     if gather is not None:
         result.records = gather(result.records)
@@ -34,6 +34,6 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
         subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
         metrics.update(perturbation_metrics(
             policy, tokenizer, env, subset, max_new_tokens=c.max_new_tokens,
-            batch_size=c.eval_batch_size, workers=c.score_workers, scorer=scorer,
+            batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
             gather=gather))
     return metrics, result.records
