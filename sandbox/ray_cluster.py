@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.core.generated import gcs_pb2
 from ray.exceptions import (
     ActorUnschedulableError,
     LocalRayletDiedError,
@@ -48,6 +49,7 @@ STRAGGLER_S = 30.0  # how long start() waits for the other nodes once one actor 
 #: gone, Ray's GCS calls block and its core worker ends this process after 60 s
 #: (``gcs_rpc_server_reconnect_timeout_s``), before any error of ours could be printed.
 HEAD_CHECK_S = 5.0
+ALIVE = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
 
 
 class RayUnavailable(ConnectionError):
@@ -123,13 +125,34 @@ def code_env() -> dict[str, Any]:
     return {"py_modules": folders, "excludes": ["__pycache__", "*.pyc"]}
 
 
-def grading_nodes() -> list[dict[str, Any]]:
-    """The alive nodes that declare the ``docker`` resource; every alive node when none does.
-    Raises ``HeadLost`` when the head does not answer (``ray.nodes`` would block on it)."""
+def alive_nodes() -> list[dict[str, Any]]:
+    """The cluster's alive nodes, each as the ``ray.nodes()`` entry's ``NodeID``, ``Alive``,
+    ``Resources`` and ``NodeManagerAddress``. Raises ``HeadLost`` when the head does not answer.
+
+    Asked through the GCS client with a timeout, not ``ray.nodes()``: that one's C++ accessor
+    aborts the whole process (a failed ``RAY_CHECK``, no Python exception) when the head
+    cancels the call while shutting down, before any error of ours could be printed."""
     if (why := head_outage()) is not None:
         raise HeadLost(why)
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    marked = [n for n in alive if n.get("Resources", {}).get(GRADING_RESOURCE, 0) > 0]
+    gcs = getattr(ray._private.worker.global_worker, "gcs_client", None)
+    if gcs is None:  # Ray Client (ray://): the client server asks the head on our behalf
+        return [n for n in ray.nodes() if n.get("Alive")]
+    try:
+        table = gcs.get_all_node_info(timeout=HEAD_CHECK_S)
+    except Exception as exc:  # noqa: BLE001 - RpcError, a timeout: the head went mid-call
+        raise HeadLost(f"the Ray cluster's head does not answer: {' '.join(str(exc).split())}"
+                       ) from exc
+    return [{"NodeID": info.node_id.hex(), "Alive": True,
+             "Resources": dict(info.resources_total),
+             "NodeManagerAddress": info.node_manager_address}
+            for info in table.values() if info.state == ALIVE]
+
+
+def grading_nodes() -> list[dict[str, Any]]:
+    """The alive nodes that declare the ``docker`` resource; every alive node when none does.
+    Raises ``HeadLost`` when the head does not answer."""
+    alive = alive_nodes()
+    marked = [n for n in alive if n["Resources"].get(GRADING_RESOURCE, 0) > 0]
     return marked or alive
 
 

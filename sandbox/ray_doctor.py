@@ -13,7 +13,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sandbox.ray_address import GRADING_RESOURCE
-from sandbox.ray_cluster import connect, grading_nodes
+from sandbox.ray_cluster import alive_nodes, connect, grading_nodes
 
 NODE_TIMEOUT_S = 60.0
 
@@ -27,7 +27,7 @@ def _diagnose_here() -> tuple[str, list[tuple[bool, str]]]:
 def diagnose_cluster(address: str) -> list[tuple[bool, str]]:
     """(ok, message) lines: one per node, then that node's checks (indented)."""
     connect(address)
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = alive_nodes()
     graders = {n["NodeID"] for n in grading_nodes()}
     remote = ray.remote(_diagnose_here)
     refs: dict[str, Any] = {

@@ -46,6 +46,21 @@ def learner(tiny: Path, out: Path, address: str, *extra: str) -> list[str]:
             "--no-progress", "--num-threads", "1", *extra]
 
 
+#: Lists the grading nodes until the head is gone, then prints why and exits 0.
+LISTER = """
+import sys, ray
+from sandbox.ray_cluster import HeadLost, grading_nodes
+ray.init(address=sys.argv[1], log_to_driver=False)
+print(len(grading_nodes()), flush=True)
+while True:
+    try:
+        grading_nodes()
+    except HeadLost as exc:
+        print(exc, flush=True)
+        sys.exit(0)
+"""
+
+
 def errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
@@ -93,3 +108,19 @@ def test_a_cluster_gone_mid_run_stops_in_one_line_and_resume_continues(tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"resumed from step {step} of {step + 1}" in done.stdout + done.stderr
     assert [r["step"] for r in read_metrics(out)] == list(range(1, step + 2))
+
+
+def test_listing_the_nodes_while_the_head_shuts_down_raises_head_lost():
+    # CI met two ends of ray.nodes() here: Ray's C++ accessor aborting the process on a call
+    # the closing head cancelled, and a call that blocked until Ray's core worker ended the
+    # process after 60 s. Either leaves the learner no chance to save and say why.
+    cluster = two_nodes(free_port())
+    proc = subprocess.Popen([sys.executable, "-c", LISTER, cluster.address], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "2", proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        cluster.shutdown()  # while the lister is calling the head in a tight loop
+    out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, err
+    assert "the Ray cluster's head does not answer" in out, (out, err)
