@@ -563,3 +563,50 @@ def test_a_run_shorter_than_samples_every_still_writes_its_last_steps_groups(tmp
     samples = [json.loads(line) for line in
                (tmp_path / "run/samples.jsonl").read_text().splitlines()]
     assert [s["step"] for s in samples] == [2]
+
+
+def test_threads_chosen_again_between_steps_count_other_processes_not_our_own_work():
+    # A real spinner next door takes a core from the run; the run's own busy threads do not.
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from learner.training.distributed import IdleCores
+
+    def spin(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    cores = IdleCores(cores=2)
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.5)
+        assert cores.threads() == 1
+    finally:
+        other.kill()
+        other.wait()
+    cores.threads()  # a fresh window without the spinner
+    ours = threading.Thread(target=spin, args=(1.5,))
+    ours.start()
+    spin(1.5)
+    ours.join()
+    assert cores.threads() == 2
+
+
+def test_a_run_started_while_the_cores_were_busy_gets_them_back_at_the_next_step(tmp_path,
+                                                                                  monkeypatch):
+    from learner.training import distributed
+    from learner.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "cpu_threads", lambda processes: 1)  # busy at start
+    monkeypatch.setattr(distributed.IdleCores, "threads", lambda self: 2)  # idle since
+    threads = torch.get_num_threads()
+    try:
+        t = trainer(tmp_path, steps=1, eval=False, num_threads=0)
+        assert torch.get_num_threads() == 1
+        step = t.train_step()
+        assert torch.get_num_threads() == 2 and step.metrics["cpu/threads"] == 2
+    finally:
+        torch.set_num_threads(threads)

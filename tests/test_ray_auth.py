@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "a" * 64
+# The `ray` command of the Python running the tests: `make test` runs .venv/bin/python without
+# putting .venv/bin on PATH.
+RAY_CLI = str(Path(sysconfig.get_path("scripts")) / "ray")
 UP_WITHIN_S = 90.0
 
 
@@ -51,7 +55,7 @@ def head():
     home = home_with(root, "head", TOKEN)
     port = free_port()
     proc = subprocess.Popen(
-        ["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+        [RAY_CLI, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
          "--include-dashboard=false", f"--temp-dir={root / 'ray'}"],
         env=env_for(home, RAY_AUTH_MODE="token"), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)

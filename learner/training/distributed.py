@@ -9,6 +9,7 @@ through accelerate's collectives.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import psutil
@@ -125,3 +126,38 @@ def cpu_threads(processes: int = 1) -> int:
     busy = psutil.cpu_percent(interval=BUSY_SAMPLE_S) / 100 * cores
     idle = cores - int(busy + 0.5)
     return max(1, min(cores, idle) // max(processes, 1))
+
+
+class IdleCores:
+    """The threads of a one-process CPU run, looked at again between steps.
+
+    ``cpu_threads`` sees the CPUs for a moment at start, and a moment is easy to misread: a
+    run started while the last one's containers were going away kept one thread of two for
+    its whole length (twice the wall time). Between steps this counts the cores that other
+    processes used since the last look (the machine's busy time less this process's own) and
+    gives the run the rest. Grading containers count as others, but they run for a second or
+    two of a step's minute. Not for several processes (each would count the others) or a
+    separate rollout engine's process (its work is the run's own).
+    """
+
+    def __init__(self, cores: int | None = None):
+        self.cores = cores or os.cpu_count() or 1
+        self._ours = psutil.Process()
+        self._last = self._sample()
+
+    def _sample(self) -> tuple[float, float, float]:
+        busy = psutil.cpu_times()
+        ours = self._ours.cpu_times()
+        # Steal time is the host's, not another process's here: it is not counted as busy.
+        return (time.monotonic(), busy.user + busy.nice + busy.system + busy.irq + busy.softirq,
+                ours.user + ours.system)
+
+    def threads(self) -> int:
+        """The threads to use from now on: the cores others left idle since the last call."""
+        now = self._sample()
+        wall, busy, ours = (b - a for a, b in zip(self._last, now, strict=True))
+        self._last = now
+        if wall <= 0:
+            return max(1, torch.get_num_threads())
+        others = max(0.0, busy - ours) / wall
+        return max(1, min(self.cores, self.cores - int(others + 0.5)))
