@@ -2,6 +2,10 @@
 parameters and state dict, and the trainer's default on CPU (``--cpu-matmul torch`` opts out)."""
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -104,3 +108,34 @@ def test_packed_weights_leave_a_model_without_onednn_layers_alone():
     model = h.model()
     with packed_weights(model) as n:
         assert n == 0
+
+
+SHAPES_SCRIPT = """
+import psutil, torch
+from torch import nn
+from learner.sampling.kernels.onednn_linear import route_on_cpu
+torch.manual_seed(0)
+layer = nn.Sequential(nn.Linear(576, 1536))
+assert route_on_cpu(layer, "onednn") == 1
+process = psutil.Process()
+start = process.memory_info().rss
+for rows in range(1, 401):  # a new shape each call, as micro-batches and decoding batches make
+    layer(torch.randn(rows, 576, requires_grad=True)).sum().backward()
+print((process.memory_info().rss - start) / 2**20)
+"""
+
+
+def grown_mib(**env: str) -> float:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
+    out = subprocess.run([sys.executable, "-c", SHAPES_SCRIPT], env=clean | env, check=True,
+                         capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    return float(out.stdout.split()[-1])
+
+
+def test_products_of_ever_new_shapes_do_not_grow_memory_unless_the_user_asks_for_big_caches():
+    # 400 shapes: oneDNN's and ideep's own default caches (1024 entries) hold about 1.3 GB more;
+    # the capacity the module sets keeps it within a few dozen MiB. A user's value is kept.
+    assert grown_mib() < 250
+    assert grown_mib(ONEDNN_PRIMITIVE_CACHE_CAPACITY="1024", LRU_CACHE_CAPACITY="1024") > 600
