@@ -339,6 +339,13 @@ class TaskEnv(gym.Env[str, str]):
             return None
         return call.end
 
+    def answer_end(self, text: str) -> int | None:
+        """Where a single-turn answer is complete: the index just after it in ``text`` once
+        nothing after it could change the grade, else ``None`` (the default: the whole text
+        counts). A learner calls it on a completion as it grows and stops sampling there, so
+        it neither pays for nor trains on text the grade ignores."""
+        return None
+
     # -- stateless scoring (thread-safe; the learner grades groups concurrently) ------------
     def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
         """Grade ``completion`` for ``task`` (a Task or task id) without touching episode state."""

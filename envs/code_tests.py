@@ -170,6 +170,15 @@ class CodeTestsEnv(TaskEnv):
         return ("a bigger model: a small one rarely writes a program that passes a test; or a "
                 "larger completion budget, in case the programs are cut off")
 
+    def answer_end(self, text: str) -> int | None:
+        """The end of the first fenced block: the prompts ask for the function in one block.
+        What a model wrote after it was an explanation or a usage example, often to the token
+        limit (41% of the credited samples of a design-card run): prose the grade ignores,
+        or a second block that ``extract_program`` (the last block) graded in the function's
+        place."""
+        block = _FENCE.search(text)
+        return block.end() if block else None
+
     def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
              truncated: bool = False, typical_chars: float | None = None) -> list[Flag]:
         """Long or repetitive text, and a graded program that prints or reaches into the test

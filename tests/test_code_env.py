@@ -29,6 +29,22 @@ def test_extract_program_takes_the_last_python_block():
     assert extract_program("def f(): pass") == ("def f(): pass", False)
 
 
+def test_an_answer_ends_with_its_first_fenced_block():
+    env = CodeTestsEnv.__new__(CodeTestsEnv)  # answer_end reads no state: no sandbox started
+    block = "```python\ndef f(n):\n    return n + 1\n```"
+    for unfinished in ("", "Here it is:\n```python\ndef f(n):\n    return n", "def f(n): pass",
+                       "```python def f(n): pass```"):  # no newline after the tag: no block
+        assert env.answer_end(unfinished) is None
+    said = "Sure:\n" + block
+    assert env.answer_end(said) == len(said)
+    # What follows the block, prose or a second block (which extract_program would grade
+    # instead of the function), is past the end.
+    text = said + "\n\nThis adds one.\n```python\nprint(f(1))\n```"
+    end = env.answer_end(text)
+    assert text[:end] == said and extract_program(text[:end])[0] == "def f(n):\n    return n + 1\n"
+    assert env.answer_end("```\nx = 1\n``` and more") == len("```\nx = 1\n```")  # untagged
+
+
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))

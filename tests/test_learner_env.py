@@ -141,7 +141,7 @@ def env(request):
 
 
 def test_the_protocol_names_every_hook_the_learner_calls():
-    assert {"score", "episode", "prompt", "tool_call_end", "flag", "perturbations",
+    assert {"score", "episode", "prompt", "tool_call_end", "answer_end", "flag", "perturbations",
             "infra_outage", "no_signal_hint"} <= set(HOOKS)
     assert {"pack", "max_turns", "reward_weights", "env_id"} <= set(ATTRIBUTES)
 
@@ -189,6 +189,7 @@ def test_the_checks_find_what_breaks_the_contract():
         def score(self, task): ...  # no completion
         def episode(self, task): ...
         def tool_call_end(self, text): ...
+        def answer_end(self, text): ...
         def flag(self, task, completion, verdict=None): ...  # no keywords
         def perturbations(self, task): ...
         def infra_outage(self): ...

@@ -180,3 +180,27 @@ def test_a_loaded_model_on_onednn_decodes_long_completions_as_transformers_does(
         hook.remove()
     assert ours.lengths.tolist() == [n, n]
     assert torch.equal(ours.completion_ids, ref[:, enc["input_ids"].shape[1]:])
+
+
+def test_a_row_stops_where_the_answer_end_rule_says_keeping_the_token_that_completes_it():
+    tok, model = h.tokenizer(), h.model()
+    free = generate(model, tok, _templated(), group_size=1, max_new_tokens=24, greedy=True)
+    assert min(len(t) for t in free.texts) > 12  # the rule below ends every row early
+    seen = []
+
+    def end(text: str) -> int | None:
+        # Answers "complete" only once 12 characters are written, ending at the 6th: the cut
+        # goes back to the token that wrote it.
+        seen.append(text)
+        return 6 if len(text) >= 12 else None
+
+    cut = generate(model, tok, _templated(), group_size=1, max_new_tokens=24, greedy=True,
+                   answer_end=end)
+    assert seen  # asked as the rows grew
+    for row, (whole, text) in enumerate(zip(free.texts, cut.texts, strict=True)):
+        n = int(cut.lengths[row])
+        assert whole.startswith(text) and len(text) >= 6
+        assert len(tok.decode(cut.completion_ids[row, :n - 1], skip_special_tokens=True)) < 6
+        assert not cut.truncated[row]  # a stop is an ending, not a truncation
+        assert cut.logprobs[row, :n].ne(0).all() and cut.logprobs[row, n:].eq(0).all()
+    assert cut.lengths.lt(free.lengths).all()

@@ -57,6 +57,23 @@ def test_single_turn_completions_are_graded_after_the_sampler_closes():
     assert graded.generate_s > 0 and graded.score_s >= 0
 
 
+def test_completions_stop_where_the_env_says_the_answer_is_complete():
+    model, tok = h.model(), h.tokenizer()
+    tasks_of = h.ShortEnv()
+    tasks = [tasks_of.pack.task_at("train", i) for i in range(2)]
+    prompts = [tasks_of.prompt(t) for t in tasks]
+
+    def texts(env):
+        return sample_graded(Watched(model), tok, env, tasks, prompts, group_size=1,
+                             max_new_tokens=16, greedy=True, bridge=None).rollout.texts
+
+    whole = texts(h.ShortEnv())
+    short = h.ShortEnv()
+    short.answer_end = lambda text: 3 if len(text) >= 3 else None
+    cut = texts(short)
+    assert all(w.startswith(c) and 3 <= len(c) < len(w) for w, c in zip(whole, cut, strict=True))
+
+
 def test_greedy_draws_repeat_and_a_remote_scorer_grades_instead_of_the_env():
     model, tok, env = h.model(), h.tokenizer(), h.ShortEnv()
     tasks = [env.pack.task_at("train", i) for i in range(2)]

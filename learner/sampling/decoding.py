@@ -25,7 +25,8 @@ from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
 from learner.sampling.kernels.kv_cache import decode_cache
 
-#: Why a row stopped: its EOS, the caller's stop rule (a complete tool call), its budget.
+#: Why a row stopped: its EOS, the caller's stop rule (a complete tool call or answer), its
+#: budget.
 EOS, STOP, LENGTH = "eos", "stop", "length"
 #: The caller's stop rule: (row, its tokens so far) -> how many of them to keep, or None.
 Stop = Callable[[int, list[int]], int | None]
@@ -58,6 +59,23 @@ def left_pad(contexts: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
         ids[i, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
         mask[i, width - len(ctx):] = 1
     return ids, mask
+
+
+def text_stop(tokenizer: PreTrainedTokenizerBase, end: Callable[[str], int | None]) -> Stop:
+    """A ``Stop`` from a rule on text: ``end(text so far)`` is the index just after what ends
+    the row (an env's complete tool call or answer), or None; the row keeps the tokens up to
+    the one that completes it."""
+    def stop(row: int, tokens: list[int]) -> int | None:
+        at = end(tokenizer.decode(tokens, skip_special_tokens=True))
+        if at is None:
+            return None
+        keep = len(tokens)
+        # The end may be a few tokens back (the rule needed to see what followed it).
+        while keep > 1 and len(tokenizer.decode(tokens[:keep - 1],
+                                                skip_special_tokens=True)) >= at:
+            keep -= 1
+        return keep
+    return stop
 
 
 def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Tensor:

@@ -29,7 +29,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.learner_env import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
-from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad
+from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad, text_stop
 from learner.sampling.engine import HFEngine, SamplingEngine
 from learner.sampling.rollout import Rollout
 from learner.sampling.scoring import Scores
@@ -72,19 +72,6 @@ class Episodes:
     step_s: float
 
 
-def _call_cut(tokenizer: PreTrainedTokenizerBase, tool_call_end: Callable[[str], int | None],
-              tokens: list[int]) -> int | None:
-    """How many of a turn's tokens to keep when they hold a complete tool call, else None."""
-    end = tool_call_end(tokenizer.decode(tokens, skip_special_tokens=True))
-    if end is None:
-        return None
-    keep = len(tokens)
-    # The call may have ended a few tokens back (the env needed to see what followed it).
-    while keep > 1 and len(tokenizer.decode(tokens[:keep - 1], skip_special_tokens=True)) >= end:
-        keep -= 1
-    return keep
-
-
 def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
                   contexts: list[list[int]], budgets: list[int], *,
                   tool_call_end: Callable[[str], int | None] | None,
@@ -98,10 +85,7 @@ def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerB
     engine = engine or HFEngine(model)
     device = engine.device
     ids, mask = left_pad(contexts, tokenizer.pad_token_id)
-    stop = None
-    if tool_call_end is not None:
-        def stop(row: int, tokens: list[int]) -> int | None:
-            return _call_cut(tokenizer, tool_call_end, tokens)
+    stop = text_stop(tokenizer, tool_call_end) if tool_call_end is not None else None
     out = engine.decode(ids.to(device), mask.to(device), budgets=torch.tensor(budgets),
                         eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
                         temperature=temperature, top_p=top_p, greedy=greedy, stop=stop,

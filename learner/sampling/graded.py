@@ -61,7 +61,8 @@ def sample_graded(sampler: Callable[[], AbstractContextManager[SamplingEngine]],
             return Graded(eps.rollout, eps.scores, eps.generate_s, eps.step_s)
         roll = generate(None, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                        temperature=temperature, top_p=top_p, engine=engine)
+                        temperature=temperature, top_p=top_p, engine=engine,
+                        answer_end=env.answer_end)
     generate_s, t1 = time.perf_counter() - t0, time.perf_counter()
     scores = score_all(env, [t for t in tasks for _ in range(group_size)], roll.texts,
                        workers, scorer)

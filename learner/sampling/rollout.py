@@ -4,13 +4,14 @@ vLLM)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.sampling.decoding import LENGTH, encode_prompts
+from learner.sampling.decoding import LENGTH, encode_prompts, text_stop
 from learner.sampling.engine import HFEngine, SamplingEngine
 
 
@@ -88,9 +89,12 @@ def generate(
     greedy: bool = False,
     compact_fraction: float = 0.25,
     engine: SamplingEngine | None = None,
+    answer_end: Callable[[str], int | None] | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each templated prompt; rows are prompt-major.
-    ``engine`` decodes them (default: the learner's own loop on ``model``)."""
+    ``engine`` decodes them (default: the learner's own loop on ``model``). A row stops at
+    EOS, at ``max_new_tokens``, or where ``answer_end(its text)`` says its answer is complete
+    (the env's ``answer_end``: what follows would not be graded)."""
     engine = engine or HFEngine(model)
     device = engine.device
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
@@ -100,7 +104,8 @@ def generate(
         out = engine.decode(prompt_ids, prompt_mask, budgets=budgets,
                             eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
                             repeat=group_size, temperature=temperature, top_p=top_p,
-                            greedy=greedy, compact_fraction=compact_fraction)
+                            greedy=greedy, compact_fraction=compact_fraction,
+                            stop=text_stop(tokenizer, answer_end) if answer_end else None)
     width = max(int(out.lengths.max()), 1)  # columns no completion uses are cut
     mask = (torch.arange(width, device=device) < out.lengths.unsqueeze(-1)).long()
     ids = out.tokens[:, :width]
