@@ -29,6 +29,7 @@ DECIMAL_ROUNDING_ROWS = {120, 127, 133, 182, 260}
 # legitimate form lost, and fails the test.
 NOT_SIMPLIFIED_ROWS = {
     27: "(9+1) for 10: a sum left to add",
+    117: "a sum of two matrices for the matrix: the sum left to add (issue 43)",
     118: "the identity matrix times itself for the identity matrix: a product left to multiply",
     146: "10\\sqrt{10.5}/27 for 5\\sqrt{42}/27: 10 over the root of 2 left to cancel",
 }

@@ -42,7 +42,7 @@ EQUAL = [
     (r"\text{(C)}", "C"),
     (r"\text{Evelyn}", "evelyn"),
     (r"1 \pm \sqrt{19}", r"\{1+\sqrt{19}, 1-\sqrt{19}\}"),
-    ("7:32", "14:64"),
+    ("7:32", "7 : 32"),
     ("1000.99", "1000,99"),
     (r"\frac{10\sqrt{10.5}}{27}", r"\frac{5\sqrt{42}}{27}"),
     ("a=2, b=3", r"\boxed{b=3, a=2}"),
@@ -93,6 +93,7 @@ ROUNDED = [
 ]
 
 NOT_EQUAL = [
+    ("7:32", "14:64"),  # a ratio obeys the simplest-form rule like a fraction (issue 43)
     (r"\frac{1}{2^{99}}", r"\frac{1}{2^{98}}"),
     ("123456789012345678901", "123456789012345678902"),
     (r"\frac{1}{2004!}", r"\frac{1}{2006!}"),

@@ -52,14 +52,17 @@ from typing import Any
 
 from envs.verify.math_answer import (
     ANSWER_TYPES,
+    assigned_literal,
+    group_word,
     hedge,
     is_number_literal,
     operation_word,
     restated_before,
     restated_expression,
+    value_around_name,
 )
 from envs.verify.math_extract import MAX_ANSWER_CHARS, MAX_COMPLETION_CHARS, Extraction, extract
-from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large
+from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large, unit_of
 from envs.verify.verdict import Verdict
 
 __all__ = ["verify", "gold_problem", "clear_cache", "cache_info", "shutdown"]
@@ -112,12 +115,16 @@ def _as_fraction(s: str) -> Fraction | None:
     return None
 
 
+# Spaces are free except between two letters: "Eve lyn" is not "Evelyn".
+_SPACELESS = re.compile(r"(?<![A-Za-z]) +| +(?![A-Za-z])")
+
+
 def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     """Decide cheaply when possible (True/False), else None."""
     g, p = normalize_answer(gold), normalize_answer(pred)
     if not g or not p:
         return None
-    if g.replace(" ", "") == p.replace(" ", ""):
+    if _SPACELESS.sub("", g) == _SPACELESS.sub("", p):
         return True
     # "1,22" reads as a decimal comma only against the same number written "1.22"
     if _DEC_COMMA.match(p) and _DEC_POINT.match(g):
@@ -252,13 +259,18 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
                             **details)
     final = pred_ex.answer
     for item in final:
-        word = hedge(item)
+        word = hedge(item) or value_around_name(item)
         if word is not None:
             return Verdict.fail("multiple_answers", shown, hedge=word, **details)
-        word = operation_word(item)
+        word = operation_word(item) or group_word(item, question)
         if word is not None:
             return Verdict.fail("unparseable", shown, error=f"the word {word!r} changes the value "
                                 "and is not read", **details)
+    if len(final) == 1 and len(gold_ex.answer) == 1:
+        # a unit is dropped as a label only where it is the gold's: 18 mm is not 18 cm
+        units = unit_of(gold_ex.answer[0]), unit_of(final[0])
+        if None not in units and units[0] != units[1]:
+            return Verdict.fail("not_equal", shown, unit=f"{units[1]} for {units[0]}", **details)
     if question is not None:
         gold_text = ", ".join(gold_ex.answer)
         for item in final:
@@ -269,7 +281,7 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
             restated = restated_before(completion, final[-1], question, gold_text)
             if restated is not None:
                 return Verdict.fail("restates_question", shown, restated=restated, **details)
-    if answer == "number" and not all(is_number_literal(a) for a in final):
+    if answer == "number" and not all(is_number_literal(a) or assigned_literal(a) for a in final):
         return Verdict.fail("not_a_number", shown, **details)
     return _grade(gold_ex, pred_ex, shown, timeout, rounding)
 

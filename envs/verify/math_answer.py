@@ -105,6 +105,51 @@ def operation_word(answer: str) -> str | None:
     return m.group(0) if m else None
 
 
+# Nouns that count in groups: "18 pairs" is 36 of the things the question may count. Such a word
+# is a label only where the question counts in it ("How many pairs ...?").
+_GROUP_NOUN = re.compile(r"(?<![\\A-Za-z])(pair|couple|trio|triple|set)s?(?![A-Za-z])", re.I)
+
+
+def group_word(answer: str, question: str | None) -> str | None:
+    """A word after a number that counts in groups (``18\\text{ pairs}``) and that the question
+    does not use, or ``None``."""
+    s = normalize_answer(answer)
+    if not re.search(r"\d", s):
+        return None
+    for m in _GROUP_NOUN.finditer(answer):
+        stem = m.group(1).lower()
+        if question is None or not re.search(rf"(?<![A-Za-z]){stem}", question, re.I):
+            return m.group(0)
+    return None
+
+
+_CHAIN_LITERAL = re.compile(r"^\s*[+-]?\d+(?:\.\d+)?\s*$")
+
+
+def value_around_name(answer: str) -> str | None:
+    """``19 = x = 18``: a name between two different numbers states two values (the chain was read
+    as its last part, 18). A chain that starts with the name (``x = 5 + 6 = 11``) is a
+    computation, read by its last part as Math-Verify does."""
+    parts = answer.split("=")
+    if len(parts) < 3:
+        return None
+    literals = [p.strip() for p in parts if _CHAIN_LITERAL.match(p)]
+    named = [i for i, p in enumerate(parts) if re.search(r"[A-Za-z]", p)]
+    first_literal = next((i for i, p in enumerate(parts) if _CHAIN_LITERAL.match(p)), None)
+    if not named or first_literal is None or first_literal > named[0]:
+        return None
+    return answer if len({float(x) for x in literals}) > 1 else None
+
+
+_ASSIGNED = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)$")
+
+
+def assigned_literal(answer: str) -> bool:
+    """``x = 18``: a number literal given as the value of a named variable."""
+    m = _ASSIGNED.match(answer)
+    return m is not None and "=" not in m.group(1) and is_number_literal(m.group(1))
+
+
 # ------------------------------------------------------------------------- restatements
 
 _OPS = {"+", "-", "*", "/", "^"}

@@ -344,13 +344,30 @@ def _assign_rel(a: Assign) -> Rel | None:
 
 
 def _norm_text(t: str) -> str:
-    return "".join(ch for ch in t.lower() if ch.isalnum())
+    """Letters and digits in words: case, punctuation and spacing are free, a word boundary is
+    not (``Eve lyn`` is not ``Evelyn``)."""
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in t.lower()).split())
 
 
 def _unordered(xs: list[Any], ys: list[Any]) -> bool:
+    """The same items in any order (a bare list may repeat one: the corpus's row 188)."""
     return all(any(equal(x, y) for y in ys) for x in xs) and all(
         any(equal(x, y) for x in xs) for y in ys
     )
+
+
+def _counted(xs: list[Any], ys: list[Any]) -> bool:
+    """The same items in any order, each matched once: a set written ``\\{1, 2, 2\\}`` is not
+    ``\\{1, 2\\}`` (an element written twice is work left undone, or a hedge)."""
+    if len(xs) != len(ys):
+        return False
+    left = list(ys)
+    for x in xs:
+        hit = next((k for k, y in enumerate(left) if equal(x, y)), None)
+        if hit is None:
+            return False
+        del left[hit]
+    return True
 
 
 def _ordered(xs: list[Any], ys: list[Any]) -> bool:
@@ -425,10 +442,27 @@ def _list_equal(g: Any, p: Any) -> bool | None:
         return all(equal(g, y) for y in pi)  # the same answer repeated
     if not isinstance(p, (ListN, SetN, Seq)):
         return False
+    if isinstance(g, Seq) and not _tuple_like(g):
+        return False  # "2, \\infty" does not say which ends an interval holds
     by_name = _by_name(gi, pi)
     if by_name is not None:
         return by_name
-    return _ordered(gi, pi) if ordered else _unordered(gi, pi)
+    if ordered:
+        return _ordered(gi, pi)
+    return _counted(gi, pi) if isinstance(g, SetN) or isinstance(p, SetN) else _unordered(gi, pi)
+
+
+def _tuple_like(g: Seq) -> bool:
+    """``(1, 2)`` may be a point; ``[0, 1)``, ``(2, \\infty)`` are only intervals."""
+    return g.open == "(" and g.close == ")" and not any(
+        isinstance(i, Val) and getattr(i.expr, "is_infinite", False) for i in g.items)
+
+
+def _interval_only(g: Any) -> bool:
+    """A gold that can only be read as a set of reals: an interval no point could be, or a union."""
+    if isinstance(g, UnionN):
+        return all(isinstance(p, (Seq, SetN)) for p in g.parts)
+    return isinstance(g, Seq) and len(g.items) == 2 and not _tuple_like(g)
 
 
 def _seq_equal(g: Seq, p: Seq) -> bool:
@@ -437,7 +471,7 @@ def _seq_equal(g: Seq, p: Seq) -> bool:
 
 #: (gold kind, prediction kind, comparison), first match wins (a lambda: defined below).
 _PAIRS: tuple[tuple[type, type, Callable[[Any, Any], bool]], ...] = (
-    (SetN, SetN, lambda g, p: _unordered(g.items, p.items)),
+    (SetN, SetN, lambda g, p: _counted(g.items, p.items)),
     (Rel, Rel, rel_equal),
     (Seq, Seq, _seq_equal),
     (Ratio, Ratio, lambda g, p: _ratio_equal(g, p)),
@@ -455,10 +489,35 @@ def _same_kind_equal(g: Any, p: Any) -> bool | None:
     return None
 
 
+def _overlapping(u: UnionN) -> bool:
+    """Two parts of a union share points, meet end to end, or are both finite sets: the union is
+    not taken."""
+    sets = [_as_set(part) for part in u.parts]
+    if sum(isinstance(part, SetN) for part in u.parts) > 1:
+        return True
+    for i, a in enumerate(sets):
+        for b in sets[i + 1:]:
+            try:
+                if a is not None and b is not None and (
+                        sympy.Intersection(a, b) != sympy.S.EmptySet
+                        or isinstance(sympy.Union(a, b), sympy.Interval)):
+                    return True  # sharing points, or meeting end to end: [0, 1/2) and [1/2, 1)
+            except Exception:
+                continue
+    return False
+
+
 def _as_sets_equal(g: Any, p: Any) -> bool | None:
     """Sets, intervals, unions and values compared as the sets they denote."""
     if isinstance(p, Rel):
-        return False  # a gold set/interval is not matched by an inequality
+        # "0 \\le x < 1" states the interval [0, 1); "1 < x < 2" for a gold (1, 2) that may be
+        # a point does not
+        if not _interval_only(g):
+            return False
+        sg, sp = _as_set(g), _rel_set(p)
+        return sg is not None and sp is not None and sets_equal(sg, sp)
+    if isinstance(p, UnionN) and _overlapping(p):
+        return False  # \\{1, 2\\} \\cup \\{2\\}, [1, 2] \\cup [2, 3]: a union left to take
     if isinstance(g, (Rel, UnionN, Seq, SetN, Val)) and isinstance(p, (UnionN, Seq, SetN, Val)):
         sg, sp = _as_set(g), _as_set(p)
         return sg is not None and sp is not None and sets_equal(sg, sp)
@@ -484,7 +543,16 @@ def _by_name(gi: list[Any], pi: list[Any]) -> bool | None:
     return all(equal(gmap[k], pmap[k]) for k in gmap)
 
 
+def _common_factor(items: list[Any]) -> int:
+    """The gcd of a ratio of integers (1 when any part is not an integer)."""
+    if not all(isinstance(x, Val) and getattr(x.expr, "is_Integer", False) for x in items):
+        return 1
+    return int(sympy.igcd(*[int(x.expr) for x in items])) if items else 1
+
+
 def _ratio_equal(g: Ratio, p: Ratio) -> bool:
+    if _common_factor(p.items) > 1 and _common_factor(g.items) == 1:
+        return False  # 5:10 for 1:2, the ratio left to reduce
     if _ordered(g.items, p.items):
         return True
     if len(g.items) != len(p.items) or not all(isinstance(x, Val) for x in g.items + p.items):

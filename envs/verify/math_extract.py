@@ -254,11 +254,16 @@ def _strip_stray_dollars(s: str) -> str:
     return s.strip()
 
 
+# LaTeX spacing at either end of an answer (18\, or \;10 or 10\quad) is space, never punctuation,
+# so the comma of \, is not trimmed off to leave 18\ behind.
+_EDGE_SPACING = re.compile(r"^(?:\\[,;:! >]|\\q?quad(?![A-Za-z])|~|\s)+|(?:\\[,;:! >]|\\q?quad(?![A-Za-z])|~|\s)+$")
+
+
 def _trim(s: str) -> str:
-    s = s.strip()
+    s = _EDGE_SPACING.sub("", s)
     s = re.sub(r"^(?:\*\*|__|\\?[\"'`])+|(?:\*\*|__|\\?[\"'`])+$", "", s).strip()
-    s = re.sub(r"(?:[\s.,;:?]|(?<!\d)!)+$", "", s)  # "5!" keeps its factorial
-    return s.strip()
+    s = re.sub(r"(?:(?<!\\)[\s.,;:?]|(?<![\d\\])!)+$", "", s)  # "5!" keeps its factorial
+    return _EDGE_SPACING.sub("", s)
 
 
 # ---------------------------------------------------------------- markers

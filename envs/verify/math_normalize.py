@@ -110,13 +110,15 @@ NUMBER_WORDS = (
 #: 1/3, so such text is never a label to drop (``math_answer.operation_word`` refuses the answer).
 OPERATION_WORDS = (
     r"squared|cubed|doubled|tripled|quadrupled|halved|twice|thrice|negated|negative|inverse|"
-    r"inverted|reciprocal|factorial|repeating|recurring|"
+    r"inverted|reciprocal|factorial|repeating|recurring|score|gross|grand|mil|mils|bn|mn|"
     r"(?:hal(?:f|ves)|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|"
     r"tenths?|twelfths?|hundredths?|thousandths?|millionths?|billionths?)"
 )
 _NOT_LABEL = rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}|{OPERATION_WORDS}"
 # A scale word after a number multiplies it: "15\text{ thousand}" is 15000, never 15.
-_SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+# Lakh and crore are the Indian scale words (10^5, 10^7): "18\text{ lakh}" is 1800000, never 18.
+_SCALES = {"hundred": 2, "thousand": 3, "lakh": 5, "crore": 7, "million": 6, "billion": 9,
+           "trillion": 12}
 # The scale word may open a label: "8\text{ thousand dollars}" is 8000 dollars, so the rest of the
 # text stays behind as a label of its own (dropped as one, or refused as a hedge).
 _SCALE = re.compile(
@@ -132,7 +134,7 @@ _TEXT_LABEL = re.compile(
 )
 _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])")
 _SIMPLE_SUBS = [
-    (re.compile(r"\\[dtc]frac"), r"\\frac"),
+    (re.compile(r"\\(?:[dtc]frac|nicefrac|sfrac)(?![A-Za-z])"), r"\\frac"),
     (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)"), ""),
     (re.compile(r"\\m?(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)\s*\."), ""),
     (
@@ -279,9 +281,71 @@ def _unicode_to_latex(s: str) -> str:
     return "".join(out)
 
 
+# TeX's infix fraction: "{a \\over b}" is \\frac{a}{b}, the numerator and denominator being the
+# rest of the brace group the command sits in (the whole answer when it sits in none).
+_OVER = re.compile(r"\\over(?![A-Za-z])")
+_ARGUMENT_BEFORE = re.compile(r"(?:[\^_}]|\\[A-Za-z]+)\s*$")
+MAX_OVERS = 50
+
+
+def _group_bounds(s: str, at: int) -> tuple[int, int]:
+    """The brace group around ``s[at]``: the index of its ``{`` (-1 for none) and of its ``}``
+    (``len(s)`` for none). Escaped braces (``\\{``) are set braces, not groups."""
+    depth, i = 0, at - 1
+    while i >= 0:
+        c = s[i]
+        if c in "{}" and not (i > 0 and s[i - 1] == "\\"):
+            if c == "}":
+                depth += 1
+            elif depth == 0:
+                break
+            else:
+                depth -= 1
+        i -= 1
+    open_at = i
+    depth, j = 0, at
+    while j < len(s):
+        c = s[j]
+        if c in "{}" and s[j - 1] != "\\":
+            if c == "{":
+                depth += 1
+            elif depth == 0:
+                break
+            else:
+                depth -= 1
+        j += 1
+    return open_at, j
+
+
+def _ungrouped(part: str) -> str:
+    """``{2}`` -> ``2``: a part that is one brace group ({2}\\over{4}) is what the group holds."""
+    while part.startswith("{") and _group_bounds(part, 1) == (0, len(part) - 1):
+        part = part[1:-1].strip()
+    return part
+
+
+def infix_fractions(s: str) -> str:
+    """``s`` with every ``\\over`` written as ``\\frac``: ``{486 \\over 1250}`` is
+    ``\\frac{486}{1250}``, one spelling for the simplest-form rule and the value alike (the parser
+    read it as one evaluated number, hiding the unreduced fraction). Innermost first."""
+    for _ in range(MAX_OVERS):
+        m = _OVER.search(s)
+        if m is None:
+            return s
+        open_at, close_at = _group_bounds(s, m.start())
+        num, den = s[open_at + 1:m.start()].strip(), s[m.end():close_at].strip()
+        frac = rf"\frac{{{_ungrouped(num)}}}{{{_ungrouped(den)}}}"
+        if open_at >= 0 and _ARGUMENT_BEFORE.search(s, 0, open_at):
+            frac = "{" + frac + "}"  # x^{1 \\over 2}: the group is an argument, keep it
+        s = s[:max(open_at, 0)] + frac + s[close_at + 1:]
+    return s
+
+
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
     s = _unicode_to_latex(s.strip()).strip()
+    if "\\over" in s:
+        s = infix_fractions(s)
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
     s = _SCALE.sub(_scaled, s)
@@ -329,3 +393,55 @@ def too_large(s: str) -> bool:
         if base > 1 and exp * len(str(base)) > 200_000:
             return True
     return any(len(m.group(1)) > 5 or int(m.group(1)) > 20000 for m in _FACT.finditer(s))
+
+
+# ---------------------------------------------------------------- units
+
+# One name per unit: "18\text{ cm}" and "18 centimeters" agree, "18\text{ mm}" does not.
+_UNIT_NAMES = {
+    "mm": ("millimeter", "millimeters", "millimetre", "millimetres"),
+    "cm": ("centimeter", "centimeters", "centimetre", "centimetres"),
+    "m": ("meter", "meters", "metre", "metres"),
+    "km": ("kilometer", "kilometers", "kilometre", "kilometres"),
+    "in": ("inch", "inches"),
+    "ft": ("foot", "feet"),
+    "yd": ("yard", "yards"),
+    "mi": ("mile", "miles"),
+    "mg": ("milligram", "milligrams"),
+    "g": ("gram", "grams"),
+    "kg": ("kilogram", "kilograms", "kilo", "kilos"),
+    "ml": ("milliliter", "milliliters", "millilitre", "millilitres", "mL"),
+    "l": ("liter", "liters", "litre", "litres", "L"),
+    "s": ("sec", "secs", "second", "seconds"),
+    "min": ("mins", "minute", "minutes"),
+    "h": ("hr", "hrs", "hour", "hours"),
+    "day": ("days",),
+    "week": ("weeks",),
+    "month": ("months",),
+    "year": ("years", "yr", "yrs"),
+    "dollar": ("dollars",),
+    "cent": ("cents",),
+}
+_UNIT_ALIASES = {alias.lower(): unit for unit, aliases in _UNIT_NAMES.items()
+                 for alias in (unit, *aliases)}
+_POWER_WORDS = {"square": 2, "sq": 2, "cubic": 3, "cu": 3}
+_TRAILING_UNIT = re.compile(
+    r"(?<=[\d}).])(?:\s*\\(?:text|mbox|mathrm|textnormal|textrm|rm)\s*\{\s*([A-Za-z][A-Za-z .]*?)"
+    r"\s*\}|\s+([A-Za-z][A-Za-z .]*?))\s*(?:\^\s*\{?\s*([23])\s*\}?)?\s*$")
+
+
+def unit_of(answer: str) -> tuple[str, int] | None:
+    """The unit an answer ends with, as (name, power): ``18\\text{ cm}^2`` is ("cm", 2), "18
+    square feet" ("ft", 2). ``None`` when it ends with no unit this table knows (a counted noun
+    such as "apples" is a label, not a unit)."""
+    m = _TRAILING_UNIT.search(answer[-80:])
+    if m is None:
+        return None
+    words = (m.group(1) or m.group(2)).replace(".", " ").split()
+    power = int(m.group(3) or 1)
+    if len(words) == 2 and words[0].lower() in _POWER_WORDS:
+        power, words = _POWER_WORDS[words[0].lower()], words[1:]
+    if len(words) != 1:
+        return None
+    unit = _UNIT_ALIASES.get(words[0].lower()) or _UNIT_ALIASES.get(words[0])
+    return (unit, power) if unit is not None else None

@@ -447,6 +447,8 @@ def _flatten(items: list[Any]) -> list[Any]:
 
 
 def _make_list(nodes: list[Any]) -> Any:
+    if len(nodes) == 1 and isinstance(nodes[0], SetN):
+        return nodes[0]  # a set stays a set: brackets carry meaning (never an interval's ends)
     nodes = _flatten(nodes)
     if len(nodes) == 1:
         return nodes[0]
@@ -499,6 +501,8 @@ def _relation(parts: list[str], ops: list[str]) -> Any:
             return parse_item(rhs)
         if name_like(lhs):
             return Assign(lhs.strip(), parse_item(rhs))
+        if name_like(rhs) and not re.search(r"[A-Za-z]", _strip_cmds(lhs)):
+            return Assign(rhs.strip(), parse_item(lhs))  # "18 = x" names the value as "x = 18"
         return Rel(sympy.Eq(_expr(lhs), _expr(rhs), evaluate=False))
     if ops == ["\\in"]:
         return Assign(parts[0].strip(), parse_item(parts[1]))
@@ -548,6 +552,23 @@ def _match_close(s: str) -> int:
     return -1
 
 
+def _set_close(s: str) -> int:
+    """Index of the ``\\}`` closing the ``\\{`` that opens ``s`` (-1 for none). ``_match_close``
+    skips escapes, so it never saw a set's own braces: ``\\{1, 2\\}`` was read by latex2sympy
+    and flattened into a bare list, and ``\\{(1, 2)\\}`` into an interval."""
+    depth = 0
+    i = 0
+    while i < len(s) - 1:
+        if s[i] == "\\" and s[i + 1] in "{}":
+            depth += 1 if s[i + 1] == "{" else -1
+            if depth == 0:
+                return i
+            i += 2
+            continue
+        i += 2 if s[i] == "\\" else 1
+    return -1
+
+
 def parse_item(s: str) -> Any:
     s = s.strip()
     if not s:
@@ -567,11 +588,9 @@ def parse_item(s: str) -> Any:
     parts, _ = split_top(s, _COLON)
     if len(parts) > 1:
         return Ratio([parse_item(p) for p in parts])
-    if s.startswith("\\{") and s.endswith("\\}"):
-        inner = s[2:-2]
-        if _match_close(s[1:]) == len(s) - 2:
-            items, _ = split_top(inner, _ITEM_SEP)
-            return SetN(_flatten([parse_item(p) for p in items if p.strip()]))
+    if s.startswith("\\{") and s.endswith("\\}") and _set_close(s) == len(s) - 2:
+        items, _ = split_top(s[2:-2], _ITEM_SEP)
+        return SetN(_flatten([parse_item(p) for p in items if p.strip()]))
     if s[0] in _OPENERS and _match_close(s) == len(s) - 1:
         inner = s[1:-1]
         items, _ = split_top(inner, _ITEM_SEP)

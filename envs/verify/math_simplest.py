@@ -91,6 +91,11 @@ SCIENTIFIC_MIN_EXPONENT = 4
 _PERCENT = sympy.Rational(1, 100)  # latex2sympy's percent marker, UnevaluatedExpr(1/100)
 _OPERATORS = (ExprWithLimits, sympy.Limit, sympy.Derivative)
 _E_WRITTEN = sympy.exp(1, evaluate=False)
+# Matrix and set operations are computations like any other: a sum or product of matrices, a
+# power of one, an intersection or difference of sets is the answer left unevaluated.
+_MATRIX_OPS = (sympy.MatAdd, sympy.MatPow, sympy.HadamardProduct)
+_MATRIX_FUNCS = (sympy.Determinant, sympy.Trace, sympy.Transpose, sympy.Inverse, sympy.Adjoint)
+_SET_OPS = (sympy.Intersection, sympy.Complement, sympy.SymmetricDifference, sympy.ProductSet)
 
 
 @dataclass
@@ -161,6 +166,16 @@ _UNIT_FACTOR = re.compile(
     r"|(?<![\w.}{^_])-\s*1(?![\d.])(?!\s*\^)(?=\s*(?:\\cdot|\\times|\*|\(|\[|\\(?!frac)[A-Za-z]|[A-Za-z]))")
 
 
+# latex2sympy evaluates a determinant while parsing (\det\begin{pmatrix}10\end{pmatrix} and a
+# vmatrix are read as 10): the determinant left to take is read here.
+_DETERMINANT = re.compile(r"\\det(?![A-Za-z])|\\begin\s*\{\s*[vV]matrix\s*\}"
+                          r"|\\end\s*\{\s*[pbBvV]?matrix\s*\}\s*\^\s*\{?\s*(?:T|t|\\top|\\intercal)(?![A-Za-z])")
+# A bracket around one number or letter groups nothing: in an answer a square bracket opens a
+# list or an interval, so [-1][50] and [15][x] are lists side by side, not the products
+# -50 and 15x that latex2sympy reads (a root's index, \sqrt[3]{..}, is no bracket).
+_ATOM_IN_SQUARE_BRACKETS = re.compile(r"(?<!sqrt)(?<!sqrt )\[\s*[-+]?\s*(?:\d+(?:\.\d+)?|[A-Za-z])\s*\]")
+
+
 def _text_work(leaf: str, work: Work) -> None:
     """The work the parser hides: unreduced or compound fractions of numbers, double
     negatives, e^{1}, a number to the power -1, repeating decimals."""
@@ -175,7 +190,9 @@ def _text_work(leaf: str, work: Work) -> None:
     for kind, pattern in (("identity", _UNIT_FACTOR), ("identity", _TEN_POWER_TIMES_ONE),
                           ("arithmetic", _DOUBLE_MINUS),
                           ("identity", _E_TO_THE_ONE),
-                          ("arithmetic", _NUMBER_RECIPROCAL), ("fraction", _REPEATING)):
+                          ("arithmetic", _NUMBER_RECIPROCAL), ("fraction", _REPEATING),
+                          ("function", _DETERMINANT),
+                          ("arithmetic", _ATOM_IN_SQUARE_BRACKETS)):
         for m in pattern.finditer(leaf):
             work.add(kind, m.group(0))
 
@@ -202,6 +219,16 @@ def _visit(node: Any, work: Work) -> Any:
             _visit(entry, work)
         return node
     if not isinstance(node, sympy.Basic) or node.is_Atom or not node.args:
+        return node
+    if isinstance(node, _MATRIX_FUNCS):
+        work.add("function", node)
+        return node
+    if isinstance(node, _MATRIX_OPS + _SET_OPS) or (isinstance(node, sympy.MatMul) and (
+            sum(a.is_Matrix for a in node.args) > 1
+            or any(a.is_Integer and abs(a) != 1 for a in node.args))):
+        # a fraction times one matrix is a factored form (\frac{1}{5}\begin{pmatrix}..); an
+        # integer times one is a product left to multiply out
+        work.add("arithmetic", node)
         return node
     if isinstance(node, sympy.UnevaluatedExpr):
         # latex2sympy computes gcd/lcm while parsing and wraps the result
