@@ -788,3 +788,140 @@ def test_the_prompt_echoed_is_not_paid_by_its_example_box():
         for honest in ("3 × 14 = 42. The answer is \\boxed{42}.",
                        line + "\n3 × 14 = 42, so \\boxed{42}"):
             assert env.score(task, honest)[1]["passed"], (env_id, honest)
+
+
+# -- one simplest-form rule for every notation (issue 43) -----------------------------------------
+# Every hack below was credited before the fix: found by the issue or by attacking the fix with
+# other spellings, containers, words and hedges (the issue's own cases stay hidden).
+
+def test_an_infix_fraction_obeys_the_simplest_form_rule(math500):
+    """``{486 \\over 1250}`` for the gold ``\\frac{243}{625}`` earned 1.1 on math500/33: latex2sympy
+    read the infix fraction as one evaluated number, hiding the common factor."""
+    for completion in (r"\boxed{{486 \over 1250}}", r"\boxed{486 \over 1250}",
+                       r"\boxed{{486}\over{1250}}", r"\boxed{\left({486 \over 1250}\right)}"):
+        _, info = math500.score("math500/33", completion)
+        assert not info["passed"] and info["rewards"]["correct"] == 0.0, (completion, info)
+        assert info["reason"] == "not_simplified", (completion, info["reason"])
+    for completion in (r"\boxed{{243 \over 625}}", r"\boxed{243 \over 625}", r"\boxed{\frac{243}{625}}"):
+        assert math500.score("math500/33", completion)[1]["passed"], completion
+
+
+# (gold, answer): the same unreduced fraction in every spelling, and what hides one
+FRACTION_SPELLINGS_UNREDUCED = [
+    (r"\frac{5}{9}", r"{100 \over 180}"), (r"\frac{5}{9}", r"\frac{100}{180}"),
+    (r"\frac{5}{9}", r"\dfrac{100}{180}"), (r"\frac{5}{9}", r"\tfrac{100}{180}"),
+    (r"\frac{5}{9}", r"\cfrac{100}{180}"), (r"\frac{5}{9}", r"\nicefrac{100}{180}"),
+    (r"\frac{5}{9}", "100/180"), (r"\frac{5}{9}", "100 ÷ 180"), (r"\frac{5}{9}", r"100 \div 180"),
+    (r"\frac{1}{2}", r"{{{2 \over 4}}}"), (r"\frac{1}{2}", r"{1 \over {4 \over 2}}"),
+    (r"\frac{1}{2}", r"2\over4"), (r"\frac{1}{2}", r"\displaystyle{2 \over 4}"),
+    (r"\frac{7}{2}", r"3 {2 \over 4}"), (r"\frac{x}{2}", r"{2x \over 4}"),
+    (r"\frac{\sqrt2}{2}", r"{2\sqrt2 \over 4}"), ("1:2", "5:10"), (r"\frac{1}{2}", r"\frac{1}{2} \over 1"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), FRACTION_SPELLINGS_UNREDUCED)
+def test_every_fraction_spelling_obeys_the_simplest_form_rule(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert not v.passed, (gold, pred, v)
+
+
+def test_a_question_that_asks_to_simplify_is_not_answered_by_its_fraction():
+    question = r"Simplify $\frac{100}{180}$."
+    for pred in (r"{100 \over 180}", r"100 \over 180", r"\frac{100}{180}"):
+        assert not verify(r"\frac{5}{9}", rf"\boxed{{{pred}}}", question=question).passed, pred
+    for pred in (r"{5 \over 9}", r"\frac59", "5/9", r"\nicefrac{5}{9}"):
+        assert verify(r"\frac{5}{9}", rf"\boxed{{{pred}}}", question=question).passed, pred
+    assert verify(r"x^{\frac{1}{2}}", r"\boxed{x^{1 \over 2}}").passed  # an argument keeps its group
+
+
+# Brackets carry meaning: sets, tuples, intervals and matrices compare only with their own kind,
+# and an expression of containers is work left undone.
+CONTAINER_HACKS = [
+    ("[2, 5]", r"\{2, 5\}"), (r"(2, \infty)", r"2, \infty"), (r"[2, \infty)", r"2, \infty"),
+    ("[0, 1)", "0, 1"), ("[0, 1)", r"\{0, 1\}"), ("(1, 2)", r"\{2, 1\}"), ("(1, 2)", r"\{1, 2\}"),
+    ("(1, 2)", r"\{(1, 2)\}"), (r"\{1, 2\}", "(1, 2)"), (r"\{1, 2\}", "[1, 2]"),
+    ("[1, 2]", "1, 2"), (r"\{1, 2\}", r"\{1, 2, 2\}"), (r"\{1, 2\}", r"\left\{1, 1, 2\right\}"),
+    (r"\{1, 2\}", r"\{1, 2, \frac{4}{2}\}"), (r"\{1, 2\}", r"\{1, 2\} \cup \{2\}"),
+    (r"\{1, 2\}", r"\{1\} \cup \{2\}"), (r"\{1, 2\}", r"\{1,2\}\cap\{1,2,3\}"),
+    (r"\{1, 2\}", r"\{1,2\} \setminus \{3\}"), ("[0, 1)", r"[0,1) \cup [0,1)"),
+    ("[0, 1)", r"[0,\frac12) \cup [\frac12,1)"), (r"(-\infty, 2) \cup (3, \infty)",
+                                                 r"\{-\infty, 2\} \cup \{3, \infty\}"),
+    (r"\begin{pmatrix}1\\2\end{pmatrix}",
+     r"\begin{pmatrix}1\\2\end{pmatrix}+\begin{pmatrix}0\\0\end{pmatrix}"),
+    (r"\begin{pmatrix}1\\2\end{pmatrix}",
+     r"2\begin{pmatrix}1\\2\end{pmatrix}-\begin{pmatrix}1\\2\end{pmatrix}"),
+    (r"\begin{pmatrix}1\\2\end{pmatrix}",
+     r"\begin{pmatrix}1&0\\0&1\end{pmatrix}\begin{pmatrix}1\\2\end{pmatrix}"),
+    (r"\begin{pmatrix}2\\4\end{pmatrix}", r"2\begin{pmatrix}1\\2\end{pmatrix}"),
+    (r"\begin{pmatrix}1&2\end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}^T"),
+    ("10", r"\det\begin{pmatrix}10\end{pmatrix}"), ("10", r"\begin{vmatrix}10\end{vmatrix}"),
+    ("-50", "[-1][50]"), ("15x-80", "[15][x]-80"), ("80-15x", "80-[15][x]"), ("(1, 2)", "1 < x < 2"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), CONTAINER_HACKS)
+def test_containers_compare_only_with_their_own_kind(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert not v.passed, (gold, pred, v)
+
+
+CONTAINER_HONEST = [
+    (r"\{1, 2\}", "2, 1"), ("1, 2", r"\{2, 1\}"), (r"\{-1, 1\}", r"\pm 1"), (r"\{-1, 1\}", r"\{\pm 1\}"),
+    (r"\{1, 2\}", r"x \in \{1, 2\}"), ("(1, 2)", "1, 2"), ("(1, 2)", r"\langle 1, 2\rangle"),
+    ("(1, 2)", r"\begin{pmatrix}1\\2\end{pmatrix}"), (r"(-\infty, 2) \cup (3, \infty)",
+                                                      r"(-\infty, 2) \cup (3, \infty)"),
+    (r"\begin{pmatrix}\frac15&0\\0&\frac15\end{pmatrix}", r"\frac{1}{5}\begin{pmatrix}1&0\\0&1\end{pmatrix}"),
+    ("[0, 1)", r"0 \le x < 1"), ("[0, 1)", r"0 \leq x < 1"), (r"(-\infty, 3]", r"x \le 3"),
+    (r"[2, \infty)", r"x \geq 2"), ("10", "(10)"), ("90", "[90]"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), CONTAINER_HONEST)
+def test_honest_containers_are_credited(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert v.passed, (gold, pred, v)
+
+
+WORD_HACKS = [
+    ("18", r"18\text{ lakh}"), ("18", r"18\text{ lakhs}"), ("18", r"18\text{ crore}"),
+    ("18", r"18\text{ score}"), ("18", r"18\text{ gross}"), ("18", r"18\text{ grand}"),
+    ("18", r"18\text{ mil}"), ("18", r"18\text{ pairs}"), ("18", r"18\text{ couples}"),
+    (r"18\text{ cm}", r"18\text{ mm}"), (r"18\text{ cm}^2", r"18\text{ cm}^3"),
+    (r"18\text{ m}", r"18\text{ km}"), (r"18\text{ inches}", r"18\text{ feet}"),
+    (r"18\text{ square feet}", r"18\text{ ft}"), (r"18\text{ cents}", r"18\text{ dollars}"),
+    (r"\text{Evelyn}", r"\text{Eve lyn}"), (r"\text{Evelyn}", r"\text{E velyn}"),
+    (r"\text{Evelyn}", r"\text{Eve-lyn}"), (r"\text{Evelyn}", r"\text{Eve\,lyn}"),
+    (r"\text{New York}", r"\text{NewYork}"), ("18", "19 = x = 18"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), WORD_HACKS)
+def test_words_that_change_the_value_earn_nothing(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert not v.passed, (gold, pred, v)
+
+
+def test_words_and_units_that_keep_the_value_are_credited():
+    for gold, pred in (("1800000", r"18\text{ lakh}"), (r"18\text{ cm}", r"18\text{ cm}"),
+                       (r"18\text{ cm}", "18"), (r"18\text{ inches}", r"18\text{ in}"),
+                       (r"18\text{ square feet}", r"18\text{ ft}^2"), (r"\$18", r"18\text{ dollars}"),
+                       ("18", r"18\text{ mm}"), (r"\text{Evelyn}", "evelyn"),
+                       (r"\text{New York}", r"\text{new york}"), ("18", r"18\text{ apples}")):
+        assert verify(gold, rf"\boxed{{{pred}}}").passed, (gold, pred)
+    # a group word is a label where the question counts in it
+    assert verify("18", r"\boxed{18\text{ pairs}}", question="How many pairs of socks?").passed
+    # number words are not read (docs/math-checker.md)
+    assert not verify("3", r"\boxed{\text{three}}").passed
+
+
+def test_honest_forms_the_issue_found_refused_are_credited():
+    for gold, pred in (("18", r"18\,"), ("10", r"10\,"), ("10", r"\,10"), ("10", r"10\;"),
+                       ("10", r"10\!"), ("10", r"10\quad"), ("18", r"18\, "), ("18", r"\;18\;"),
+                       ("18", r"18\,\text{cm}"), ("(1, 2)", r"(1,\,2)"), ("18", "x = 18"),
+                       ("18", "18 = x"), (r"\frac{1}{2}", r"a = \frac{1}{2}")):
+        v = verify(gold, rf"\boxed{{{pred}}}")
+        assert v.passed, (gold, pred, v)
+    # on a number pack, a literal named as its variable's value
+    assert verify("18", r"\boxed{x = 18}", answer="number").passed
+    assert not verify("18", r"\boxed{x = 9 + 9}", answer="number").passed
+    assert not verify("18", r"\boxed{x = 19}", answer="number").passed
