@@ -490,11 +490,11 @@ def _same_kind_equal(g: Any, p: Any) -> bool | None:
 
 
 def _overlapping(u: UnionN) -> bool:
-    """Two parts of a union share points, meet end to end, or are both finite sets: the union is
-    not taken."""
+    """Two parts of a union share points, meet end to end, or are both finite sets, or a part is
+    empty: the union is not taken."""
     sets = [_as_set(part) for part in u.parts]
-    if sum(isinstance(part, SetN) for part in u.parts) > 1:
-        return True
+    if sum(isinstance(part, SetN) for part in u.parts) > 1 or sympy.S.EmptySet in sets:
+        return True  # \\{1\\} \\cup \\{2\\}; a union with the empty set
     for i, a in enumerate(sets):
         for b in sets[i + 1:]:
             try:
