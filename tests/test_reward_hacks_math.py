@@ -925,3 +925,14 @@ def test_honest_forms_the_issue_found_refused_are_credited():
     assert verify("18", r"\boxed{x = 18}", answer="number").passed
     assert not verify("18", r"\boxed{x = 9 + 9}", answer="number").passed
     assert not verify("18", r"\boxed{x = 19}", answer="number").passed
+
+
+def test_an_alternative_after_the_final_box_is_a_hedge():
+    """``\\boxed{18} or 19`` was paid 18: the box was read alone, the hedge after it never seen."""
+    for completion in (r"\boxed{18}\text{ or }19", r"\boxed{18} or 19.", r"\boxed{18} or maybe $19$",
+                       r"\boxed{18}, or possibly 19", r"$\boxed{18}$ or $19$"):
+        v = verify("18", completion)
+        assert not v.passed and v.reason == "multiple_answers", (completion, v)
+    for completion in (r"\boxed{18}.", r"The answer is \boxed{18} apples.", "\\boxed{18}\n\nOr, to "
+                       "check: 9 + 9 = 18.", r"\boxed{-1} or \boxed{2}"):
+        assert verify("18" if "18" in completion else "-1, 2", completion).passed, completion

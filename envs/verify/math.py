@@ -52,6 +52,7 @@ from typing import Any
 
 from envs.verify.math_answer import (
     ANSWER_TYPES,
+    alternative_after_box,
     assigned_literal,
     group_word,
     hedge,
@@ -258,6 +259,10 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
         return Verdict.fail("multiple_answers", shown, error="too many different final answers",
                             **details)
     final = pred_ex.answer
+    if pred_ex.source == "boxed":
+        word = alternative_after_box(completion)
+        if word is not None:
+            return Verdict.fail("multiple_answers", shown, hedge=word, **details)
     for item in final:
         word = hedge(item) or value_around_name(item)
         if word is not None:

@@ -123,6 +123,25 @@ def group_word(answer: str, question: str | None) -> str | None:
     return None
 
 
+# Right after the final box, an alternative: "\boxed{18} or 19", "\boxed{18}\text{ or maybe }19".
+_ALTERNATIVE_AFTER = re.compile(
+    r"[ \t,;]*(?:\$\s*)?(?:\\(?:text|mbox|textrm)\s*\{\s*)?"
+    r"(?:or|maybe|perhaps|possibly|probably|approx(?:imately)?|about|around|roughly|nearly)\b"
+    r"[^.\n]{0,40}?[\d\\$]", re.I)
+
+
+def alternative_after_box(completion: str) -> str | None:
+    """The alternative that follows the completion's last box, or ``None``: a box followed by
+    "or 19" commits to no value (the box alone was read as the answer)."""
+    from tasks.boxes import find_boxes
+
+    boxes = find_boxes(completion[-MAX_QUESTION_CHARS:])
+    if not boxes:
+        return None
+    m = _ALTERNATIVE_AFTER.match(completion[-MAX_QUESTION_CHARS:], boxes[-1].end)
+    return m.group(0).strip() if m else None
+
+
 _CHAIN_LITERAL = re.compile(r"^\s*[+-]?\d+(?:\.\d+)?\s*$")
 
 
