@@ -918,7 +918,8 @@ def test_honest_forms_the_issue_found_refused_are_credited():
     for gold, pred in (("18", r"18\,"), ("10", r"10\,"), ("10", r"\,10"), ("10", r"10\;"),
                        ("10", r"10\!"), ("10", r"10\quad"), ("18", r"18\, "), ("18", r"\;18\;"),
                        ("18", r"18\,\text{cm}"), ("(1, 2)", r"(1,\,2)"), ("18", "x = 18"),
-                       ("18", "18 = x"), (r"\frac{1}{2}", r"a = \frac{1}{2}")):
+                       ("18", "18 = x"), (r"\frac{1}{2}", r"a = \frac{1}{2}"),
+                       ("18", r"\color{red}{18}"), ("18", r"\underline{18}")):
         v = verify(gold, rf"\boxed{{{pred}}}")
         assert v.passed, (gold, pred, v)
     # on a number pack, a literal named as its variable's value

@@ -167,6 +167,9 @@ _SIMPLE_SUBS = [
     (re.compile(r"\\(?:hline|cline\{[^}]*\})"), ""),
     (re.compile(r"\\tfrac|\\dfrac"), r"\\frac"),
     (re.compile(r"\\(?:mathbb|mathcal|mathscr|boldsymbol)\s*\{([^{}]*)\}"), r"\1"),
+    # Emphasis is not content: \color{red}{18}, \textcolor{red}{18}, \underline{18} are 18.
+    (re.compile(r"\\(?:text)?color\s*\{[A-Za-z!0-9]*\}"), ""),
+    (re.compile(r"\\(?:underline|uline|emph)\s*\{([^{}]*)\}"), r"\1"),
     # An accent names a thing (\overline{AB}, \vec{v}); over digits it is not the number:
     # \overline{6} is not 6 and 0.\overline{6} is 2/3 (math_parse.exact_decimals).
     (re.compile(r"\\(?:vec|overline|bar|hat|widehat)\s*\{(?![\d\s.]*\})([^{}]*)\}"), r"\1"),
