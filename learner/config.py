@@ -239,7 +239,9 @@ class Config:
     ray_address: str | None = _opt(
         None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
         "(nodes with the 'docker' resource grade; see the README)")
-    num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
+    num_threads: int = _opt(0, "torch CPU threads per process, fixed for the whole run "
+                            "(0 = on CPU, the cores / processes, whatever the load: the count "
+                            "is recorded in config.json, and one seed gives one result)")
     cpu_matmul: CpuMatmul = _opt("onednn", "CPU: the Linear layers' fp32 products through "
                                  "oneDNN (faster than torch's BLAS at a small model's shapes; see "
                                  "learner/sampling/kernels/onednn_linear.py) or through torch's "

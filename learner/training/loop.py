@@ -114,11 +114,13 @@ class TrainLoop:
                    desc="grpo", dynamic_ncols=True, bar_format=run_notes.BAR_FORMAT)
         watch = run_notes.NoSignalWatch(t.env.no_signal_hint())
         first = True
+        step_seconds: list[float] = []  # this session's steps: the ETA is their median
         try:
             while t.step < c.steps:
                 self.stop_if_asked(signals)
                 t0 = time.perf_counter()
                 step = t.train_step()
+                step_seconds.append(time.perf_counter() - t0)
                 stop = self.stop_after(step, signals)
                 if self.main and first:
                     first = False
@@ -133,7 +135,8 @@ class TrainLoop:
                     t.save()
                     raise stop
                 self.save_if_due()
-                bar.set_postfix(step=t.step, **progress(metrics), refresh=False)
+                bar.set_postfix(eta=run_notes.eta_left(step_seconds, c.steps - t.step),
+                                step=t.step, **progress(metrics), refresh=False)
                 bar.update(1)
         finally:
             bar.close()
