@@ -44,6 +44,8 @@ def pack_rows() -> list[list[str]]:
     found = pack_sources()
 
     def progress(name: str) -> None:
+        if not sys.stderr.isatty():  # a script's stderr stays for errors
+            return
         print(f"(indexing pack {name}: once, until its sources change; {index_path()})",
               file=sys.stderr, flush=True)
 

@@ -123,7 +123,8 @@ def pack_summaries(names: list[str] | None = None, *, progress: Any = None
     changed = False
     for name in sorted(found) if names is None else names:
         key = source_key(found[name])
-        entry = cached.get(name)
+        slot = f"{name} {found[name].folder}"  # two clones' packs keep their own entries
+        entry = cached.get(slot)
         if entry is not None and _still_valid(entry, key):
             out[name] = PackSummary(name, entry["env"], entry["version"], entry["sizes"])
             continue
@@ -135,7 +136,7 @@ def pack_summaries(names: list[str] | None = None, *, progress: Any = None
             out[name] = exc
             continue
         out[name] = summary
-        cached[name] = {"key": key, "deps": deps, "env": summary.env,
+        cached[slot] = {"key": key, "deps": deps, "env": summary.env,
                         "version": summary.version, "sizes": summary.sizes}
         changed = True
     if changed:

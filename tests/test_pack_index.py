@@ -45,8 +45,8 @@ def test_a_second_listing_loads_no_pack(example, monkeypatch):
     assert first.env == "grpo/MathExact-v0" and loaded == [example]
     again = tasks.index.pack_summaries()["example"]
     assert again == first and loaded == [example]  # from the index, not loaded again
-    assert json.loads(tasks.index.index_path().read_text())["packs"]["example"]["sizes"] == \
-        {"train": 8, "test": 4}
+    assert json.loads(tasks.index.index_path().read_text())["packs"][f"example {example}"][
+        "sizes"] == {"train": 8, "test": 4}
 
 
 def test_a_changed_data_file_or_manifest_loads_the_pack_again(example, monkeypatch):
@@ -74,7 +74,7 @@ def test_a_changed_installed_data_file_loads_the_pack_again(example, monkeypatch
 
     monkeypatch.setattr(tasks.index, "load_folder", reads_installed)
     entry = tasks.index.pack_summaries() and json.loads(
-        tasks.index.index_path().read_text())["packs"]["example"]
+        tasks.index.index_path().read_text())["packs"][f"example {example}"]
     assert entry["deps"][0][0] == str(data)
     loaded = loads_counted(monkeypatch)
     tasks.index.pack_summaries()
