@@ -92,7 +92,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--loss-type", default="grpo")
     p.add_argument("--level", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: idle cores)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: the cores this process may use)")
     p.add_argument("--reward-workers", type=int, default=1,
                    help="reward-function threads, both sides (default 1: serial)")
     p.add_argument("--rounds", type=int, default=1,

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=4)
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: idle cores)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: the cores this process may use)")
     p.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     args = p.parse_args(argv)
 

@@ -39,6 +39,8 @@ from tasks.pack import UnknownOptionError
 
 #: The ``step``/``score`` info key an env sets to True when its grading infrastructure failed.
 INFRA_ERROR_KEY = "infra_error"
+#: ``split=`` for an env that serves a task of any split, by id only (``reset`` draws none).
+ALL_SPLITS = "all"
 
 
 def is_infra_error(info: Mapping[str, Any]) -> bool:
@@ -83,7 +85,8 @@ class TaskEnv(gym.Env[str, str]):
 
     Keyword arguments: ``pack`` (name, defaults to ``default_pack``; or a loaded ``Pack``, which
     is how ``python -m envs validate`` builds an env over a folder that is not registered),
-    ``split`` ("train" or "test"), ``reward_weights`` (component -> weight, overriding the
+    ``split`` ("train" or "test": ``reset`` draws from it and serves a task id only from it;
+    ``"all"`` serves any split by id and draws none), ``reward_weights`` (component -> weight, overriding the
     pack's and the env's defaults), ``python_tool`` (True, or a configured ``PythonTool``: turns
     ending with a ```python block run it in the sandbox), ``max_turns`` (turns per episode, 1
     without a tool, ``DEFAULT_TOOL_TURNS`` with one) and any options of a procedural pack
@@ -153,7 +156,8 @@ class TaskEnv(gym.Env[str, str]):
         feeds = self.pack_env or self.env_id
         if feeds and self.pack.env != feeds:
             raise PackError(f"pack '{self.pack.name}' feeds {self.pack.env}, not {feeds}")
-        self.pack.size(split)  # raises a clear error for an unknown split
+        if split != ALL_SPLITS:
+            self.pack.size(split)  # raises a clear error for an unknown split
         self.split = split
         self.tool: PythonTool | None = (
             python_tool if isinstance(python_tool, PythonTool)
@@ -295,7 +299,10 @@ class TaskEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         options = options or {}
         if "task_id" in options:
-            task = self.pack.get(str(options["task_id"]))
+            task = self.task_in_split(str(options["task_id"]))
+        elif self.split == ALL_SPLITS:
+            raise PackError(f"split='{ALL_SPLITS}' serves tasks by id only: reset(options="
+                            "{'task_id': ...}), or make the env with split='train' to draw one")
         else:
             size = self.pack.size(self.split)
             if size == 0:
@@ -304,6 +311,17 @@ class TaskEnv(gym.Env[str, str]):
             task = self.pack.task_at(self.split, index)
         self._episode = self.episode(task)
         return self.prompt(task), self.task_info(task)
+
+    def task_in_split(self, task_id: str) -> Task:
+        """The task ``task_id`` names, when it is in this env's split (any split for
+        ``split="all"``): a train env never hands out a test task by id. Grading by id
+        (``score``, ``episode``) takes any split."""
+        task = self.pack.get(task_id)
+        if self.split not in (ALL_SPLITS, task.split):
+            raise PackError(f"task '{task.id}' is in split '{task.split}', not this env's "
+                            f"split '{self.split}': make the env with split='{task.split}' "
+                            f"(or split='{ALL_SPLITS}' to serve any split by id)")
+        return task
 
     def step(self, action: str) -> StepResult:
         if self._episode is None:

@@ -21,8 +21,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-import ray
-from ray.exceptions import RayTaskError
+
+try:
+    import ray
+    from ray.exceptions import RayTaskError
+except ImportError as _missing:  # the message names the extra (sandbox.ray_cluster needs it too)
+    from envs.extras import require
+
+    require("ray", "ray", "grading on a Ray cluster (--ray-address, Sandbox(backend='ray'))")
+    raise _missing  # ray is there but broken: its own error
 
 from envs.base import Elapsed, TaskEnv
 from envs.verify.verdict import Verdict

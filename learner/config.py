@@ -227,9 +227,14 @@ class Config:
                            "checkpoints, final/, metrics, samples, plots and tensorboard logs "
                            "are deleted once the new run has started (a non-empty folder "
                            "needs --resume or --overwrite)")
-    samples_every: int = _opt(10, "write a few full groups to samples.jsonl every K steps "
-                              "and at the last")
-    samples_groups: int = _opt(2, "groups written each time")
+    samples_every: int = _opt(1, "write groups to samples.jsonl every K steps and at the last "
+                              "(0: never); every step by default, to audit what the reward paid")
+    samples_groups: int = _opt(0, "groups written each time (0: all of the step's)")
+    samples_max_mb: float = _opt(
+        200.0, "samples.jsonl's disk bound (MB): past it, one group in 4 of each step is "
+        "written, and a line says so")
+    plot_every: int = _opt(10, "write plots/ every N steps, in the background (0: only at the "
+                           "end, where they are always written)")
     score_workers: int = _opt(16, "threads grading completions concurrently")
     max_infra_error_rate: float = _opt(
         0.05, "stop (with a checkpoint and one line) once more than this share of the last "
@@ -239,7 +244,9 @@ class Config:
     ray_address: str | None = _opt(
         None, "grade on a Ray cluster: 'auto', HOST:PORT of its head or ray://HOST:10001 "
         "(nodes with the 'docker' resource grade; see the README)")
-    num_threads: int = _opt(0, "torch CPU threads per process (0 = the idle cores on CPU)")
+    num_threads: int = _opt(0, "torch CPU threads per process, fixed for the whole run "
+                            "(0 = on CPU, the cores / processes, whatever the load: the count "
+                            "is recorded in config.json, and one seed gives one result)")
     cpu_matmul: CpuMatmul = _opt("onednn", "CPU: the Linear layers' fp32 products through "
                                  "oneDNN (faster than torch's BLAS at a small model's shapes; see "
                                  "learner/sampling/kernels/onednn_linear.py) or through torch's "
@@ -312,7 +319,8 @@ class Config:
                     for k in positive if getattr(self, k) < 1]
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
-                     "overlong_max", "samples_every", "num_threads", "vllm_max_model_len",
+                     "overlong_max", "samples_every", "samples_groups", "samples_max_mb",
+                     "plot_every", "num_threads", "vllm_max_model_len",
                      "micro_batch_tokens", "save_every_minutes", "eval_batch_size"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")

@@ -9,11 +9,12 @@ import sys
 
 # Only light modules at import time: flags are parsed and checked before torch loads.
 from learner.config import parse_config
-from learner.launch import train
+from learner.results import train_and_show
 
 
 def main(argv: list[str] | None = None) -> int:
-    return train(parse_config(argv))
+    """Train; at the end, a few credited samples, held-out answers and ``plots/``."""
+    return train_and_show(parse_config(argv))
 
 
 if __name__ == "__main__":

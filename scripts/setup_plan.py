@@ -159,6 +159,7 @@ def plan(part: str, env: dict[str, str], root: Path = ROOT, *,
         p.steps.append([python, *PIP, *index, "-e", f"{root}[dev,{extra}]", torch])
         # Apart: openenv and vLLM pin incompatible mcp releases (see pyproject.toml's dev).
         p.steps.append([python, *PIP, *index, "-e", f"{root}[openenv]", torch])
+    p.steps.append([python, "-m", "tasks.index"])  # `python -m envs list` answers at once
     p.steps.append([python, "-c", CHECK_BUILD, "cuda" if gpu else "cpu"])
     return p
 
@@ -189,6 +190,17 @@ def carry_out(p: Plan) -> None:
                         "--disable-pip-version-check", *strays], check=True)
 
 
+def activate_line(python: str, root: Path = ROOT) -> str:
+    """What to type so that the README's ``python -m ...`` commands run in the venv set up."""
+    venv = _venv_of(python)
+    if venv is None:
+        return f"setup: done; the README's `python` is {python} here"
+    venv = (root / venv) if not venv.is_absolute() else venv
+    shown = venv.relative_to(root) if venv.is_relative_to(root) else venv
+    return (f"setup: done. To type the README's commands as written, activate the venv once "
+            f"per shell:  . {shown}/bin/activate")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/setup_plan.py", description=__doc__.split(
         "\n")[0])
@@ -203,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("  " + " ".join(step))
             return 0
         carry_out(p)
+        print(activate_line(p.python), flush=True)
     except PlanError as exc:
         print(f"setup: {exc}", file=sys.stderr)
         return 1

@@ -6,10 +6,27 @@ import gzip
 import hashlib
 import importlib.util
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tasks.pack import PackError
+
+# The installed data files read since ``recording_reads`` began (None: not recording).
+_reads: list[Path] | None = None
+
+
+@contextmanager
+def recording_reads() -> Iterator[list[Path]]:
+    """Collect the paths ``package_file`` hands out meanwhile: the pack index (``tasks.index``)
+    keys a pack's cached sizes on those files."""
+    global _reads
+    before, _reads = _reads, []
+    try:
+        yield _reads
+    finally:
+        _reads = before
 
 
 def package_file(package: str, relative: str, *, install_hint: str) -> Path:
@@ -24,6 +41,8 @@ def package_file(package: str, relative: str, *, install_hint: str) -> Path:
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.is_file():
         raise PackError(f"'{relative}' is missing from the installed package '{package}'")
+    if _reads is not None:
+        _reads.append(path)
     return path
 
 

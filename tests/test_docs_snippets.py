@@ -2,7 +2,8 @@
 
 A ```` ```python ```` block whose lines start with ``>>>`` is a doctest: it runs through
 ``doctest`` and each shown value must match. Any other Python block runs as a script (its own
-``assert`` lines are its check). Blocks in other languages (shell sessions, TOML) are not run.
+``assert`` lines are its check). Blocks in other languages (shell sessions, TOML) are not run
+here: the README's shell commands are tests/test_readme_commands.py's.
 
 A Python block that is not meant to run is excluded by a visible marker on the line before its
 fence, with the reason: ``<!-- snippet: not run (why) -->``; such blocks are listed by

@@ -63,10 +63,10 @@ def test_reset_is_deterministic_and_step_terminates(env_id):
 
 
 def test_math_exact_grades_gsm8k_zero():
-    env = make("grpo/MathExact-v0", pack="gsm8k")
+    env = make("grpo/MathExact-v0", pack="gsm8k", split="test")  # gsm8k/0 is a test task
     prompt, info = env.reset(seed=0)
     assert "\\boxed" in prompt and info["pack"] == "gsm8k"
-    env.reset(options={"task_id": "gsm8k/0"})
+    assert env.reset(options={"task_id": "gsm8k/0"})[1]["split"] == "test"
     _, reward, *_, info = env.step("16 - 3 - 4 = 9 eggs, 9 * 2 = 18 dollars. \\boxed{18}")
     assert info["rewards"] == {"correct": 1.0, "format": 1.0}
     assert reward == pytest.approx(1.1)
@@ -76,6 +76,29 @@ def test_math_exact_grades_gsm8k_zero():
     env.reset(options={"task_id": "gsm8k/0"})
     *_, info = env.step("The answer is 18.")
     assert info["rewards"] == {"correct": 1.0, "format": 0.0}
+
+
+def test_a_train_env_refuses_a_test_task_by_id_in_one_line():
+    train = make("grpo/MathExact-v0", pack="gsm8k", split="train")
+    with pytest.raises(PackError) as refused:
+        train.reset(options={"task_id": "gsm8k/0"})
+    message = str(refused.value)
+    assert "\n" not in message and "'gsm8k/0' is in split 'test'" in message
+    assert "split='test'" in message and "split='all'" in message
+    first_train = train.unwrapped.pack.task_at("train", 0).id
+    assert train.reset(options={"task_id": first_train})[1]["split"] == "train"
+    # A procedural pack's test ids too; grading by id (score) is not handing a task out.
+    arith = make("grpo/MathExact-v0", pack="arith", level=1)
+    test_id = arith.unwrapped.pack.task_at("test", 0).id
+    with pytest.raises(PackError, match="in split 'test'"):
+        arith.reset(options={"task_id": test_id})
+    assert arith.unwrapped.score(test_id, "\\boxed{x}")[1]["reason"]
+    # split="all" serves any split by id, and draws none.
+    anywhere = make("grpo/MathExact-v0", pack="gsm8k", split="all")
+    assert anywhere.reset(options={"task_id": "gsm8k/0"})[1]["split"] == "test"
+    assert anywhere.reset(options={"task_id": first_train})[1]["split"] == "train"
+    with pytest.raises(PackError, match="by id only"):
+        anywhere.reset(seed=0)
 
 
 def test_reward_weights_are_env_kwargs():

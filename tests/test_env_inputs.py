@@ -310,7 +310,7 @@ def test_the_issues_task_id_in_reset():
     env = gym.make("grpo/MathPython-v0")  # the arith pack: the id belongs to no pack of it
     with pytest.raises(PackError, match=r"no task 'gsm8k/'.*look like arith/L<level>-<n>"):
         env.reset(options={"task_id": "gsm8k/"})
-    env = gym.make("grpo/MathExact-v0")
+    env = gym.make("grpo/MathExact-v0", split="test")  # gsm8k/7 is a test task
     with pytest.raises(PackError, match=r"look like gsm8k/<n> \(<n> from 0 to 1318\)"):
         env.reset(options={"task_id": "gsm8k/"})
     assert env.reset(options={"task_id": "gsm8k/7"})[1]["task_id"] == "gsm8k/7"

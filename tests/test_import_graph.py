@@ -132,7 +132,8 @@ def test_the_check_finds_circles_of_every_kind(tmp_path):
 # (env_setup).
 TOP_LAYERS: tuple[tuple[str, ...], ...] = (("learner",), ("envs",), ("sandbox", "tasks"))
 LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("entry points", ("learner.run", "learner.eval", "learner.demo", "learner.plot")),
+    ("entry points", ("learner.run", "learner.eval", "learner.demo", "learner.plot",
+                      "learner.results")),
     ("launch", ("learner.launch", "learner.resume_command")),
     ("training", ("learner.training",)),
     ("evaluation", ("learner.evaluation",)),

@@ -326,14 +326,17 @@ def test_a_finished_run_keeps_final_weights_only_unless_asked(tmp_path, capsys):
     assert run.main([*flags, "--output-dir", str(out)]) == 0
     assert not (out / "checkpoints").exists()
     AutoModelForCausalLM.from_pretrained(out / "final")  # the weights a user loads
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    # (after it: what the reward credited, held-out answers and the plots)
+    last = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("run folder "))
     assert last.startswith(f"run folder {out}: ") and " MB (final/ " in last
     assert "--keep-final-checkpoint keeps the last one" in last
 
     kept = tmp_path / "kept"
     assert run.main([*flags, "--output-dir", str(kept), "--keep-final-checkpoint"]) == 0
     assert os.listdir(kept / "checkpoints") == ["step-0000001"]
-    assert "checkpoints/ " in capsys.readouterr().out.strip().splitlines()[-1]
+    assert "checkpoints/ " in next(line for line in capsys.readouterr().out.splitlines()
+                                   if line.startswith("run folder "))
     assert run.main([*base, "--steps", "2", "--output-dir", str(kept), "--resume"]) == 0
     assert "resumed from step 1 of 2" in capsys.readouterr().out
     assert [r["step"] for r in read_metrics(kept)] == [1, 2]

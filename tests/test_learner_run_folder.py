@@ -92,7 +92,8 @@ def test_overwrite_leaves_nothing_of_the_earlier_run_and_config_records_provenan
     assert (out / "final" / "model.safetensors").is_file()
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").open()] == [1]
     assert all(json.loads(line)["step"] == 1 for line in (out / "samples.jsonl").open())
-    assert not (out / "plots").exists()
+    # The run drew its own plots at the end: none is the earlier run's
+    assert (out / "plots" / "reward.png").read_bytes() != b"old"
     assert not (out / "tensorboard" / "events.old").exists()
     assert (out / "notes.txt").read_text() == "not the run's: kept"
     # Every file a run and its plots leave is one --overwrite knows to remove.
@@ -137,7 +138,7 @@ def test_the_demo_starts_afresh_and_says_so_unless_asked_to_resume(tmp_path, mon
     from learner import demo
 
     seen = []
-    monkeypatch.setattr(demo, "train", lambda config: seen.append(config) or 1)
+    monkeypatch.setattr(demo, "train_and_show", lambda config: seen.append(config) or 1)
     out = tmp_path / "demo"
     assert demo.main(["--output-dir", str(out)]) == 1
     assert seen[-1].overwrite and not seen[-1].resume

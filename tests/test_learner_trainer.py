@@ -544,69 +544,9 @@ def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
         AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def test_cpu_threads_follow_what_is_busy_now_not_the_lagging_load_average(monkeypatch):
-    import os
-
-    from learner.training import distributed
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    # A job that ended seconds ago still weighs on the 1-minute load average.
-    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))
-    for percent, processes, threads in ((0.0, 1, 4), (0.0, 2, 2), (50.0, 1, 2), (100.0, 1, 1)):
-        monkeypatch.setattr(distributed.psutil, "cpu_percent", lambda interval, p=percent: p)
-        assert distributed.cpu_threads(processes) == threads
-
-
 def test_a_run_shorter_than_samples_every_still_writes_its_last_steps_groups(tmp_path):
     t = trainer(tmp_path, steps=2, eval=False, samples_every=10, samples_groups=1)
     t.train()
     samples = [json.loads(line) for line in
                (tmp_path / "run/samples.jsonl").read_text().splitlines()]
     assert [s["step"] for s in samples] == [2]
-
-
-def test_threads_chosen_again_between_steps_count_other_processes_not_our_own_work():
-    # A real spinner next door takes a core from the run; the run's own busy threads do not.
-    import subprocess
-    import sys
-    import threading
-    import time
-
-    from learner.training.distributed import IdleCores
-
-    def spin(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            pass
-
-    cores = IdleCores(cores=2)
-    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(1.5)
-        assert cores.threads() == 1
-    finally:
-        other.kill()
-        other.wait()
-    cores.threads()  # a fresh window without the spinner
-    ours = threading.Thread(target=spin, args=(1.5,))
-    ours.start()
-    spin(1.5)
-    ours.join()
-    assert cores.threads() == 2
-
-
-def test_a_run_started_while_the_cores_were_busy_gets_them_back_at_the_next_step(tmp_path,
-                                                                                  monkeypatch):
-    from learner.training import distributed
-    from learner.training import trainer as trainer_module
-
-    monkeypatch.setattr(trainer_module, "cpu_threads", lambda processes: 1)  # busy at start
-    monkeypatch.setattr(distributed.IdleCores, "threads", lambda self: 2)  # idle since
-    threads = torch.get_num_threads()
-    try:
-        t = trainer(tmp_path, steps=1, eval=False, num_threads=0)
-        assert torch.get_num_threads() == 1
-        step = t.train_step()
-        assert torch.get_num_threads() == 2 and step.metrics["cpu/threads"] == 2
-    finally:
-        torch.set_num_threads(threads)

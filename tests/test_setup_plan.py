@@ -120,3 +120,18 @@ def test_the_command_line_prints_the_plan_line_first(gpu_env, cpu_env):
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.startswith("setup: no NVIDIA GPU, and the package index pip uses does not")
     assert len(bad.stderr.splitlines()) == 1
+
+
+def test_set_up_ends_with_the_line_that_activates_the_venv(tmp_path):
+    # The README's commands are `python -m ...`: after set-up, one `. .venv/bin/activate`
+    # makes them run as typed (the doc test runs them that way).
+    assert setup_plan.activate_line(".venv/bin/python", tmp_path).endswith(
+        ". .venv/bin/activate")
+    assert setup_plan.activate_line("/opt/env/bin/python", tmp_path).endswith(
+        ". /opt/env/bin/activate")
+    assert "python3" in setup_plan.activate_line("python3", tmp_path)
+
+
+def test_set_up_builds_the_pack_index(tmp_path, cpu_env):
+    steps = flat(setup_plan.plan("demo", cpu_env, tmp_path, cpu_build_served=True))
+    assert any(s.endswith(" -m tasks.index") for s in steps)

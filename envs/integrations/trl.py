@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 
 from envs.base import TaskEnv, is_infra_error
+from envs.extras import require
 from envs.integrations.startup_noise import silence_trl_import_noise
 from tasks import Task
 
@@ -49,7 +50,7 @@ def dataset(env_id: str, split: str = "train", size: int | None = None, **env_kw
 
     ``size`` takes the first N tasks of the split (required for an unbounded procedural split).
     """
-    from datasets import Dataset
+    Dataset = require("datasets", "trl", "grpo_trl.dataset").Dataset
 
     env = _env(env_id, split=split, **env_kwargs)
     return Dataset.from_list([{"prompt": [{"role": "user", "content": env.prompt(t)}],

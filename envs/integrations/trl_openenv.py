@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from envs.extras import require
+
 __all__ = ["ServedEpisode", "served_reward", "task_dataset"]
 
 
@@ -31,7 +33,8 @@ class ServedEpisode:
     public methods as tools: this class has none (a single-turn task has no tool to call)."""
 
     def __init__(self, base_url: str, headers: Mapping[str, str] | None = None):
-        from openenv.core.generic_client import GenericEnvClient
+        GenericEnvClient = require("openenv.core.generic_client", "openenv",
+                                   "ServedEpisode").GenericEnvClient
 
         self._client = GenericEnvClient(base_url=base_url, headers=dict(headers or {})).sync()
         self._last: dict[str, Any] = {}
@@ -62,8 +65,9 @@ def task_dataset(base_url: str, size: int, seed: int = 0,
                  headers: Mapping[str, str] | None = None) -> Any:
     """``size`` tasks the server draws for seeds ``seed, seed+1, ...``: a ``datasets.Dataset``
     with an empty user prompt (the served prompt fills it) and the ``task_id``."""
-    from datasets import Dataset
-    from openenv.core.generic_client import GenericEnvClient
+    Dataset = require("datasets", "trl", "task_dataset").Dataset
+    GenericEnvClient = require("openenv.core.generic_client", "openenv",
+                               "task_dataset").GenericEnvClient
 
     with GenericEnvClient(base_url=base_url, headers=dict(headers or {})) as client:
         ids = [client.reset(seed=seed + i).observation["task_id"] for i in range(size)]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import TaskEnv, is_infra_error
+from envs.extras import require
 from envs.integrations.trl import _env, _first_tasks
 
 __all__ = ["compute_score", "rows", "write_parquet"]
@@ -77,7 +78,7 @@ def rows(env_id: str, split: str = "train", size: int | None = None,
 def write_parquet(env_id: str, path: str | Path, split: str = "train", size: int | None = None,
                   **env_kwargs: Any) -> Path:
     """Write ``rows(...)`` as the parquet file verl's ``data.train_files`` reads."""
-    from datasets import Dataset
+    Dataset = require("datasets", "verl", "verl.write_parquet").Dataset
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

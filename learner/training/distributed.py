@@ -9,10 +9,8 @@ through accelerate's collectives.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
-import psutil
 import torch
 from accelerate import Accelerator
 from accelerate.utils import GradientAccumulationPlugin, InitProcessGroupKwargs
@@ -110,54 +108,17 @@ def share_quota(available: list[int], total: int) -> list[int]:
     return quota
 
 
-#: How long ``cpu_threads`` watches the CPUs to see how busy they are.
-BUSY_SAMPLE_S = 0.3
-
-
 def cpu_threads(processes: int = 1) -> int:
-    """Threads per process for CPU work: the cores not already busy, shared among processes.
+    """Threads per process for CPU work when ``--num-threads`` is not given: the cores this
+    process may run on, shared among the processes.
 
-    Oversubscribed OpenMP threads spin against each other; on a shared machine one thread that
-    runs beats two that wait, by an order of magnitude. Busy means busy now (CPU use over
-    ``BUSY_SAMPLE_S``): the load average lags by a minute, so a run started right after another
-    job ended took one thread of two for its whole length.
+    Never the load: the thread count changes the order of fp32 sums, so a count that followed
+    how busy the machine was gave one seed different runs (a design-card run went 1 -> 2 -> 1
+    threads and ended 67.5% where another ended 85.0%). The trainer fixes the count at start
+    and ``config.json`` records it; a resumed run reads it back.
     """
-    cores = os.cpu_count() or 1
-    busy = psutil.cpu_percent(interval=BUSY_SAMPLE_S) / 100 * cores
-    idle = cores - int(busy + 0.5)
-    return max(1, min(cores, idle) // max(processes, 1))
-
-
-class IdleCores:
-    """The threads of a one-process CPU run, looked at again between steps.
-
-    ``cpu_threads`` sees the CPUs for a moment at start, and a moment is easy to misread: a
-    run started while the last one's containers were going away kept one thread of two for
-    its whole length (twice the wall time). Between steps this counts the cores that other
-    processes used since the last look (the machine's busy time less this process's own) and
-    gives the run the rest. Grading containers count as others, but they run for a second or
-    two of a step's minute. Not for several processes (each would count the others) or a
-    separate rollout engine's process (its work is the run's own).
-    """
-
-    def __init__(self, cores: int | None = None):
-        self.cores = cores or os.cpu_count() or 1
-        self._ours = psutil.Process()
-        self._last = self._sample()
-
-    def _sample(self) -> tuple[float, float, float]:
-        busy = psutil.cpu_times()
-        ours = self._ours.cpu_times()
-        # Steal time is the host's, not another process's here: it is not counted as busy.
-        return (time.monotonic(), busy.user + busy.nice + busy.system + busy.irq + busy.softirq,
-                ours.user + ours.system)
-
-    def threads(self) -> int:
-        """The threads to use from now on: the cores others left idle since the last call."""
-        now = self._sample()
-        wall, busy, ours = (b - a for a, b in zip(self._last, now, strict=True))
-        self._last = now
-        if wall <= 0:
-            return max(1, torch.get_num_threads())
-        others = max(0.0, busy - ours) / wall
-        return max(1, min(self.cores, self.cores - int(others + 0.5)))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(processes, 1))

@@ -27,6 +27,7 @@ from learner.training import run_notes
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
 from learner.training.hack_monitor import HackMonitor, StepFlags, StepShaping
+from learner.training.plots import BackgroundPlots
 from learner.training.run_log import RunLog
 from learner.training.samples import StepSamples
 from learner.training.stops import GradingOutage, InfraWatch, Interrupted, RunStopped, StopSignals
@@ -46,8 +47,9 @@ class Step:
     shaping: StepShaping
     metrics: dict[str, Any]
 
-    def sample_groups(self, n: int) -> list[dict[str, Any]]:
-        """The first ``n`` groups of this process, as ``samples.jsonl`` keeps them."""
+    def sample_groups(self, n: int | None) -> list[dict[str, Any]]:
+        """The first ``n`` groups of this process (None: all), as ``samples.jsonl`` keeps
+        them."""
         return self.samples.groups_for_log(n, self.advantages)
 
 
@@ -83,6 +85,8 @@ class TrainLoop:
         self.monitor = HackMonitor()
         self.infra_warned = False
         self.last_save = time.monotonic()
+        self.samples_thinned = False  # samples.jsonl passed --samples-max-mb
+        self.plots: BackgroundPlots | None = None
 
     def run(self, resumed: bool) -> dict[str, Any]:
         """Held-out metrics before (if run) and after, the last step's metrics and the
@@ -91,6 +95,7 @@ class TrainLoop:
         if self.main:
             print(run_notes.plan_line(c, t.env, t.step), flush=True)
             self.log = RunLog(c.output_dir, resume_step=t.step if resumed else None)
+            self.plots = BackgroundPlots(c.output_dir) if c.plot_every else None
         result: dict[str, Any] = {"resumed_from": t.step if resumed else None}
         with StopSignals() as signals:
             try:
@@ -104,6 +109,8 @@ class TrainLoop:
             finally:
                 if self.log:
                     self.log.close()
+                if self.plots is not None:
+                    self.plots.close()
         return result
 
     def steps(self, signals: StopSignals) -> dict[str, Any]:
@@ -114,11 +121,13 @@ class TrainLoop:
                    desc="grpo", dynamic_ncols=True, bar_format=run_notes.BAR_FORMAT)
         watch = run_notes.NoSignalWatch(t.env.no_signal_hint())
         first = True
+        step_seconds: list[float] = []  # this session's steps: the ETA is their median
         try:
             while t.step < c.steps:
                 self.stop_if_asked(signals)
                 t0 = time.perf_counter()
                 step = t.train_step()
+                step_seconds.append(time.perf_counter() - t0)
                 stop = self.stop_after(step, signals)
                 if self.main and first:
                     first = False
@@ -133,7 +142,10 @@ class TrainLoop:
                     t.save()
                     raise stop
                 self.save_if_due()
-                bar.set_postfix(step=t.step, **progress(metrics), refresh=False)
+                shown = {"step": t.step, **progress(metrics)}
+                bar.set_postfix_str(  # the ETA first (set_postfix would sort it in)
+                    f"eta {run_notes.eta_left(step_seconds, c.steps - t.step)}, "
+                    + ", ".join(f"{k}={v}" for k, v in shown.items()), refresh=False)
                 bar.update(1)
         finally:
             bar.close()
@@ -180,7 +192,22 @@ class TrainLoop:
             self.log.heldout(t.step, t.heldout_records)
         # The last step's groups too: a run shorter than K steps still leaves some.
         if c.samples_every and (t.step % c.samples_every == 0 or t.step == c.steps):
-            self.log.samples(t.step, step.sample_groups(c.samples_groups))
+            self.log.samples(t.step, self.thinned(step.sample_groups(c.samples_groups or None)))
+        if self.plots is not None and t.step % c.plot_every == 0 and t.step < c.steps:
+            self.plots.start()
+
+    def thinned(self, groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The groups to write: all of them, or one in 4 once samples.jsonl has passed
+        --samples-max-mb (said once)."""
+        assert self.log is not None
+        path, bound = self.log.samples_path, self.c.samples_max_mb * 1e6
+        if not (path.is_file() and path.stat().st_size > bound):
+            return groups
+        if not self.samples_thinned:
+            self.samples_thinned = True
+            tqdm.write(f"note: samples.jsonl passed --samples-max-mb {self.c.samples_max_mb:g}: "
+                       "from this step on, one group in 4 of each step is written")
+        return groups[::4]
 
     def save_if_due(self) -> None:
         t, c = self.t, self.c

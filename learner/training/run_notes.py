@@ -4,6 +4,8 @@ no learning signal at all (the env says what to try: domain knowledge stays in e
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from learner.config import Config
@@ -13,9 +15,9 @@ if TYPE_CHECKING:
 
 #: Steps whose groups must all lack reward spread before the run says it learns nothing.
 NO_SIGNAL_STEPS = 3
-#: The bar with the estimated time left always in it (tqdm's default drops nothing, but a
-#: spelled-out "eta" says what the figure is).
-BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, eta {remaining}{postfix}]"
+#: The bar; the estimated time left is the first item of its postfix (``eta_left``): tqdm's
+#: own follows a moving average of the rate, which one slow step throws off.
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 
 def duration(seconds: float) -> str:
@@ -44,6 +46,15 @@ def estimate_line(step_s: float, steps_left: int, evaluates: bool) -> str:
             if steps_left else "that was the last step")
     return (f"first step took {duration(step_s)}; {rest}"
             + (" plus the evaluations" if evaluates and steps_left else ""))
+
+
+def eta_left(step_seconds: Sequence[float], steps_left: int) -> str:
+    """The time the steps left should take: the median of the steps so far times their count,
+    so that one step slowed by a neighbour's job (or by a held-out evaluation) does not move
+    it ("-" before any step)."""
+    if not step_seconds:
+        return "-"
+    return duration(statistics.median(step_seconds) * steps_left)
 
 
 class NoSignalWatch:

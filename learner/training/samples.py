@@ -94,8 +94,8 @@ class StepSamples:
             metric=parts[0].metric,
         )
 
-    def groups_for_log(self, n: int, advantages: Tensor) -> list[dict[str, Any]]:
-        """The first ``n`` groups as ``samples.jsonl`` records them."""
+    def groups_for_log(self, n: int | None, advantages: Tensor) -> list[dict[str, Any]]:
+        """The first ``n`` groups (None: all) as ``samples.jsonl`` records them."""
         out, g, roll = [], self.group_size, self.rollout
         for i, task in enumerate(self.tasks[:n]):
             rows = range(i * g, (i + 1) * g)

@@ -41,7 +41,6 @@ from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
 from learner.training.data import PromptStream
 from learner.training.distributed import (
-    IdleCores,
     Processes,
     check_accumulation,
     cpu_threads,
@@ -71,8 +70,11 @@ class GRPOTrainer:
         self.procs = Processes(self.accelerator)
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
-        if c.num_threads or self.accelerator.device.type == "cpu":
-            torch.set_num_threads(c.num_threads or cpu_threads(self.procs.world))
+        if self.accelerator.device.type == "cpu" and not c.num_threads:
+            # Fixed for the whole run and recorded (config.json): one seed, one result.
+            c.num_threads = cpu_threads(self.procs.world)
+        if c.num_threads:
+            torch.set_num_threads(c.num_threads)
         set_seed(c.seed, device_specific=True)  # each process samples differently
         # Built where the command line builds them (``env_setup``) when not passed in.
         self.env = env if env is not None else make_env(c)
@@ -97,10 +99,6 @@ class GRPOTrainer:
         self.engine = engine if engine is not None else build_engine(
             c, self.accelerator.device, rank=self.procs.rank, processes=self.procs.world)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
-        # Threads chosen by the cores others leave idle are chosen again between steps.
-        self.idle_cores = IdleCores() if (
-            not c.num_threads and self.accelerator.device.type == "cpu"
-            and self.procs.world == 1 and self.engine is None) else None
         self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
         self.stream = PromptStream(self.env, "train", seed=c.seed)
@@ -127,8 +125,6 @@ class GRPOTrainer:
 
     # -- one step ---------------------------------------------------------------------------
     def train_step(self) -> Step:
-        if self.idle_cores is not None:
-            torch.set_num_threads(self.idle_cores.threads())
         start = time.perf_counter()
         drawn = self.ahead.take() if self.ahead is not None else None  # drawn during the last step
         wait_s = time.perf_counter() - start
@@ -156,8 +152,6 @@ class GRPOTrainer:
         metrics = step_metrics(samples, batch, stats, flags, shaping,
                                StepTimes(time.perf_counter() - start, train_s),
                                lr=self.update.scheduler.get_last_lr()[0], procs=self.procs)
-        if self.idle_cores is not None:
-            metrics["cpu/threads"] = torch.get_num_threads()
         if self.engine is not None and sync_s is not None:
             metrics["time/engine_sync_s"] = sync_s
         if self.ahead is not None:
