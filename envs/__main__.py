@@ -78,8 +78,8 @@ def _serve_flags(commands: argparse._SubParsersAction) -> None:
                        help="allow a non-loopback bind without a token (a trusted network)")
     serve.add_argument("--max-body-bytes", type=int, default=None, metavar="N",
                        help="largest request body or WebSocket message (default 4 MiB)")
-    serve.add_argument("--session-timeout", type=float, default=None, metavar="S",
-                       help="end a session idle this many seconds (default: never)")
+    serve.add_argument("--session-timeout", type=float, default=600.0, metavar="S",
+                       help="reclaim a session idle this many seconds (default 600; 0: never)")
     serve.add_argument("--ray-address", help="grade on this Ray cluster (envs.ray_scoring)")
     serve.add_argument("--manifest-dir", metavar="DIR",
                        help="also write DIR/openenv.yaml for the served env and pack")
