@@ -27,6 +27,9 @@ FOUND = [
                  "two candidate answers (5% and 6) around a malformed box", marks=MATH_FIX),
     pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334", r"About 5% or {6}",
                  "a hedge between two answers", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334",
+                 r"\boxed10{\text{6}}Jason", "a box of 1 (LaTeX boxes one token), then 0, "
+                 "then text", marks=MATH_FIX),
     pytest.param("grpo/ReasoningGym-v0", {"task": "basic_arithmetic"},
                  "rg-basic_arithmetic/test-L0-23", r"\boxed{1 \text{ lakh}}",
                  "a word that multiplies the value by 100,000", marks=MATH_FIX),
