@@ -30,6 +30,9 @@ FOUND = [
     pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334",
                  r"\boxed10{\text{6}}Jason", "a box of 1 (LaTeX boxes one token), then 0, "
                  "then text", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "math"}, "math/algebra/100", r"(Solve\{ {1e0)",
+                 "the 1 of 1e0 read out of an unclosed brace (1e0 alone is refused)",
+                 marks=MATH_FIX),
     pytest.param("grpo/ReasoningGym-v0", {"task": "basic_arithmetic"},
                  "rg-basic_arithmetic/test-L0-23", r"\boxed{1 \text{ lakh}}",
                  "a word that multiplies the value by 100,000", marks=MATH_FIX),

@@ -9,8 +9,9 @@ wrong answer (``envs.card.search``).
 - **JsonSchema**: the completion, read by ``json.loads`` (whole, or the one fenced block),
   equals the gold value (``gold_completion``) with numbers compared by value. A task with no
   gold value is left out of the search.
-- **ReasoningGym**: the text in the completion's last answer tag (``<answer>`` or
-  ``\\boxed{}``) is the dataset's gold answer, whitespace aside (numbers by value).
+- **ReasoningGym**: the text in the completion's last answer tag (``<answer>``, else
+  ``\\boxed{}``; a box inside the tag is read) is the dataset's gold answer, ``\\text{}`` and
+  whitespace aside (numbers by value).
 - **CodeTests**, and any other env: the completion holds the gold completion verbatim. The
   search only rewrites shallow seeds, so it never writes a program: any full pass it finds is a
   wrong program paid.
@@ -103,7 +104,9 @@ def _tagged(gold: str, completion: str) -> bool:
     tags = _ANSWER_TAG.findall(completion) or _boxed(completion)
     if not tags:
         return False
-    answer, want = _plain(tags[-1]), _plain(gold)
+    last = tags[-1].replace("<answer>", "")
+    inner = _boxed(last)  # a box inside the tag: the answer is what it holds
+    answer, want = _plain(inner[-1] if inner else last), _plain(gold)
     if answer == want:
         return True
     try:
