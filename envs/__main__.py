@@ -48,6 +48,9 @@ def _card_flags(commands: argparse._SubParsersAction) -> None:
     card.add_argument("--tasks", type=int, default=None, metavar="N",
                       help="tasks per pack (default 200, 30 for sandboxed envs; with --fast 12 and 2)")
     card.add_argument("--seed", type=int, default=0, help="the task sample's seed (default 0)")
+    card.add_argument("--search-budget", type=int, default=None, metavar="N",
+                      help="completions the reward search grades (default 2000, a sandboxed "
+                           "env 60; --fast: 64 and 4)")
     card.add_argument("--split", help="split to sample (default: test, else the first)")
     card.add_argument("--corpus", action="append", default=[], metavar="DIR",
                       help="another folder of *_hacks.jsonl / *_honest.jsonl lines (repeatable)")
@@ -78,8 +81,8 @@ def _serve_flags(commands: argparse._SubParsersAction) -> None:
                        help="allow a non-loopback bind without a token (a trusted network)")
     serve.add_argument("--max-body-bytes", type=int, default=None, metavar="N",
                        help="largest request body or WebSocket message (default 4 MiB)")
-    serve.add_argument("--session-timeout", type=float, default=None, metavar="S",
-                       help="end a session idle this many seconds (default: never)")
+    serve.add_argument("--session-timeout", type=float, default=600.0, metavar="S",
+                       help="reclaim a session idle this many seconds (default 600; 0: never)")
     serve.add_argument("--ray-address", help="grade on this Ray cluster (envs.ray_scoring)")
     serve.add_argument("--manifest-dir", metavar="DIR",
                        help="also write DIR/openenv.yaml for the served env and pack")
@@ -91,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "card":
         if args.tasks is not None and args.tasks < 1:
             parser.error("--tasks must be at least 1")
+        if args.search_budget is not None and args.search_budget < 0:
+            parser.error("--search-budget must be at least 0")
         if args.update_baseline and not (args.all_builtin and args.fast):
             parser.error("--update-baseline needs --all --fast (the CI cards)")
         if args.all_builtin and (args.env_id or args.pack):
@@ -114,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            as_json=args.as_json, markdown=args.markdown, fast=args.fast,
                            all_builtin=args.all_builtin, n_tasks=args.tasks, seed=args.seed,
                            split=args.split, corpora=args.corpus,
+                           search_budget=args.search_budget,
                            update_baseline=args.update_baseline)
     if args.command == "serve":
         from envs.cli_serve import serve

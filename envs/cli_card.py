@@ -71,13 +71,14 @@ def make_env(env_id: str, pack: str | Path | None, env_kwargs: dict[str, Any]) -
 
 def cards(pairs: Sequence[tuple[str, str | Path | None]], env_kwargs: dict[str, Any], *,
           fast: bool, n_tasks: int | None, seed: int, split: str | None,
-          corpora: Sequence[str] = ()) -> Iterator[Card]:
+          corpora: Sequence[str] = (), search_budget: int | None = None) -> Iterator[Card]:
     lines = load(corpus_folders(corpora))
     for env_id, pack in pairs:
         env = make_env(env_id, pack, env_kwargs)
         try:
             yield run_card(env, fast=fast, n_tasks=n_tasks, seed=seed, split=split,
-                           corpus_lines=lines, env_kwargs=env_kwargs)
+                           corpus_lines=lines, env_kwargs=env_kwargs,
+                           search_budget=search_budget)
         finally:
             env.close()
 
@@ -86,14 +87,14 @@ def print_cards(target: str | None, *, pack: str | None = None, env_kwargs: str 
                 as_json: bool = False, markdown: bool = False, fast: bool = False,
                 all_builtin: bool = False, n_tasks: int | None = None, seed: int = 0,
                 split: str | None = None, corpora: Sequence[str] = (),
-                update_baseline: bool = False) -> int:
+                update_baseline: bool = False, search_budget: int | None = None) -> int:
     """Returns the exit code: 1 when a check fails (or on a bad target), else 0."""
     try:
         kwargs = parse_env_kwargs(env_kwargs, CardTargetError)
         pairs = targets(target, pack, all_builtin=all_builtin)
         made: list[Card] = []
         for card in cards(pairs, kwargs, fast=fast, n_tasks=n_tasks, seed=seed, split=split,
-                          corpora=corpora):
+                          corpora=corpora, search_budget=search_budget):
             made.append(card)
             if not (as_json or markdown or update_baseline):
                 print(render.text(card) + "\n", flush=True)

@@ -55,7 +55,7 @@ def env_keywords(pack: str | None, env_kwargs: str | None) -> dict[str, Any]:
 def serve(env_id: str, *, pack: str | None = None, env_kwargs: str | None = None,
           host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 32,
           token: str | None = None, no_token: bool = False, max_body_bytes: int | None = None,
-          session_timeout_s: float | None = None, ray_address: str | None = None,
+          session_timeout_s: float = 600.0, ray_address: str | None = None,
           manifest_dir: str | None = None) -> int:
     """Run the server until interrupted; exit status 2 with one line on a setup error."""
     try:
@@ -77,11 +77,13 @@ def serve(env_id: str, *, pack: str | None = None, env_kwargs: str | None = None
             raise ServeError(f"unknown env '{env_id}': python -m envs list shows the ids")
         if max_sessions < 1:
             raise ServeError("--max-sessions must be at least 1")
+        if not session_timeout_s >= 0:
+            raise ServeError("--session-timeout takes seconds (0: never reclaim idle sessions)")
         guard = resolve_token(host, token, no_token)
         kwargs = env_keywords(pack, env_kwargs)
         limit = max_body_bytes or MAX_BODY_BYTES
         app = build_app(env_id, kwargs, max_sessions=max_sessions, token=guard,
-                        max_body_bytes=limit, session_timeout_s=session_timeout_s,
+                        max_body_bytes=limit, session_timeout_s=session_timeout_s or None,
                         ray_address=ray_address)
     except (ServeError, ValueError, TypeError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -93,6 +95,8 @@ def serve(env_id: str, *, pack: str | None = None, env_kwargs: str | None = None
     where = f"Ray cluster {ray_address}" if ray_address else "this machine"
     print(f"serving {env_id} (pack {served.env.pack.name}) on http://{host}:{port}, "
           f"up to {max_sessions} sessions, grading on {where}"
+          + (f", idle sessions reclaimed after {session_timeout_s:g} s"
+             if session_timeout_s else "")
           + (", bearer token required" if guard else ""), flush=True)
     uvicorn.run(app, host=host, port=port, ws_max_size=limit, log_level="warning")
     return 0

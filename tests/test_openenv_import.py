@@ -74,6 +74,9 @@ def echo(scaffold):
     ("max_turns", 0, "positive integer"),
     ("heldout_size", 0, "positive integer"),
     ("reward_max", math.nan, "finite number"),
+    ("reward_range", [1, 0], "pair [low, high]"),
+    ("reward_range", [0, math.inf], "pair [low, high]"),
+    ("max_observation_bytes", 10, "at least 1024"),
     ("pack", 3, "pack name"),
     ("python_tool", "yes", "PythonTool"),
 ])
@@ -219,6 +222,50 @@ def test_the_env_meets_the_learner_contract(echo):
     assert call_shape_problems(env) == [] and attribute_problems(env) == []
     assert info_problems(env.score(env.pack.task_at("test", 0), "hi")[1]) == []
     assert env.perturbations(env.pack.task_at("test", 0))  # the gates' variants work on it
+
+
+# -- a hostile server: bounds on what the client takes ------------------------------------------
+
+def test_rewards_out_of_range_and_oversized_messages_are_one_line_infrastructure_errors():
+    from tests.openenv_hostile_server import BIG_PROMPT, hostile
+
+    with hostile() as url:
+        env = gym.make(ENV_ID, base_url=url, max_turns=1, reward_range=[0, 1]).unwrapped
+        try:
+            task = env.pack.task_at("train", 0)
+            assert env.score(task, "fine") == (0.5, env.score(task, "fine")[1])
+            for sent, says in (("1e308", "outside the declared reward_range [0, 1]"),
+                               ("1" + "0" * 400, "integer of 401 digits, outside"),
+                               ("-0.5", "outside the declared reward_range"),
+                               ('"1"', "not a number"), ("true", "not a number")):
+                reward, info = env.score(task, f"reward {sent}")
+                line = info["verdict"].details["error"]
+                assert is_infra_error(info) and reward == 0.0, sent
+                assert says in line and url in line and "\n" not in line, line
+            reward, info = env.score(task, f"observation {BIG_PROMPT}")
+            line = info["verdict"].details["error"]
+            assert is_infra_error(info) and "over 1048576 bytes" in line, line
+            assert "max_observation_bytes" in line and "\n" not in line
+            # The 50 MB reset prompt: the task has no prompt, and reset says why in one line.
+            with pytest.raises(ConnectionError, match="max_observation_bytes") as err:
+                env.reset(seed=0, options={"task_id": f"{env.pack.name}/seed-1"})
+            assert "\n" not in str(err.value)
+            assert env.score(task, "fine")[0] == 0.5  # and the client keeps playing
+        finally:
+            env.close()
+    with hostile(big_metadata=True) as url, pytest.raises(
+            ConnectionError, match="more than 1048576 bytes for /metadata"):
+        gym.make(ENV_ID, base_url=url)
+
+
+def test_the_default_range_refuses_what_group_normalisation_cannot_survive():
+    from envs.openenv_client.session import reward_problem
+
+    low, high = -1e6, 1e6
+    assert reward_problem(0.5, low, high) is None and reward_problem(-3, low, high) is None
+    assert "outside" in reward_problem(1e308, low, high)
+    assert "not a finite number" in reward_problem(math.nan, low, high)
+    assert "integer of 401 digits" in reward_problem(10**400, low, high)  # no OverflowError
 
 
 # -- launch_command and a dying server --------------------------------------------------------

@@ -29,7 +29,7 @@ from envs.openenv_server.manifest import manifest, write_manifest  # noqa: E402
 from envs.openenv_server.side_by_side import SERVED, mixed_cases, play, reference  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.openenv_serve_helpers import served  # noqa: E402
-from tests.polling import free_port  # noqa: E402
+from tests.polling import free_port, wait_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATH = "grpo/MathExact-v0"
@@ -227,6 +227,110 @@ def test_a_killed_client_frees_its_session():
                 break
             time.sleep(0.2)
         assert reply["type"] == "observation", reply
+        assert_still_serves(url)
+
+
+def _ws_client(url: str, i: int, hold_s: float) -> str:
+    """One raw WebSocket client (the websockets library OpenEnv's client uses): reset, hold
+    the session ``hold_s``, step. What it read: "ok", an error code, or "closed <code>"."""
+    import asyncio
+
+    import websockets
+
+    async def play() -> str:
+        try:
+            async with websockets.connect(ws_url(url), open_timeout=60) as sock:
+                await sock.send(json.dumps({"type": "reset", "data": {"seed": i}}))
+                reply = json.loads(await asyncio.wait_for(sock.recv(), 60))
+                if reply["type"] == "error":
+                    return reply["data"]["code"]
+                await asyncio.sleep(hold_s)
+                await sock.send(json.dumps({"type": "step", "data": {"completion": "1"}}))
+                reply = json.loads(await asyncio.wait_for(sock.recv(), 60))
+                return "ok" if reply["type"] == "observation" else reply["data"]["code"]
+        except ConnectionClosed as exc:
+            return f"closed {exc.rcvd.code if exc.rcvd else None}"
+    return play()
+
+
+def _mcp(url: str, method: str, **params) -> dict:
+    return httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                          "params": params}).json()
+
+
+def test_every_refused_client_reads_capacity_reached_never_a_bare_close():
+    import asyncio
+
+    # Before: of 200 concurrent clients at --max-sessions 8, 185 read a bare close 1000.
+    with served(MATH, ARITH, max_sessions=4) as url:
+        async def crowd() -> list[str]:
+            return await asyncio.gather(*(_ws_client(url, i, 0.3) for i in range(60)))
+        seen = asyncio.run(crowd())
+        assert set(seen) == {"ok", "CAPACITY_REACHED"}, seen
+        assert seen.count("ok") >= 4
+        # Sessions made over HTTP MCP count against the same cap; past it, the protocol's
+        # capacity error, over MCP and over the WebSocket alike.
+        made = [_mcp(url, "openenv/session/create") for _ in range(6)]
+        assert sum("result" in m for m in made) == 4
+        assert all("capacity" in m["error"]["message"] for m in made if "error" in m)
+        assert asyncio.run(_ws_client(url, 0, 0)) == "CAPACITY_REACHED"
+        with pytest.raises(RuntimeError, match="CAPACITY_REACHED"), \
+                GenericEnvClient(base_url=url) as client:
+            client.reset(seed=0)
+        for m in made:
+            if "result" in m:
+                _mcp(url, "openenv/session/close", session_id=m["result"]["session_id"])
+        assert_still_serves(url)
+
+
+def test_idle_sessions_are_reclaimed_after_the_session_timeout():
+    import asyncio
+
+    with served(MATH, ARITH, max_sessions=2, session_timeout_s=1.0) as url:
+        made = [_mcp(url, "openenv/session/create") for _ in range(2)]
+        assert all("result" in m for m in made)
+        assert asyncio.run(_ws_client(url, 0, 0)) == "CAPACITY_REACHED"
+        # OpenEnv's reaper (it looks every 5 s at the least) frees the idle MCP sessions.
+        assert wait_until(lambda: asyncio.run(_ws_client(url, 0, 0)) == "ok", timeout=30)
+        # A WebSocket whose client says nothing for longer is closed, saying why.
+        with connect(ws_url(url)) as sock:
+            assert ws_send(sock, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"
+            with pytest.raises(ConnectionClosed) as closed:
+                sock.recv(timeout=30)
+            assert closed.value.rcvd.code == 1008 and "idle" in closed.value.rcvd.reason
+        assert_still_serves(url)
+    from envs.__main__ import main
+
+    assert main(["serve", MATH, "--session-timeout", "-1"]) == 2
+
+
+def test_internal_errors_are_generic_to_the_client_and_detailed_in_the_log(monkeypatch, caplog):
+    from envs.openenv_server.environment import ServedEnv
+
+    with served(MATH, ARITH) as url:
+        # OpenEnv's own session_id (and func) no longer reach its internal call: a TypeError
+        # whose text was sent as EXECUTION_ERROR.
+        for extra in ({"session_id": "abc"}, {"func": 1}):
+            reply = first_reply(url, {"type": "reset", "data": {"seed": 0, **extra}})
+            assert reply["type"] == "observation", reply
+        assert httpx.post(f"{url}/step", json={"action": {"completion": "1"}, "func": 1}
+                          ).status_code == 409  # no episode: said so, no TypeError
+
+        def broken(self, task):
+            raise TypeError("secret internal detail at 0xdeadbeef")
+
+        monkeypatch.setattr(ServedEnv, "episode", broken)
+        caplog.set_level("ERROR", logger="envs.openenv_server")
+        reply = first_reply(url, {"type": "reset", "data": {"seed": 0}})
+        message = reply["data"]["message"]
+        assert reply["data"]["code"] == "EXECUTION_ERROR" and "internal error" in message
+        assert "secret" not in message and "TypeError" not in message
+        over_http = httpx.post(f"{url}/reset", json={"seed": 0})
+        assert over_http.status_code == 500 and "secret" not in over_http.text
+        ref = message.rsplit("logged as ", 1)[1].rstrip(")")
+        logged = [r for r in caplog.records if ref in r.getMessage()]
+        assert logged and "secret internal detail" in str(logged[0].exc_info[1])
+        monkeypatch.undo()
         assert_still_serves(url)
 
 

@@ -19,7 +19,7 @@ import pytest
 import envs  # noqa: F401 - registers the envs
 from envs.__main__ import main
 from envs.base import TaskEnv
-from envs.card import baseline, render
+from envs.card import baseline, render, search
 from envs.card.card import FAST_TASKS, run_card
 from envs.card.checks import BY_ID, CHECKS, HACK_MEAN_MAX
 from envs.card.corpus import CORPORA, CorpusError, Line, load, read_file
@@ -214,6 +214,54 @@ def test_a_verifier_that_pays_the_prompt_echoed_fails_the_adversarial_floor():
     shallow = card.result("statistical.adversarial_floor")
     assert shallow.status == "fail" and shallow.metrics["top"] == "echo_prompt"
     assert _status(card, "semantic.floor_gap") == "pass"  # empty and random text still earn 0
+
+
+def test_the_reward_search_finds_a_wrong_answer_a_container_bug_pays():
+    # Pays any answer in a set, as the math scorer paid \\{2, 1\\} for the point (1, 2): no
+    # shallow completion and no corpus line has one; the search's containers reach it.
+    env = ToyEnv(lambda t, c: "\\{" in c or honest_rule(t, c))
+    card = run_card(env, fast=True, corpus_lines=[])
+    found = card.result("statistical.reward_search")
+    assert found.status == "fail" and found.metrics["paid"] > 0, render.text(card)
+    assert found.metrics["best_wrong"] == 1.0 and "\\{" in found.note
+    assert found.metrics["n"] == search.FAST_BUDGET
+    assert _status(card, "statistical.adversarial_floor") == "pass"  # the shallow seeds miss it
+    again = run_card(ToyEnv(lambda t, c: "\\{" in c or honest_rule(t, c)), fast=True,
+                     corpus_lines=[])
+    assert again.result("statistical.reward_search").metrics == found.metrics  # seeded
+
+
+def test_the_reward_search_never_counts_a_correct_answer():
+    # Pays the gold anywhere in the text: the search's completions that hold it are correct
+    # by the reference (the gold verbatim), so nothing is a paid wrong answer.
+    env = ToyEnv(lambda t, c: f"ANSWER {t['answer']}" in c)
+    result = search.search(env, [env.pack.task_at("test", 0)], lambda pairs: grade(env, pairs),
+                           budget=30, seed=0)
+    assert result.queries == 30 and result.paid_wrong == []
+
+
+@pytest.mark.parametrize("env_id, kwargs", [
+    ("grpo/MathExact-v0", {"pack": "arith"}),
+    ("grpo/JsonSchema-v0", {"pack": "extract"}),
+    ("grpo/JsonSchema-v0", {"pack": "bfcl"}),
+    ("grpo/ReasoningGym-v0", {"task": "chain_sum"}),
+    pytest.param("grpo/CodeTests-v0", {"pack": "pyfunc"}, marks=pytest.mark.docker),
+])
+def test_the_reward_search_at_a_small_budget_finds_no_paid_wrong_answer(env_id, kwargs):
+    if env_id == "grpo/ReasoningGym-v0":
+        pytest.importorskip("reasoning_gym")
+    env = gym.make(env_id, **kwargs).unwrapped
+    try:
+        sandboxed = hasattr(env, "grade_many")
+        budget = search.FAST_BUDGET_SANDBOXED if sandboxed else search.FAST_BUDGET
+        tasks = env.pack.task_at("test", 0), env.pack.task_at("test", 1), env.pack.task_at(
+            "test", 2)
+        found = search.search(env, list(tasks[:1] if sandboxed else tasks),
+                              lambda pairs: grade(env, pairs), budget=budget, seed=0)
+        assert found.queries == budget and found.tasks >= 1
+        assert found.paid_wrong == [], found.paid_wrong[:3]
+    finally:
+        env.close()
 
 
 class FlakyInfraEnv(ToyEnv):

@@ -4,7 +4,9 @@ One card per env and pack, graded on a seeded sample of its held-out tasks throu
 own hooks: golds earn the maximum, do-nothing and canary completions earn nothing, grading is
 deterministic, the best shallow completion (``TaskEnv.shallow_completions``) and the shipped
 corpus of known hacks earn little, honest answers are credited, latency and infrastructure
-errors. The checks and their thresholds are in ``envs.card.checks``.
+errors; and a black-box reward search (``envs.card.search``) finds no wrong answer
+(``envs.card.reference``) that the env pays. The checks and their thresholds are in
+``envs.card.checks``.
 """
 
 from envs.card.card import Card, run_card, sample_tasks

@@ -21,6 +21,7 @@ import gymnasium as gym
 
 from envs.base import TaskEnv
 from envs.card import corpus as corpora
+from envs.card import search as reward_search
 from envs.card.checks import BY_ID, ORACLE_TOLERANCE, Result
 from envs.card.grading import Graded, grade, max_reward, skill_weights
 from tasks import Pack, Task
@@ -107,10 +108,12 @@ def card_split(pack: Pack) -> str:
 
 def run_card(env: TaskEnv, *, fast: bool = False, n_tasks: int | None = None, seed: int = 0,
              split: str | None = None, corpus_lines: Sequence[corpora.Line] | None = None,
-             env_kwargs: dict[str, Any] | None = None) -> Card:
+             env_kwargs: dict[str, Any] | None = None, search_budget: int | None = None
+             ) -> Card:
     """The card of ``env`` over its pack. ``corpus_lines`` default to the shipped corpora;
     ``env_kwargs`` are those ``env`` was made with (a corpus line asking for the same ones is
-    graded by ``env`` itself, any other by an env made as the line says)."""
+    graded by ``env`` itself, any other by an env made as the line says). ``search_budget``:
+    the reward search's graded completions (default: ``envs.card.search``'s for the card)."""
     split = split or card_split(env.pack)
     sandboxed = hasattr(env, "grade_many")
     if n_tasks is None:
@@ -121,9 +124,14 @@ def run_card(env: TaskEnv, *, fast: bool = False, n_tasks: int | None = None, se
                              env.env_id, env.pack.name, type(env).default_pack)
     if fast:
         lines = _fast_lines(lines, FAST_CORPUS_SANDBOXED if sandboxed else FAST_CORPUS)
+    if search_budget is None:
+        search_budget = ((reward_search.FAST_BUDGET_SANDBOXED if sandboxed else
+                          reward_search.FAST_BUDGET) if fast else
+                         reward_search.FULL_BUDGET_SANDBOXED if sandboxed else
+                         reward_search.FULL_BUDGET)
     card = Card(env.env_id, env.pack.name, env.pack.pack_version, split, len(tasks),
                 env.pack.size(split), fast, seed, max_reward(env), tuple(skill_weights(env)))
-    _Run(env, tasks, lines, seed, card, env_kwargs or {}).run()
+    _Run(env, tasks, lines, seed, card, env_kwargs or {}, search_budget).run()
     return card
 
 
@@ -142,8 +150,9 @@ class _Run:
     and reads the checks off the results."""
 
     def __init__(self, env: TaskEnv, tasks: list[Task], lines: list[corpora.Line], seed: int,
-                 card: Card, env_kwargs: dict[str, Any]):
+                 card: Card, env_kwargs: dict[str, Any], search_budget: int = 0):
         self.env, self.tasks, self.lines, self.seed, self.card = env, tasks, lines, seed, card
+        self.search_budget = search_budget
         self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("pack", "split")}
         self.all: list[Graded] = []
         self.notes: dict[str, str] = {}
@@ -179,6 +188,7 @@ class _Run:
             _determinism(pairs),
             self._adversarial(by_group["shallow"]),
             self._hacks(hacks, by_group["gold"]),
+            self._search(),
             _honest(honest, self.stale["honest"]),
             _latency(self.all),
             _infra(self.all),
@@ -269,6 +279,19 @@ class _Run:
             note = "passed in full: " + ", ".join(f"{t} by {n}" for t, n in
                                                   list(passed_by.items())[:5])
         return Result(BY_ID["statistical.adversarial_floor"], metrics, note)
+
+    def _search(self) -> Result:
+        found = reward_search.search(self.env, self.tasks, lambda pairs: self._grade(
+            self.env, pairs), budget=self.search_budget, seed=self.seed)
+        metrics = {"n": found.queries, "tasks": found.tasks, "paid": len(found.paid_wrong),
+                   "best_wrong": found.best_wrong, "correct": found.correct}
+        note = ""
+        if found.paid_wrong:
+            note = "paid wrong: " + "; ".join(f"{f.task_id} {f.completion!r:.80}"
+                                             for f in found.paid_wrong[:3])
+        elif found.best is not None and found.best_wrong > 0:
+            note = f"best wrong: {found.best.task_id} {found.best.completion!r:.80}"
+        return Result(BY_ID["statistical.reward_search"], metrics, note)
 
     def _corpus(self) -> tuple[list[tuple[corpora.Line, Graded]], list[tuple[corpora.Line, Graded]]]:
         groups: dict[str, list[corpora.Line]] = defaultdict(list)

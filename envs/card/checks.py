@@ -94,6 +94,10 @@ CHECKS: tuple[Check, ...] = (
           "the shipped corpus of known hacks (envs/card/corpora/*_hacks.jsonl) earns nothing",
           (Rule("paid", "<=", 0.0), Rule("mean", "<=", HACK_MEAN_MAX)),
           {"paid": "lower", "mean": "lower"}, counts=("paid",)),
+    Check("statistical.reward_search", "grpo.reward_search",
+          "a black-box reward search from shallow seeds (envs.card.search) finds no wrong "
+          "answer the env pays: the best reward of a completion that is not correct",
+          (Rule("paid", "<=", 0.0),), {"paid": "lower"}, counts=("paid",)),
     Check("grpo.honest_precision", "grpo.honest_precision",
           "the shipped corpus of honest answers (envs/card/corpora/*_honest.jsonl) passes",
           (Rule("precision", ">=", HONEST_MIN),), {"precision": "higher"}),

@@ -33,6 +33,9 @@ def describe(result: Result) -> str:
     if cid == "statistical.gameability_gap":
         return (f"{m['paid']} of {m['n']} paid, mean {m['mean']:.3f}, max {m['max']:.3f}, "
                 f"gap {m['gap']:.3f}")
+    if cid == "statistical.reward_search":
+        return (f"{m['paid']} paid wrong in {m['n']} queries over {m['tasks']} tasks, best "
+                f"wrong {m['best_wrong']:.3f} ({m['correct']} correct found)")
     if cid == "grpo.honest_precision":
         return f"{m['precision']:.1%} of {m['n']} credited"
     if cid == "grpo.grading_latency":

@@ -13,9 +13,10 @@ the learner's multi-turn path runs it unchanged. The episode's reward is the sum
 rewards (what the learner adds up). ``passed`` (the learner's accuracy) is, in this order: the
 episode's return >= ``reward_max`` when it is given; the observation's own boolean ``passed``
 (a grpo-gym server sends it); else a return above 0 (a foreign server that declares no maximum
-pays only for something). A server that cannot be reached, dies, times out or sends a reward
-that is not a finite number ends the episode as an infrastructure error naming the URL
-(``envs.base.is_infra_error``): dropped by the learner, never scored 0.
+pays only for something). A server that cannot be reached, dies, times out, sends a reward
+that is not a finite number within ``reward_range``, or a message over
+``max_observation_bytes`` (refused unread) ends the episode as an infrastructure error naming
+the URL (``envs.base.is_infra_error``): dropped by the learner, never scored 0.
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ from envs.openenv_client.schema import (
 )
 from envs.openenv_client.seeds import UNAVAILABLE, seed_pack
 from envs.openenv_client.server import ServerProcess
-from envs.openenv_client.session import RemoteError, Session, Turn, get_json, one_line
+from envs.openenv_client.session import (
+    RemoteError,
+    Session,
+    Turn,
+    get_json,
+    one_line,
+    reward_problem,
+)
 from envs.python_tool import PythonTool
 from envs.spaces import text_problem
 from envs.verify.verdict import Verdict
@@ -57,6 +65,15 @@ from tasks import Pack, Task
 DEFAULT_TURNS = 4
 #: The one reward component: the server's reward, summed over the episode.
 REWARD = "reward"
+#: A step reward outside this range is refused unless ``reward_range`` declares another: wide
+#: enough for any scale a task uses, far inside what group normalisation survives (1e308
+#: squared is inf).
+DEFAULT_REWARD_RANGE = (-1e6, 1e6)
+#: Bytes of one server message (an observation; ``/schema`` and ``/metadata`` too) unless
+#: ``max_observation_bytes`` says otherwise: a prompt is text for a model, never megabytes.
+DEFAULT_OBSERVATION_BYTES = 1 << 20
+#: Characters of a server's ``reason`` kept in an error line or an info.
+REASON_CHARS = 300
 _URL = Accepts("an http(s) URL such as 'http://127.0.0.1:8000'",
                lambda v: v is None or (isinstance(v, str) and v.startswith(("http://", "https://"))
                                        and len(v) > len("https://")))
@@ -73,6 +90,15 @@ _MAX = Accepts("a finite number or None", lambda v: v is None or (
     isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)))
 
 
+def _is_range(value: Any) -> bool:
+    return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in value) and value[0] < value[1])
+
+
+_RANGE = Accepts("a pair [low, high] of finite numbers with low < high", _is_range)
+
+
 def _missing_extra() -> str | None:
     try:
         import openenv.core.generic_client  # noqa: F401
@@ -87,8 +113,10 @@ class OpenEnvEnv(TaskEnv):
     answer), ``action_field``, ``observation_field``, ``launch_command`` (a shell line or an
     argument list), ``launch_timeout`` (seconds for ``/health`` to answer), ``timeout``
     (seconds per message), ``max_turns``, ``heldout_size`` (held-out seeds) and
-    ``reward_max`` (the reward that counts as passed); ``split`` and ``reward_weights`` as in
-    every env. ``pack`` and ``python_tool`` belong to the server here and are refused."""
+    ``reward_max`` (the reward that counts as passed), ``reward_range`` (the step rewards the
+    server may send: any other is an infrastructure error) and ``max_observation_bytes`` (the
+    largest server message taken); ``split`` and ``reward_weights`` as in every env. ``pack``
+    and ``python_tool`` belong to the server here and are refused."""
 
     env_id: ClassVar[str] = "grpo/OpenEnv-v0"
     default_weights: ClassVar[dict[str, float]] = {REWARD: 1.0}
@@ -98,7 +126,9 @@ class OpenEnvEnv(TaskEnv):
                  launch_command: str | Sequence[str] | None = None,
                  launch_timeout: float = 60.0, timeout: float = 60.0,
                  max_turns: int | None = None, heldout_size: int = 64,
-                 reward_max: float | None = None, **kwargs: Any):
+                 reward_max: float | None = None,
+                 reward_range: Sequence[float] = DEFAULT_REWARD_RANGE,
+                 max_observation_bytes: int = DEFAULT_OBSERVATION_BYTES, **kwargs: Any):
         check_keywords(
             self.env_id, base_url=(base_url, _URL), action_field=(action_field, _NAME),
             observation_field=(observation_field, _NAME),
@@ -106,7 +136,9 @@ class OpenEnvEnv(TaskEnv):
             launch_timeout=(launch_timeout, POSITIVE_SECONDS),
             timeout=(timeout, POSITIVE_SECONDS),
             max_turns=(max_turns, optional(integer_at_least(1))),
-            heldout_size=(heldout_size, integer_at_least(1)), reward_max=(reward_max, _MAX))
+            heldout_size=(heldout_size, integer_at_least(1)), reward_max=(reward_max, _MAX),
+            reward_range=(reward_range, _RANGE),
+            max_observation_bytes=(max_observation_bytes, integer_at_least(1024)))
         unknown = sorted(set(kwargs) - {"split", "reward_weights", "pack", "python_tool"})
         if unknown:
             names = keyword_names(type(self), TaskEnv)
@@ -132,14 +164,16 @@ class OpenEnvEnv(TaskEnv):
         self.url = base_url.rstrip("/")
         self.timeout_s = float(timeout)
         self.reward_max = None if reward_max is None else float(reward_max)
+        self.reward_range = (float(reward_range[0]), float(reward_range[1]))
+        self.max_observation_bytes = int(max_observation_bytes)
         self.observation_field = observation_field
         self.server: ServerProcess | None = None
         self._sessions: set[Session] = set()
         if launch_command is not None:
             self.server = ServerProcess(launch_command, self.url, float(launch_timeout))
         try:
-            schema = get_json(self.url, "/schema")
-            metadata = get_json(self.url, "/metadata")
+            schema = get_json(self.url, "/schema", self.max_observation_bytes)
+            metadata = get_json(self.url, "/metadata", self.max_observation_bytes)
             if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
                 raise SchemaError(f"{self.url}/schema has no action schema")
             self.action_field = action_field_of(schema, action_field, self.url)
@@ -168,7 +202,8 @@ class OpenEnvEnv(TaskEnv):
             self._close(session)
 
     def _open(self) -> Session:
-        session = Session(self.url, self.timeout_s)
+        session = Session(self.url, self.timeout_s, max_bytes=self.max_observation_bytes,
+                          reward_range=self.reward_range)
         self._sessions.add(session)
         return session
 
@@ -208,7 +243,7 @@ class OpenEnvEnv(TaskEnv):
         if self.server is not None and (gone := self.server.exited()) is not None:
             return gone
         try:
-            get_json(self.url, "/health")
+            get_json(self.url, "/health", self.max_observation_bytes)
         except RemoteError as exc:
             return f"{exc}: start the server, or give launch_command"
         return None
@@ -271,8 +306,9 @@ class RemoteEpisode:
         reward = self.env.reward_weights.get(REWARD, 0.0) * (turn.reward or 0.0)
         self.total += reward
         if turn.observation.get(INFRA_ERROR_KEY) is True:  # the server says its grading failed
+            reason = one_line(RuntimeError(str(turn.observation.get("reason") or "")))
             return self._infra(f"OpenEnv server at {self.env.url} reported an infrastructure "
-                               f"error: {turn.observation.get('reason') or 'no reason given'}")
+                               f"error: {reason or 'no reason given'}")
         if turn.done or last or self.turns >= self.env.max_turns:
             return self._end(turn, truncated=not turn.done, reward=reward)
         info = self.env.task_info(self.task)
@@ -310,11 +346,14 @@ class RemoteEpisode:
             extracted=None, verdict=verdict, grading_s=Elapsed(self.grading_s),
             hit_time_limit=False, turns=self.turns, truncated_turns=truncated)
         server_rewards = observation.get("rewards")
-        if isinstance(server_rewards, Mapping):
-            info["server_rewards"] = dict(server_rewards)
+        if isinstance(server_rewards, Mapping):  # shown only: kept where they are in range
+            low, high = self.env.reward_range
+            info["server_rewards"] = {
+                str(k)[:REASON_CHARS]: float(v) for k, v in list(server_rewards.items())[:32]
+                if reward_problem(v, low, high) is None}
         for key in ("task_id", "pack_version", "reason"):
             if isinstance(observation.get(key), str):
-                info[f"server_{key}"] = observation[key]
+                info[f"server_{key}"] = observation[key][:REASON_CHARS]
         return "", reward, not truncated, truncated, info
 
     def _passed(self, observation: Mapping[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import re
 import time
@@ -28,6 +29,8 @@ ACTION_REFUSED = frozenset({"VALIDATION_ERROR"})
 #: Seconds a reset waits for a server at capacity to free a session, and between tries.
 CAPACITY_WAIT_S = 5.0
 CAPACITY_POLL_S = 0.2
+#: WebSocket close code for a message over the receiver's limit (RFC 6455).
+MESSAGE_TOO_BIG = 1009
 
 
 class RemoteError(RuntimeError):
@@ -54,22 +57,49 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:300]
 
 
-def get_json(url: str, path: str) -> Any:
-    """GET ``url + path`` as JSON; a ``RemoteError`` naming the URL when it does not answer."""
+def get_json(url: str, path: str, max_bytes: int) -> Any:
+    """GET ``url + path`` as JSON; a ``RemoteError`` naming the URL when it does not answer, or
+    sends more than ``max_bytes`` (read in chunks: the rest is never buffered)."""
     try:
-        response = httpx.get(url + path, timeout=HTTP_TIMEOUT_S)
-        response.raise_for_status()
-        return response.json()
+        with httpx.stream("GET", url + path, timeout=HTTP_TIMEOUT_S) as response:
+            response.raise_for_status()
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise RemoteError(f"OpenEnv server at {url} sent more than {max_bytes} "
+                                      f"bytes for {path} (max_observation_bytes): refused")
+        return json.loads(body)
     except (httpx.HTTPError, ValueError) as exc:
         raise RemoteError(f"OpenEnv server at {url} did not answer {path}: {one_line(exc)}"
                           ) from None
 
 
+def reward_problem(reward: Any, low: float, high: float) -> str | None:
+    """Why ``reward`` is no reward (not a number, not finite, outside ``[low, high]``), or None.
+    Integers compare exactly: one too large for a float is out of range, never an overflow."""
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        return f"{_shown(reward)}, not a number"
+    if isinstance(reward, float) and not math.isfinite(reward):
+        return f"{reward!r}, not a finite number"
+    if not low <= reward <= high:
+        return f"{_shown(reward)}, outside the declared reward_range [{low:g}, {high:g}]"
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return repr(value)[:60]
+
+
 class Session:
     """A WebSocket session: ``reset`` then ``step`` until done, then ``close``."""
 
-    def __init__(self, url: str, timeout_s: float):
+    def __init__(self, url: str, timeout_s: float, *, max_bytes: int,
+                 reward_range: tuple[float, float]):
         self.url, self.timeout_s = url, timeout_s
+        self.max_bytes, self.reward_range = max_bytes, reward_range
         self._client: Any = None
 
     def reset(self, **kwargs: Any) -> Turn:
@@ -88,8 +118,11 @@ class Session:
     def _new_client(self) -> Any:
         from openenv.core.generic_client import GenericEnvClient
 
+        # max_message_size_mb is the WebSocket's frame limit: a longer message is refused
+        # from its header (close 1009), before its payload is read.
         return GenericEnvClient(base_url=self.url, connect_timeout_s=self.timeout_s,
-                                message_timeout_s=self.timeout_s).sync()
+                                message_timeout_s=self.timeout_s,
+                                max_message_size_mb=self.max_bytes / 2**20).sync()
 
     def step(self, action: dict[str, Any]) -> Turn:
         if self._client is None:
@@ -111,11 +144,10 @@ class Session:
             self.close()
             raise self._error(what, exc) from None
         reward = result.reward
-        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)
-                                   or not math.isfinite(reward)):
+        if reward is not None and (problem := reward_problem(reward, *self.reward_range)):
             self.close()
-            raise RemoteError(f"OpenEnv server at {self.url} sent the reward {reward!r} on "
-                              f"{what}, not a finite number")
+            raise RemoteError(f"OpenEnv server at {self.url} sent the reward {problem} on "
+                              f"{what}")
         observation = result.observation if isinstance(result.observation, dict) else {}
         return Turn(observation, None if reward is None else float(reward), bool(result.done))
 
@@ -128,6 +160,11 @@ class Session:
                             "max_concurrent_envs, or run fewer episodes at once)")
             return RemoteError(f"OpenEnv server at {self.url} refused the {what}: {message} "
                                f"({code})", infra=code not in ACTION_REFUSED, code=code)
+        sent = getattr(exc, "sent", None)  # websockets' ConnectionClosed: the close we sent
+        if getattr(sent, "code", None) == MESSAGE_TOO_BIG:
+            return RemoteError(f"OpenEnv server at {self.url} answered the {what} with a "
+                               f"message over {self.max_bytes} bytes (max_observation_bytes): "
+                               "refused unread")
         if isinstance(exc, asyncio.TimeoutError | TimeoutError):
             return RemoteError(f"OpenEnv server at {self.url} did not answer the {what} in "
                                "time (timeout=)")

@@ -3,11 +3,22 @@
 Around OpenEnv's routes: a bearer token (every route but ``/health``, which load balancers
 probe), a body limit on HTTP requests (WebSocket messages are capped by the server's
 ``ws_max_size``), and clear HTTP errors for what the env refuses (a step with no running
-episode, an unknown task, a bad reset argument) instead of a bare 500.
+episode, an unknown task, a bad reset argument) instead of a bare 500; an internal error is a
+generic 500 (its detail goes to the log).
+
+Sessions: OpenEnv refuses a session past ``max_sessions`` with an error frame
+(``CAPACITY_REACHED``) and closes at once, so a client whose first message crosses the close
+reads a bare close instead. Here a WebSocket the app closes before reading a message stays open
+until the client's first message arrives (``REFUSAL_GRACE_S`` at most): every refused client
+reads why. Sessions idle past ``session_timeout_s`` are reclaimed: OpenEnv's reaper ends those
+no connection holds (HTTP MCP ``openenv/session/create``), and a WebSocket whose client sends
+nothing for that long is closed (1008, the reason says so).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import hmac
 import json
@@ -20,7 +31,12 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
 
 from envs.episode import EpisodeError
-from envs.openenv_server.environment import EpisodeEnvironment, ServedEnv
+from envs.openenv_server.environment import (
+    EpisodeEnvironment,
+    InternalError,
+    RequestError,
+    ServedEnv,
+)
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
 from tasks import PackError
 
@@ -28,20 +44,33 @@ from tasks import PackError
 MAX_BODY_BYTES = 4 << 20
 #: Routes open without the token: liveness probes.
 OPEN_PATHS = frozenset({"/health"})
+#: Seconds a session may sit idle before it is reclaimed, unless the server says otherwise:
+#: longer than a learner takes to write a multi-turn episode's next turn.
+SESSION_TIMEOUT_S = 600.0
+#: Seconds a refused WebSocket waits for the client's first message, so it reads the refusal.
+REFUSAL_GRACE_S = 5.0
+#: Close code of a WebSocket reclaimed for idling (RFC 6455: policy violation).
+IDLE_CLOSE = 1008
 
 
 def build_app(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *,
               max_sessions: int = 32, token: str | None = None,
-              max_body_bytes: int = MAX_BODY_BYTES, session_timeout_s: float | None = None,
+              max_body_bytes: int = MAX_BODY_BYTES,
+              session_timeout_s: float | None = SESSION_TIMEOUT_S,
               ray_address: str | None = None) -> FastAPI:
     """The app serving ``gym.make(env_id, **env_kwargs)``; ``app.state.served`` is the env,
-    closed when the app shuts down."""
+    closed when the app shuts down. ``session_timeout_s=None`` keeps idle sessions forever."""
     if max_sessions < 1:
         raise ValueError("max_sessions must be at least 1")
+    if session_timeout_s is not None and not session_timeout_s > 0:
+        raise ValueError("session_timeout_s must be a positive number of seconds (or None)")
     served = ServedEnv(env_id, env_kwargs, ray_address=ray_address)
+    factory = functools.partial(EpisodeEnvironment, served)
+    # OpenEnv names the factory in its factory errors: not the partial's repr (an address).
+    factory.__name__ = EpisodeEnvironment.__name__  # type: ignore[attr-defined]
     try:
         app = create_app(
-            functools.partial(EpisodeEnvironment, served), CompletionAction,
+            factory, CompletionAction,
             CompletionObservation, env_name=env_id.replace("/", "-"), state_cls=EpisodeState,
             concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
                                                  session_timeout=session_timeout_s))
@@ -50,10 +79,11 @@ def build_app(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *,
         raise
     app.state.served = served
     app.router.on_shutdown.append(served.close)
-    for kind, status in ((EpisodeError, 409), (PackError, 400), (ValueError, 400),
-                         (TypeError, 400), (KeyError, 400)):
+    for kind, status in ((EpisodeError, 409), (PackError, 400), (RequestError, 400),
+                         (InternalError, 500)):
         app.add_exception_handler(kind, functools.partial(_error, status))
-    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
+    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes,
+                       idle_s=session_timeout_s)
     return app
 
 
@@ -61,14 +91,72 @@ async def _error(status: int, request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=status)
 
 
+async def _watched_socket(app: Any, scope: dict, receive: Any, send: Any,
+                          idle_s: float | None) -> None:
+    """Run the WebSocket app with the refusal grace and the idle timeout (module doc)."""
+    accepted = heard = closed = False
+    pending: asyncio.Future | None = None
+
+    async def next_message(timeout: float | None) -> dict | None:
+        nonlocal pending
+        if pending is None:
+            pending = asyncio.ensure_future(receive())
+        done, _ = await asyncio.wait({pending}, timeout=timeout)
+        if not done:
+            return None
+        message, pending = pending.result(), None
+        return message
+
+    async def watched_receive() -> dict:
+        nonlocal heard, closed
+        message = await next_message(idle_s if accepted else None)
+        if message is None:  # the client said nothing for idle_s: reclaim its session
+            closed = True
+            await send({"type": "websocket.close", "code": IDLE_CLOSE,
+                        "reason": f"idle for more than {idle_s:g} s: session reclaimed"})
+            return {"type": "websocket.disconnect", "code": IDLE_CLOSE}
+        if message["type"] == "websocket.receive":
+            heard = True
+        elif message["type"] == "websocket.disconnect":
+            closed = True
+        return message
+
+    async def watched_send(message: dict) -> None:
+        nonlocal accepted, closed
+        if closed:  # already closed here, or the client left: nothing more to say
+            return
+        if message["type"] == "websocket.accept":
+            accepted = True
+        elif message["type"] == "websocket.close" and accepted and not heard:
+            # Refused before the app read a message: let the client's first message land
+            # first, so it reads the error frame rather than a close racing its send.
+            reply = await next_message(REFUSAL_GRACE_S)
+            if reply is not None and reply["type"] == "websocket.disconnect":
+                closed = True
+                return
+        if message["type"] == "websocket.close":
+            closed = True
+        await send(message)
+
+    try:
+        await app(scope, watched_receive, watched_send)
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+
+
 class _Guard:
     """ASGI middleware: the bearer token on HTTP and WebSocket routes, and the body limit on
     HTTP requests (413 as soon as the body, declared or streamed, passes it)."""
 
-    def __init__(self, app: Any, token: str | None, max_body_bytes: int):
+    def __init__(self, app: Any, token: str | None, max_body_bytes: int,
+                 idle_s: float | None = None):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
         self.max_body_bytes = max_body_bytes
+        self.idle_s = idle_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         kind = scope["type"]
@@ -81,7 +169,7 @@ class _Guard:
                 return await _refuse(kind, send, 401, "missing or wrong bearer token "
                                      "(Authorization: Bearer <token>)")
         if kind == "websocket":
-            return await self.app(scope, receive, send)
+            return await _watched_socket(self.app, scope, receive, send, self.idle_s)
         declared = headers.get(b"content-length")
         limit = self.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -5,17 +5,22 @@ are shared: ``TaskEnv.episode`` and ``score`` are thread-safe). ``EpisodeEnviron
 OpenEnv makes per WebSocket session (and per stateless HTTP call): a random stream for picking
 tasks, the current ``envs.episode.Episode`` and the state. Grading happens here, on the server;
 the observations carry the grading's outcome only.
+
+Errors: what the client asked wrongly (a step with no episode, an unknown task, a bad argument)
+says so; anything else is an internal error, whose detail goes to the server's log and whose
+message to the client is generic, with a reference to find it in the log.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -26,9 +31,37 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from envs.base import TaskEnv, is_infra_error
 from envs.episode import Episode, EpisodeError
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
-from tasks import Task
+from tasks import PackError, Task
 
 RESET_KEYWORDS = ("seed", "episode_id", "task_id", "options")
+LOG = logging.getLogger("envs.openenv_server")
+T = TypeVar("T")
+
+
+class RequestError(ValueError):
+    """A request the served env refuses; its message is for the client."""
+
+
+class InternalError(RuntimeError):
+    """Something failed on the server: the client gets a generic message, the log the detail."""
+
+
+#: The errors whose messages are for the client; any other is an ``InternalError``.
+PUBLIC_ERRORS = (EpisodeError, PackError, RequestError)
+
+
+def public_errors(what: str, call: Callable[[], T]) -> T:
+    """``call()``; an exception that is not one of ``PUBLIC_ERRORS`` is logged with its
+    traceback and raised as an ``InternalError`` that gives nothing of it away."""
+    try:
+        return call()
+    except PUBLIC_ERRORS:
+        raise
+    except Exception:
+        ref = uuid.uuid4().hex[:12]
+        LOG.exception("internal error %s on %s", ref, what)
+        raise InternalError(f"internal error on the server during {what} (logged as {ref})"
+                            ) from None
 
 
 class ServedEnv:
@@ -136,14 +169,20 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
         self._episode: Episode | None = None
         self._state = EpisodeState()
 
+    # No **kwargs: OpenEnv passes a reset only the arguments its signature names (its own
+    # session_id would otherwise collide with the server's internal call, a TypeError).
     def reset(self, seed: int | None = None, episode_id: str | None = None,
-              task_id: str | None = None, options: Mapping[str, Any] | None = None,
-              **kwargs: Any) -> CompletionObservation:
-        if kwargs:
-            raise ValueError(f"reset got unknown argument(s) {sorted(kwargs)}; it takes "
-                             f"{', '.join(RESET_KEYWORDS)}")
+              task_id: str | None = None, options: Mapping[str, Any] | None = None
+              ) -> CompletionObservation:
+        return public_errors("reset", lambda: self._reset(seed, episode_id, task_id, options))
+
+    def _reset(self, seed: Any, episode_id: Any, task_id: Any, options: Any
+               ) -> CompletionObservation:
         if options is not None and not isinstance(options, Mapping):
-            raise ValueError("reset's options must be a mapping, e.g. {\"task_id\": ...}")
+            raise RequestError("reset's options must be a mapping, e.g. {\"task_id\": ...}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                                 or seed < 0):
+            raise RequestError(f"reset's seed must be a non-negative integer, got {seed!r:.40}")
         if task_id is None and options:
             task_id = options.get("task_id")
         env = self.served.env
@@ -162,8 +201,11 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
         return CompletionObservation(prompt=env.prompt(task), task_id=task.id,
                                      pack_version=info.get("pack_version"))
 
-    def step(self, action: CompletionAction, timeout_s: float | None = None,
-             **kwargs: Any) -> CompletionObservation:
+    def step(self, action: CompletionAction, timeout_s: float | None = None
+             ) -> CompletionObservation:  # no **kwargs either: as reset
+        return public_errors("step", lambda: self._step(action))
+
+    def _step(self, action: CompletionAction) -> CompletionObservation:
         if self._episode is None:
             raise EpisodeError("step without a running episode: reset first (an episode ends "
                                "when its answer is graded)")

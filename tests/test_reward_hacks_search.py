@@ -1,0 +1,56 @@
+"""Paid wrong answers the report card's reward search found (``envs.card.search``, the full
+budget of ``python -m envs card``), kept as hack tests: each must earn no correctness.
+
+Each case is also checked to be wrong by the search's own reference (``envs.card.reference``),
+so the case says what the search said. The ones still paid on this branch are strict xfails,
+named for the fix that owns them (issue 43, class 2: the math verifier, fixed in its own branch):
+when that fix lands they pass, the strict xfail fails, and the marker must go.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import envs  # noqa: F401 - registers the envs
+from envs.card import reference
+
+MATH_FIX = pytest.mark.xfail(strict=True, reason="paid until the math verifier's fix for "
+                             "issue 43 class 2 (simplest form for \\over, hedges, value-"
+                             "changing words) lands")
+
+# (env id, keywords, task id, completion the search found paid, what is wrong with it)
+FOUND = [
+    pytest.param("grpo/MathExact-v0", {"pack": "math500"}, "math500/211", r"{{10 \over 2}}",
+                 "an unsimplified fraction in \\over notation, unboxed", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334", r"\boxedby{5\%} {6}Jason",
+                 "two candidate answers (5% and 6) around a malformed box", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334", r"About 5% or {6}",
+                 "a hedge between two answers", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334",
+                 r"\boxed10{\text{6}}Jason", "a box of 1 (LaTeX boxes one token), then 0, "
+                 "then text", marks=MATH_FIX),
+    pytest.param("grpo/MathExact-v0", {"pack": "math"}, "math/algebra/100", r"(Solve\{ {1e0)",
+                 "the 1 of 1e0 read out of an unclosed brace (1e0 alone is refused)",
+                 marks=MATH_FIX),
+    pytest.param("grpo/ReasoningGym-v0", {"task": "basic_arithmetic"},
+                 "rg-basic_arithmetic/test-L0-23", r"\boxed{1 \text{ lakh}}",
+                 "a word that multiplies the value by 100,000", marks=MATH_FIX),
+]
+
+
+@pytest.mark.parametrize("env_id, kwargs, task_id, completion, why", FOUND)
+def test_a_paid_wrong_answer_the_search_found_earns_nothing(env_id, kwargs, task_id,
+                                                            completion, why):
+    if env_id == "grpo/ReasoningGym-v0":
+        pytest.importorskip("reasoning_gym")
+    env = gym.make(env_id, split="test", **kwargs).unwrapped
+    try:
+        task = env.pack.get(task_id)
+        assert not reference.correct(env, task, completion), why  # wrong by the reference
+        assert reference.correct(env, task, env.gold_completion(task))
+        _, info = env.score(task, completion)
+        assert info["passed"] is False and info["rewards"].get("correct", 0.0) == 0.0, (
+            f"{why}: {info['reason']}")
+    finally:
+        env.close()
