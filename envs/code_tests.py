@@ -480,6 +480,8 @@ def _failure_reason(report: TestReport, graded: Sequence[int]) -> str:
     """``failed_tests``, or the one reason every failed graded case shares when it says more
     (``unserializable_return``, ``timeout``, ``program_exited``)."""
     failed = {report.reasons.get(i, "failed") for i in graded if i not in set(report.passed)}
+    if failed <= {"timeout", "not_run"} and "timeout" in report.reasons.values():
+        return "timeout"  # the cases after a timeout are not run (``sandbox.inside.judge``)
     if len(failed) == 1 and failed <= {"unserializable_return", "timeout", "program_exited"}:
         return failed.pop()
     return "failed_tests"
