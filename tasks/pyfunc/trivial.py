@@ -85,3 +85,34 @@ def trivial_payers(hidden: Sequence[Case], shown_answers: Sequence[Any] = ()) ->
     fallbacks = [*CONSTANTS, *shown_answers]
     return found + [f"{name}, else {value!r}" for name, fn in TRANSFORMS.items()
                     for value in fallbacks if _passes_all(_else(fn, value), hidden)]
+
+
+def shallow_matches(cases: Sequence[Case], values: Sequence[Any] = ()) -> set[int]:
+    """Which of ``cases`` each shallow program answers right, as bit masks (bit i: case i),
+    one per distinct pattern: the constants (``CONSTANTS`` and ``values``: the shown and
+    hidden answers), ``TRANSFORMS``, and each transform falling back to each constant where it
+    raises. Compared with ``==`` as the tests compare (``1`` answers ``True``)."""
+    constants = {(type(v), repr(v)): v for v in (*CONSTANTS, *values)}
+    equal = {sum(1 << i for i, (_, ans) in enumerate(cases) if _same(ans, value))
+             for value in constants.values()}
+    masks = set(equal)
+    for fn in TRANSFORMS.values():
+        ok = raised = 0
+        for i, (args, ans) in enumerate(cases):
+            try:
+                got = fn(*args)
+            except Exception:  # noqa: BLE001 - a transform that does not apply
+                raised |= 1 << i
+                continue
+            if _same(got, ans):
+                ok |= 1 << i
+        masks.add(ok)
+        masks.update(ok | (raised & eq) for eq in equal)
+    return {m for m in masks if m}
+
+
+def _same(got: Any, expected: Any) -> bool:
+    try:
+        return bool(got == expected)
+    except Exception:  # noqa: BLE001
+        return False
