@@ -376,3 +376,39 @@ def test_no_shallow_program_answers_more_than_half_and_outcomes_are_balanced():
         # ...and the input itself, where it is one value (cap at hi: `return n`).
         assert sum(args[0] == a for args, a in hidden) <= N_HIDDEN // 2, task.id
     assert booleans >= 20
+
+
+#: Programs that know nothing of the task, tried as an attacker would (none is among the
+#: families of ``task_baselines``): each may earn at most half of a task's hidden cases.
+ATTACKS = {
+    "parity as the answer": "return args[0] % 2 == 0",
+    "truthiness": "return bool(args[0])",
+    "positive": "return args[0] > 0",
+    "a constant chosen by the argument's type": (
+        "return True if isinstance(args[0], int) else ('' if isinstance(args[0], str) else [])"),
+    "an exception swallowed into True": (
+        "try:\n        return args[0][0] > 0\n    except Exception:\n        return True"),
+    "zero special-cased": "return 0 if args[0] == 0 else args[0]",
+    "a long list": "return len(args[0]) > 3",
+}
+
+
+@pytest.mark.docker
+def test_attacks_earn_at_most_half_of_the_hidden_cases(env, test_tasks):
+    """The attacks above, and the shown inputs hard-coded with True (or the first shown answer)
+    for every other input, on two test tasks of each True/False or threshold form, graded in
+    the sandbox. ``len(nums) > 3`` earned 0.83 on a ``contains`` task before its lists were
+    drawn with and without the value at every length."""
+    forms = ("divisible", "in_range", "size_word", "cap", "parity", "is_palindrome",
+             "has_letter", "contains")
+    tasks = [t for form in forms for t in [t for t in test_tasks if t["form"] == form][:2]]
+    assert len(tasks) >= 12
+    for task in tasks:
+        bodies = dict(ATTACKS)
+        shown = [(t.split("(", 1)[1].rsplit(") == ", 1)[0], t.rsplit(" == ", 1)[1])
+                 for t in task["shown_tests"]]
+        lines = "".join(f"if args[0] == {x}:\n        return {a}\n    " for x, a in shown)
+        bodies["the shown inputs hard-coded, else True"] = lines + "return True"
+        bodies["the shown inputs hard-coded, else a shown answer"] = lines + f"return {shown[0][1]}"
+        scores = env.shallow_scores(task, bodies)
+        assert max(scores.values()) <= 0.5, (task.id, scores)

@@ -48,8 +48,18 @@ def _numbers(lo: int, hi: int, min_len: int = 0):
     return inputs
 
 
-def _with_value(rng: random.Random, p: Params, min_len: int = 0) -> tuple[list[int]]:
-    values = [rng.choice((p["k"], rng.randint(0, 9))) for _ in range(rng.randint(min_len, 7))]
+def _with_value(rng: random.Random, p: Params) -> tuple[list[int]]:
+    values = [rng.choice((p["k"], rng.randint(0, 9))) for _ in range(rng.randint(0, 7))]
+    return (values,)
+
+
+def _maybe_value(rng: random.Random, p: Params) -> tuple[list[int]]:
+    # Half the lists hold k, at any length: else the longer a list, the likelier it holds k,
+    # and len(nums) > 3 answers most cases.
+    others = [d for d in range(10) if d != p["k"]]
+    values = [rng.choice(others) for _ in range(rng.randint(1, 7))]
+    if rng.random() < 0.5:
+        values[rng.randrange(len(values))] = p["k"]
     return (values,)
 
 
@@ -134,7 +144,7 @@ LEVEL6 = (
          "return {k} in nums",
          # Not empty: with [] among the hidden cases (for `... or not nums`), bool(nums)
          # would answer it and every True case.
-         lambda rng, p: _with_value(rng, p, min_len=1), draw(k=(0, 9)),
+         _maybe_value, draw(k=(0, 9)),
          edges=lambda p: (([p["k"]],), ([p["k"] + 1],))),
     Form(("affine_all", "scale_shift_each", "map_linear"), NUMS,
          "returns a list of every number of nums times {k} plus {c}",

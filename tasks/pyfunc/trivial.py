@@ -87,16 +87,31 @@ def trivial_payers(hidden: Sequence[Case], shown_answers: Sequence[Any] = ()) ->
                     for value in fallbacks if _passes_all(_else(fn, value), hidden)]
 
 
+def _longer_than(k: int, j: int) -> Callable[..., Any]:
+    def fn(*a: Any) -> bool:
+        if not isinstance(a[k], list):
+            raise TypeError("not a list")
+        return len(a[k]) > j
+    return fn
+
+
+#: The generator's own extra shallow programs: a list argument's length above a bound (``k
+#: in nums`` on drawn lists is True more often for long ones: ``len(nums) > 3`` earned 0.83).
+LENGTH_TESTS: dict[str, Callable[..., Any]] = {
+    f"argument {k + 1} longer than {j}": _longer_than(k, j) for k in range(N_ARGUMENTS)
+    for j in range(8)}
+
+
 def shallow_matches(cases: Sequence[Case], values: Sequence[Any] = ()) -> set[int]:
     """Which of ``cases`` each shallow program answers right, as bit masks (bit i: case i),
     one per distinct pattern: the constants (``CONSTANTS`` and ``values``: the shown and
-    hidden answers), ``TRANSFORMS``, and each transform falling back to each constant where it
-    raises. Compared with ``==`` as the tests compare (``1`` answers ``True``)."""
+    hidden answers), ``TRANSFORMS`` and ``LENGTH_TESTS``, and each of them falling back to
+    each constant where it raises. Compared with ``==`` as the tests compare (``1`` answers ``True``)."""
     constants = {(type(v), repr(v)): v for v in (*CONSTANTS, *values)}
     equal = {sum(1 << i for i, (_, ans) in enumerate(cases) if _same(ans, value))
              for value in constants.values()}
     masks = set(equal)
-    for fn in TRANSFORMS.values():
+    for fn in (*TRANSFORMS.values(), *LENGTH_TESTS.values()):
         ok = raised = 0
         for i, (args, ans) in enumerate(cases):
             try:
