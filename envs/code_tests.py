@@ -147,8 +147,10 @@ class CodeTestsEnv(TaskEnv):
     #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (the prompt's
     #: imports and helpers, run in the program's namespace before it),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
-    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold) and
-    #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``).
+    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold),
+    #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``, and no
+    #: shallow program may earn more than ``STRICT_SHALLOW_MAX``) and ``mutants`` (the gold
+    #: with one edge broken, which must not pass: ``mutants_passed``).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 
@@ -301,8 +303,12 @@ class CodeTestsEnv(TaskEnv):
         names = task_entry_points(task) or find_entry_points(
             list(task["tests"]), task.fields.get("setup", ""))
         sources, variants = [], []
-        for k, source in enumerate(programs.values()):
-            tree = parse(source)
+        for k, (name, source) in enumerate(programs.items()):
+            try:
+                tree = parse(source)
+            except (SyntaxError, ValueError) as exc:
+                # One program that does not compile would fail every other one in the job.
+                raise ValueError(f"{task.id}: {name}: the program does not parse: {exc}") from None
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
                     node.name = f"variant_{k}_{node.name}"

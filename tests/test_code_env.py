@@ -7,7 +7,7 @@ import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
-from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
+from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, load_pack
@@ -43,6 +43,18 @@ def test_an_answer_ends_with_its_first_fenced_block():
     end = env.answer_end(text)
     assert text[:end] == said and extract_program(text[:end])[0] == "def f(n):\n    return n + 1\n"
     assert env.answer_end("```\nx = 1\n``` and more") == len("```\nx = 1\n```")  # untagged
+
+
+def test_a_mutant_that_does_not_parse_is_a_clear_error_not_a_silent_pass():
+    """All of a task's mutants run in one job: one that does not compile would fail the
+    others too, and ``validate`` would see no mutant pass."""
+    env = CodeTestsEnv.__new__(CodeTestsEnv)  # raises before any sandbox is needed
+    broken = {"edit": "1 -> 2", "program": "def f(x):\n  return x +"}
+    task = Task("p/1", "train", {"tests": ["assert f(1) == 2"], "entry_point": "f",
+                                 "mutants": [broken]})
+    with pytest.raises(ValueError, match=r"p/1: the reference with 1 -> 2: the program does not "
+                                         r"parse"):
+        env.variant_scores(task, mutant_programs(task))
 
 
 def test_packs_have_all_problems_with_stable_splits():
