@@ -171,7 +171,7 @@ LEVEL3 = (
     Form(("cap", "at_most", "clip_high"), N,
          "returns n, but {hi} if n is larger than {hi}",
          "if n > {hi}:\n    return {hi}\nreturn n", around("hi", 15), draw(hi=(5, 50)),
-         edges=lambda p: ((p["hi"] + 1,),)),
+         edges=lambda p: ((p["hi"] + 1,), (0,))),
     Form(("floor_zero", "non_negative", "relu"), N,
          "returns n if n is positive, otherwise 0", "return n if n > 0 else 0", ints(-30, 30),
          # Not 0: both `return n` and `return 0` answer it (as both branches do).
@@ -179,11 +179,11 @@ LEVEL3 = (
     Form(("bump", "step_rule", "adjust"), X,
          "returns x times 2 if x is greater than {t}, otherwise x plus {c}",
          "if x > {t}:\n    return x * 2\nreturn x + {c}", around("t", 12),
-         draw(t=(0, 20), c=(1, 9)), edges=lambda p: ((p["t"],), (p["t"] + 1,),)),
+         draw(t=(0, 20), c=(1, 9)), edges=lambda p: ((p["t"],), (p["t"] + 1,), (0,),)),
     Form(("size_word", "big_or_small", "label"), N,
          "returns 'big' if n is at least {t}, otherwise 'small'",
          "return 'big' if n >= {t} else 'small'", around("t", 15), draw(t=(5, 50)),
-         edges=lambda p: ((p["t"],), (p["t"] - 1,),)),
+         edges=lambda p: ((p["t"],), (p["t"] - 1,), (0,),)),
     Form(("in_range", "between", "within"), N,
          "returns True if n is between {lo} and {hi} (both included), otherwise False (n is "
          "positive)", "return {lo} <= n <= {hi}",
