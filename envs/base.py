@@ -270,6 +270,12 @@ class TaskEnv(gym.Env[str, str]):
         reward payable without the skill teaches nothing. The default checks none."""
         return {}
 
+    def mutants_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """Task id -> the wrong programs the task declares (a reference with one edge broken)
+        that earn it full marks. ``python -m envs validate`` refuses such tasks: their hidden
+        cases miss an edge. The default checks none."""
+        return {}
+
     def shallow_completions(self, task: Task) -> dict[str, str]:
         """Name -> a completion a policy could write without the skill the task teaches: the
         report card's ``statistical.adversarial_floor`` grades each and reports the best

@@ -120,10 +120,13 @@ TRANSFORMS = {
 #: Record fields the model never sees: the rest (the prompt's text, its examples) are searched
 #: for the literal strings a shallow program could return.
 UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "challenge_tests",
-                            "entry_point", "id", "form"})
+                            "entry_point", "id", "form", "mutants"})
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
 MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
+#: Of a ``strict_baselines`` record's graded cases, the most any shallow program may pass:
+#: its hidden cases are balanced (as many True as False, every branch taken).
+STRICT_SHALLOW_MAX = 0.5
 
 
 def extract_program(completion: str) -> tuple[str, bool]:
@@ -144,8 +147,10 @@ class CodeTestsEnv(TaskEnv):
     #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (the prompt's
     #: imports and helpers, run in the program's namespace before it),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
-    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold) and
-    #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``).
+    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold),
+    #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``, and no
+    #: shallow program may earn more than ``STRICT_SHALLOW_MAX``) and ``mutants`` (the gold
+    #: with one edge broken, which must not pass: ``mutants_passed``).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 
@@ -264,11 +269,60 @@ class CodeTestsEnv(TaskEnv):
             scores = self.baseline_scores(task)
             paid = [name for name, score in scores.items() if score == 1.0]
             single = set(task_baselines(task))
-            return task.id, [n for n in paid if n in single] or paid[:MAX_NAMED_FALLBACKS]
+            named = [n for n in paid if n in single] or paid[:MAX_NAMED_FALLBACKS]
+            if not named and task.fields.get("strict_baselines"):
+                named = [f"{name} ({score:.2f} of the cases)" for name, score in scores.items()
+                         if score > STRICT_SHALLOW_MAX][:MAX_NAMED_FALLBACKS]
+            return task.id, named
 
         with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="base") as ex:
             found = dict(ex.map(check, tasks))
         return {tid: names for tid, names in found.items() if names}
+
+    def mutants_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """The record's ``mutants`` (the reference with one edge broken: a comparison off by
+        one, a dropped zero case, a swapped branch; ``tasks.mutants``) that pass every graded
+        case of a task, per task that has any, each named by its edit. One sandbox run per
+        task, concurrently through the pool."""
+        def check(task: Task) -> tuple[str, list[str]]:
+            programs = mutant_programs(task)
+            if not programs:
+                return task.id, []
+            scores = self.variant_scores(task, programs)
+            return task.id, [name for name, score in scores.items() if score == 1.0]
+
+        with ThreadPoolExecutor(max(1, self.sandbox.pool_size), thread_name_prefix="mut") as ex:
+            found = dict(ex.map(check, tasks))
+        return {tid: names for tid, names in found.items() if names}
+
+    def variant_scores(self, task: Task, programs: dict[str, str]) -> dict[str, float]:
+        """Each whole program of ``programs`` (a name -> source defining the task's entry
+        points) -> the fraction of the task's graded cases it passes, all in one sandbox run
+        (each program's functions renamed apart); raises ``SandboxUnavailable`` when the
+        sandbox fails."""
+        names = task_entry_points(task) or find_entry_points(
+            list(task["tests"]), task.fields.get("setup", ""))
+        sources, variants = [], []
+        for k, (name, source) in enumerate(programs.items()):
+            try:
+                tree = parse(source)
+            except (SyntaxError, ValueError) as exc:
+                # One program that does not compile would fail every other one in the job.
+                raise ValueError(f"{task.id}: {name}: the program does not parse: {exc}") from None
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+                    node.name = f"variant_{k}_{node.name}"
+            sources.append(ast.unparse(tree))
+            variants.append({n: f"variant_{k}_{n}" for n in names})
+        reports = run_variants(
+            self.sandbox, "\n\n".join(sources) + "\n", list(task["tests"]), variants,
+            prelude=task.fields.get("prelude", ""), setup=task.fields.get("setup", ""),
+            entry_points=names,
+            per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
+        if any(r.sandbox_error for r in reports):
+            raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
+        shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
+        return {name: _fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
 
     def shallow_completions(self, task: Task) -> dict[str, str]:
         """The default shallow answers and each program of ``task_baselines``, as a model would
@@ -398,6 +452,15 @@ def _answer(test: str) -> str | None:
     return None
 
 
+def mutant_programs(task: Task) -> dict[str, str]:
+    """The record's ``mutants`` (``[{"edit": ..., "program": ...}]``) as a name -> program."""
+    out = {}
+    for m in task.fields.get("mutants") or ():
+        if isinstance(m, dict) and isinstance(m.get("program"), str):
+            out[f"the reference with {m.get('edit', '?')}"] = m["program"]
+    return out
+
+
 def task_entry_points(task: Task) -> list[str] | None:
     """The program's functions the task's tests call (``entry_point``: a name or a list), or
     None to find them in the tests (see ``sandbox.harness.find_entry_points``)."""
@@ -480,6 +543,8 @@ def _failure_reason(report: TestReport, graded: Sequence[int]) -> str:
     """``failed_tests``, or the one reason every failed graded case shares when it says more
     (``unserializable_return``, ``timeout``, ``program_exited``)."""
     failed = {report.reasons.get(i, "failed") for i in graded if i not in set(report.passed)}
+    if failed <= {"timeout", "not_run"} and "timeout" in report.reasons.values():
+        return "timeout"  # the cases after a timeout are not run (``sandbox.inside.judge``)
     if len(failed) == 1 and failed <= {"unserializable_return", "timeout", "program_exited"}:
         return failed.pop()
     return "failed_tests"

@@ -7,8 +7,10 @@ pack's type (the env's ``gold_problem``: a ``number`` pack's gold is a number li
 gold parses); and every gold, rendered as a completion by the env's ``gold_completion``, earns
 full credit from the env's own ``score``, and that no shallow answer earns any task in full (the
 env's ``trivially_passed``: for code, families of programs that return a constant, a shown
-answer, a string the prompt shows or a simple transform of an argument). These check form and
-consistency, not truth: a wrong but well-formed gold (``999999``) passes, so the summary says
+answer, a string the prompt shows or a simple transform of an argument; for a record with
+``strict_baselines``, none may earn more than half its graded cases), and that no mutant a
+record declares (its reference with one edge broken: the env's ``mutants_passed``) earns it in
+full. These check form and consistency, not truth: a wrong but well-formed gold (``999999``) passes, so the summary says
 "well-formed", never "correct". Every problem is collected, each naming its file and line (or
 split and index for loader / generator packs), so one run lists them all.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +46,8 @@ from tasks.pack import (
     template_fields,
 )
 
+#: How ``trivially_passed`` names a program that pays part of a strict record's cases.
+_PART = re.compile(r" \([0-9.]+ of the cases\)$")
 #: Tasks checked from an unbounded (procedural) split; the report says so.
 UNBOUNDED_SAMPLE = 1000
 #: Golds graded per call of an env's ``grade_many`` (code envs grade a batch concurrently).
@@ -432,10 +437,35 @@ def _check_trivial_programs(report: Report, env: TaskEnv, pack: Pack,
                                                          f"check: {exc}"))
         return
     for tid, names in found.items():
+        if all(_PART.search(n) for n in names):  # a strict record's more-than-half payers
+            report.errors.append(Problem(where[tid], "a trivial program earns more than half "
+                                                     f"the graded tests: returning "
+                                                     f"{' or '.join(names)}; add tests whose "
+                                                     "answers differ (balanced outcomes)"))
+            continue
         report.errors.append(Problem(where[tid], "a trivial program earns full marks: "
                                                  f"returning {' or '.join(names)} passes every "
                                                  "graded test; add tests whose answers differ"))
     report.notes.append(f"trivial programs checked on {len(where)} tasks")
+    _check_mutants(report, env, pairs, where)
+
+
+def _check_mutants(report: Report, env: TaskEnv, pairs: list[tuple[str, Task]],
+                   where: dict[str, str]) -> None:
+    """Refuse every task that one of its declared mutants (the reference with one edge
+    broken: ``n > 8`` for "at least 8", a dropped zero case) earns in full (the env's
+    ``mutants_passed``): its hidden cases miss that edge."""
+    if type(env).mutants_passed is TaskEnv.mutants_passed:
+        return
+    try:
+        found = env.mutants_passed([task for _, task in pairs])
+    except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable
+        report.errors.append(Problem(str(report.folder), f"cannot run the mutant check: {exc}"))
+        return
+    for tid, names in found.items():
+        report.errors.append(Problem(where[tid], "a wrong program earns full marks: "
+                                                 f"{' and '.join(names)} passes every graded "
+                                                 "test; add a test on that edge"))
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -21,7 +21,8 @@ exiting early, printing fake results and redefining the prompt's helpers all hav
 act on. A returned value outside the format fails its case as ``unserializable_return``.
 
 The judge prints one line, ``<nonce> <record>``; the host trusts nothing else. A case that runs
-out of time kills only the program's process, which starts afresh for the next case.
+out of time kills the program's process, and the program's remaining cases fail at once
+(``not_run``): a program that hangs costs one timeout, not one per case.
 """
 
 from __future__ import annotations

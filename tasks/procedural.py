@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -55,6 +56,12 @@ class HashSplitGenerator:
     def build(self, combo: tuple[Any, ...], rng: random.Random) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
+    def draw(self, combo: tuple[Any, ...], rng: random.Random, wanted: Callable[[str], bool]
+             ) -> tuple[str, dict[str, Any] | None]:
+        """``build``, for a caller that keeps only the keys ``wanted`` accepts: a subclass
+        whose fields are costly may return None as the fields of any other key."""
+        return self.build(combo, rng)
+
     def source_files(self) -> list[Path]:
         """Files whose text decides the generated data (part of the pack's content hash)."""
         raise NotImplementedError
@@ -67,9 +74,13 @@ class HashSplitGenerator:
         out = []
         for combo in self.combos:
             rng, seen = seeded_rng(f"{self.name}-test", *combo), set()
+
+            def wanted(key: str, seen: set[str] = seen) -> bool:
+                return self.in_test(key) and key not in seen
+
             for _ in range(self.test_attempts):
-                key, fields = self.build(combo, rng)
-                if self.in_test(key) and key not in seen:
+                key, fields = self.draw(combo, rng, wanted)
+                if wanted(key):
                     label = "-".join([f"L{combo[0]}", *map(str, combo[1:]), str(len(seen))])
                     seen.add(key)
                     out.append({"id": f"test-{label}", **fields})
@@ -90,7 +101,7 @@ class HashSplitGenerator:
         combo = self.combos[index % len(self.combos)]
         rng = seeded_rng(f"{self.name}-train", *combo, index)
         while True:
-            key, fields = self.build(combo, rng)
+            key, fields = self.draw(combo, rng, lambda k: not self.in_test(k))
             if not self.in_test(key):
                 return {"id": f"L{combo[0]}-{index}", **fields}
 

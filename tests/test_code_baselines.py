@@ -108,6 +108,42 @@ def test_validate_refuses_a_task_that_a_constant_passes(tmp_path, sandbox, monke
     assert report.golds_passed == 2  # both golds are right: the tests are what is weak
 
 
+def test_validate_refuses_a_missed_edge_and_a_half_paying_constant(tmp_path, sandbox,
+                                                                   monkeypatch):
+    """pyfunc 1.2.0's parity tasks mostly had no n = 0 case: ``n % 2 == 0 and n != 0`` was
+    paid in full (and learned) in the design card's run. A record that declares that mutant
+    and tests no zero is refused by name; so is a strict record whose hidden answers are 5
+    True of 6 (``return True`` earns 0.83). The fixed record passes."""
+    import envs.sandboxes
+
+    monkeypatch.setattr(envs.sandboxes, "_shared", sandbox)
+    gold = "def parity(n):\n    if n % 2 == 0:\n        return 'even'\n    return 'odd'\n"
+    no_zero = "def parity(n):\n    if n % 2 == 0 and n != 0:\n        return 'even'\n    return 'odd'\n"
+    mutant = {"edit": "n % 2 == 0 -> n % 2 == 0 and bool(n)", "program": no_zero}
+    fields = {"text": "even or odd", "entry_point": "parity", "canonical_solution": gold,
+              "strict_baselines": True, "mutants": [mutant]}
+    cases = lambda xs: [f"assert parity({x}) == {'even' if x % 2 == 0 else 'odd'!r}"  # noqa: E731
+                        for x in xs]
+    gold7 = "def f(n):\n    return n % 7 == 0\n"
+    folder = _code_pack(tmp_path / "pack", [
+        {"id": "no-zero", **fields, "tests": cases([3, 8, 5, 12, -7, 40, 9, -2])},
+        {"id": "with-zero", **fields, "tests": cases([3, 8, 0, 5, 12, -7, 9, 2])},
+        {"id": "mostly-true", "text": "divisible by 7", "entry_point": "f",
+         "canonical_solution": gold7, "strict_baselines": True,
+         "tests": [f"assert f({x}) == {x % 7 == 0}" for x in (14, 3, 0, 7, 21, -7, 35, 5)],
+         "shown_tests": ["assert f(14) == True", "assert f(3) == False"]},
+    ])
+    report = validate_folder(folder)
+    where = f"{folder / 'train.jsonl'}"
+    assert sorted(str(p) for p in report.errors) == [
+        f"{where}:1: a wrong program earns full marks: the reference with n % 2 == 0 -> "
+        "n % 2 == 0 and bool(n) passes every graded test; add a test on that edge",
+        f"{where}:3: a trivial program earns more than half the graded tests: returning True "
+        "(0.83 of the cases) or 1 (0.83 of the cases) or the shown answer True (0.83 of "
+        "the cases); add tests whose answers differ (balanced outcomes)"]
+    assert report.golds_passed == 3
+
+
 def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     """Every test task of both packs, and the MBPP tasks whose shown example was moved so that
     their hidden answers differ (mbpp/79: ``word_len("great") == True`` is shown now; mbpp/29's

@@ -7,9 +7,9 @@ import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
-from envs.code_tests import CodeTestsEnv, extract_program, shown_cases
+from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
 from sandbox import Sandbox
-from sandbox.harness import find_entry_points, run_tests
+from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, load_pack
 from tasks.humaneval import PAYABLE_BY_A_CONSTANT, PAYABLE_BY_A_SHALLOW_PROGRAM
 from tasks.humaneval import shown_cases as humaneval_shown_cases
@@ -43,6 +43,18 @@ def test_an_answer_ends_with_its_first_fenced_block():
     end = env.answer_end(text)
     assert text[:end] == said and extract_program(text[:end])[0] == "def f(n):\n    return n + 1\n"
     assert env.answer_end("```\nx = 1\n``` and more") == len("```\nx = 1\n```")  # untagged
+
+
+def test_a_mutant_that_does_not_parse_is_a_clear_error_not_a_silent_pass():
+    """All of a task's mutants run in one job: one that does not compile would fail the
+    others too, and ``validate`` would see no mutant pass."""
+    env = CodeTestsEnv.__new__(CodeTestsEnv)  # raises before any sandbox is needed
+    broken = {"edit": "1 -> 2", "program": "def f(x):\n  return x +"}
+    task = Task("p/1", "train", {"tests": ["assert f(1) == 2"], "entry_point": "f",
+                                 "mutants": [broken]})
+    with pytest.raises(ValueError, match=r"p/1: the reference with 1 -> 2: the program does not "
+                                         r"parse"):
+        env.variant_scores(task, mutant_programs(task))
 
 
 def test_packs_have_all_problems_with_stable_splits():
@@ -204,25 +216,58 @@ def test_partial_credit_is_per_case(env):
 
 
 @pytest.mark.docker
-def test_a_case_that_kills_or_hangs_the_program_leaves_the_next_cases_a_fresh_one(env):
+def test_a_case_that_kills_the_program_leaves_the_next_cases_a_fresh_one(env):
     task = env.pack.get("humaneval/0")
-    # The first call ends the program's process, the second hangs; the others are answered.
-    program = ("import os, time\nCALLS = []\n"
+    # The first call ends the program's process; the others are answered by a fresh one.
+    program = ("import os\n"
                "def has_close_elements(numbers, threshold):\n"
-               "    CALLS.append(1)\n"
-               "    if len(CALLS) == 1 and not os.path.exists('killed'):\n"
+               "    if not os.path.exists('killed'):\n"
                "        open('killed', 'w').close()\n        os._exit(0)\n"
-               "    if len(CALLS) == 1 and not os.path.exists('hung'):\n"
-               "        open('hung', 'w').close()\n        time.sleep(60)\n"
                "    return True\n")
-    env2 = CodeTestsEnv(pack="humaneval", sandbox=env.sandbox, per_test_s=1.0)
-    _, info = env2.score(task, fenced(program))
+    _, info = env.score(task, fenced(program))
     reasons = info["verdict"].details["case_reasons"]
     # Cases 0-6 expect True, False, True, False, True, True, False.
-    assert reasons == {"0": "program_exited", "1": "timeout", "2": "passed", "3": "failed",
+    assert reasons == {"0": "program_exited", "1": "failed", "2": "passed", "3": "failed",
                        "4": "passed", "5": "passed", "6": "failed"}
     assert info["rewards"]["tests"] == pytest.approx(3 / 7)
-    assert info["hit_time_limit"] is True  # the hung case waited for its wall-clock limit
+
+
+@pytest.mark.docker
+def test_a_hanging_program_costs_one_timeout_not_one_per_case(env):
+    """``while True: pass`` on humaneval/136 (11 cases) waited for 10 timeouts, 30 s, each case
+    timing out on its own (the 11th was cut by the run's budget). Now the first timeout fails
+    the remaining cases at once (``not_run``); the verdict is the same: no case passes."""
+    task = env.pack.get("humaneval/136")
+    hang = fenced("def largest_smallest_integers(lst):\n    while True:\n        pass\n")
+    env2 = CodeTestsEnv(pack="humaneval", sandbox=env.sandbox, per_test_s=1.0)
+    _, info = env2.score(task, hang)
+    reasons = list(info["verdict"].details["case_reasons"].values())
+    assert reasons == ["timeout"] + ["not_run"] * (len(task["tests"]) - 1)
+    assert info["rewards"]["tests"] == 0.0 and not info["passed"]
+    assert info["reason"] == "timeout" and info["hit_time_limit"] is True
+    # A program that hangs only on a later case keeps the cases before it.
+    later = fenced("CALLS = []\ndef largest_smallest_integers(lst):\n    CALLS.append(1)\n"
+                   "    if len(CALLS) == 3:\n        while True:\n            pass\n"
+                   "    negatives = [x for x in lst if x < 0]\n"
+                   "    positives = [x for x in lst if x > 0]\n"
+                   "    return (max(negatives) if negatives else None,\n"
+                   "            min(positives) if positives else None)\n")
+    _, info = env2.score(task, later)
+    reasons = list(info["verdict"].details["case_reasons"].values())
+    assert reasons == ["passed", "passed", "timeout"] + ["not_run"] * (len(task["tests"]) - 3)
+
+
+@pytest.mark.docker
+def test_a_variant_that_hangs_leaves_the_next_variant_every_case(sandbox):
+    """The cases after a timeout are skipped within one variant only: the next variant (another
+    shallow program graded in the same job) starts a fresh process and runs every case."""
+    program = ("def hang(x):\n    while True:\n        pass\n"
+               "def double(x):\n    return 2 * x\n")
+    tests = [f"assert f({x}) == {2 * x}" for x in range(4)]
+    hung, fine = run_variants(sandbox, program, tests, [{"f": "hang"}, {"f": "double"}],
+                              entry_points=["f"], per_test_s=1.0)
+    assert hung.reasons == {0: "timeout", 1: "not_run", 2: "not_run", 3: "not_run"}
+    assert fine.passed == [0, 1, 2, 3]
 
 
 @pytest.mark.docker

@@ -281,3 +281,134 @@ def test_the_generators_check_mirrors_the_fallback_programs():
     hidden = [(([3, 1, 5],), 3), (([],), -4), (([7],), 7)]
     assert trivial_payers(hidden) == []
     assert trivial_payers(hidden, shown_answers=[-4]) == ["argument 1 first item, else -4"]
+
+
+def _hidden_cases(task: Task) -> list[tuple[tuple, object]]:
+    out = []
+    for test in task["tests"]:
+        if test in task["shown_tests"]:
+            continue
+        call = ast.parse(test).body[0].test
+        out.append((tuple(ast.literal_eval(a) for a in call.left.args),
+                    ast.literal_eval(call.comparators[0])))
+    return out
+
+
+def _sample():
+    pack = load_pack("pyfunc")
+    return [pack.get(i) for i in pack.ids("test")] + [pack.task_at("train", i)
+                                                      for i in range(240)]
+
+
+def test_every_form_declares_edges_and_every_task_tests_them():
+    """Zero, a threshold and its neighbour, the ends of a range, the empty input: each form
+    names its edges, and they are among the hidden cases of every task drawn."""
+    import random
+
+    from tasks.pyfunc import FORMS, _cases, _reference, _source
+
+    rng = random.Random(7)
+    for forms in FORMS.values():
+        for form in forms:
+            drawn = 0
+            for _ in range(40):
+                params = form.params(rng)
+                edges = form.edges(params)
+                assert edges, form.names[0]
+                body = form.body.format(**params)
+                got = _cases(form, params, _reference(form.args, body),
+                             _source("ref", form.args, body), rng)
+                if got is None:  # redrawn by draw_task
+                    continue
+                hidden = [args for args, _ in got[0][N_SHOWN:]]
+                assert all(e in hidden for e in edges), (form.names[0], params, hidden)
+                drawn += 1
+                if drawn == 3:
+                    break
+            assert drawn == 3, form.names[0]
+
+
+def test_every_mutant_fails_a_hidden_case_and_parity_tests_zero():
+    """Each task's ``mutants`` (its reference with one edge broken) answer a hidden case
+    wrong; ``n % 2 == 0 and n != 0``, paid in full on 39 of 42 parity tasks of pyfunc 1.2.0,
+    fails every parity task now."""
+    no_zero = ("def {name}(n):\n    if n % 2 == 0 and n != 0:\n        return 'even'\n"
+               "    return 'odd'\n")
+    parity = 0
+    for task in _sample():
+        hidden = _hidden_cases(task)
+        programs = [m["program"] for m in task["mutants"]]
+        if task["form"] == "parity":
+            parity += 1
+            programs.append(no_zero.format(name=task["entry_point"]))
+            assert any(args == (0,) for args, _ in hidden), task.id
+        for program in programs:
+            scope: dict = {}
+            exec(program, scope)  # noqa: S102 - our own reference, one edit
+            fn = scope[task["entry_point"]]
+            wrong = 0
+            for args, expected in hidden:
+                try:
+                    wrong += fn(*args) != expected
+                except Exception:  # noqa: BLE001
+                    wrong += 1
+            assert wrong, (task.id, program)
+    assert parity >= 10
+
+
+def test_no_shallow_program_answers_more_than_half_and_outcomes_are_balanced():
+    """``return True`` earned 0.83 of "divisible by 7" and "between 17 and 29" and
+    ``return n`` 0.5 of "cap at 31" on pyfunc 1.2.0. Now every True/False task has as many
+    of each among its hidden cases, and no constant, shown answer, transform or transform
+    with a fallback answers more than half of them."""
+    from tasks.pyfunc.trivial import shallow_matches
+
+    booleans = 0
+    for task in _sample():
+        hidden = _hidden_cases(task)
+        answers = [a for _, a in hidden]
+        if all(type(a) is bool for a in answers):
+            booleans += 1
+            assert answers.count(True) == answers.count(False), task.id
+        shown = [ast.literal_eval(t.rsplit(" == ", 1)[1]) for t in task["shown_tests"]]
+        most = max(bin(m).count("1") for m in shallow_matches(hidden, answers + shown))
+        assert most <= N_HIDDEN // 2, task.id
+        # ...and the input itself, where it is one value (cap at hi: `return n`).
+        assert sum(args[0] == a for args, a in hidden) <= N_HIDDEN // 2, task.id
+    assert booleans >= 20
+
+
+#: Programs that know nothing of the task, tried as an attacker would (none is among the
+#: families of ``task_baselines``): each may earn at most half of a task's hidden cases.
+ATTACKS = {
+    "parity as the answer": "return args[0] % 2 == 0",
+    "truthiness": "return bool(args[0])",
+    "positive": "return args[0] > 0",
+    "a constant chosen by the argument's type": (
+        "return True if isinstance(args[0], int) else ('' if isinstance(args[0], str) else [])"),
+    "an exception swallowed into True": (
+        "try:\n        return args[0][0] > 0\n    except Exception:\n        return True"),
+    "zero special-cased": "return 0 if args[0] == 0 else args[0]",
+    "a long list": "return len(args[0]) > 3",
+}
+
+
+@pytest.mark.docker
+def test_attacks_earn_at_most_half_of_the_hidden_cases(env, test_tasks):
+    """The attacks above, and the shown inputs hard-coded with True (or the first shown answer)
+    for every other input, on two test tasks of each True/False or threshold form, graded in
+    the sandbox. ``len(nums) > 3`` earned 0.83 on a ``contains`` task before its lists were
+    drawn with and without the value at every length."""
+    forms = ("divisible", "in_range", "size_word", "cap", "parity", "is_palindrome",
+             "has_letter", "contains")
+    tasks = [t for form in forms for t in [t for t in test_tasks if t["form"] == form][:2]]
+    assert len(tasks) >= 12
+    for task in tasks:
+        bodies = dict(ATTACKS)
+        shown = [(t.split("(", 1)[1].rsplit(") == ", 1)[0], t.rsplit(" == ", 1)[1])
+                 for t in task["shown_tests"]]
+        lines = "".join(f"if args[0] == {x}:\n        return {a}\n    " for x, a in shown)
+        bodies["the shown inputs hard-coded, else True"] = lines + "return True"
+        bodies["the shown inputs hard-coded, else a shown answer"] = lines + f"return {shown[0][1]}"
+        scores = env.shallow_scores(task, bodies)
+        assert max(scores.values()) <= 0.5, (task.id, scores)

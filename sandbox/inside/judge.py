@@ -13,8 +13,9 @@ arguments to the program's process and returns what comes back, decoded as plain
 (``plain_data``): the asserts compare genuine builtins, whatever the program did. Expected
 values, the other cases and the test source never leave this process.
 
-A case fails with its own reason when its time runs out (``timeout``: only the program's
-process is killed, then started afresh for the next case), when a value the program returns is
+A case fails with its own reason when its time runs out (``timeout``: the program's process
+is killed, and the cases after it fail at once as ``not_run``: a program that hung once costs
+one timeout, not one per case; the next variant starts the program afresh), when a value the program returns is
 not plain data (``unserializable_return``), when the program's process dies or breaks the
 protocol during a call (``program_exited``), when a test argument is not plain data
 (``argument_not_plain``: the task cannot be graded this way), or when the test raises
@@ -247,6 +248,13 @@ class Judge:
                         self.run_record["reasons"][str(j)] = reason
                     return
                 self._case(i, test, ns, min(deadline, time.monotonic() + spec["per_test_s"]))
+                if self.run_record["reasons"][str(i)] == "timeout":
+                    # One timeout per program, not one per case: a program that hangs would
+                    # hang again (``while True: pass`` cost 10 timeouts, 30 s, on one task).
+                    for j in range(i + 1, len(tests)):
+                        self.run_record["reasons"][str(j)] = "not_run"
+                        self.run_record["errors"][str(j)] = "not run: a case ran out of time"
+                    break
 
     def _ensure_running(self, deadline: float, first: bool) -> bool:
         if self.running and self.program.alive():

@@ -85,3 +85,49 @@ def trivial_payers(hidden: Sequence[Case], shown_answers: Sequence[Any] = ()) ->
     fallbacks = [*CONSTANTS, *shown_answers]
     return found + [f"{name}, else {value!r}" for name, fn in TRANSFORMS.items()
                     for value in fallbacks if _passes_all(_else(fn, value), hidden)]
+
+
+def _longer_than(k: int, j: int) -> Callable[..., Any]:
+    def fn(*a: Any) -> bool:
+        if not isinstance(a[k], list):
+            raise TypeError("not a list")
+        return len(a[k]) > j
+    return fn
+
+
+#: The generator's own extra shallow programs: a list argument's length above a bound (``k
+#: in nums`` on drawn lists is True more often for long ones: ``len(nums) > 3`` earned 0.83).
+LENGTH_TESTS: dict[str, Callable[..., Any]] = {
+    f"argument {k + 1} longer than {j}": _longer_than(k, j) for k in range(N_ARGUMENTS)
+    for j in range(8)}
+
+
+def shallow_matches(cases: Sequence[Case], values: Sequence[Any] = ()) -> set[int]:
+    """Which of ``cases`` each shallow program answers right, as bit masks (bit i: case i),
+    one per distinct pattern: the constants (``CONSTANTS`` and ``values``: the shown and
+    hidden answers), ``TRANSFORMS`` and ``LENGTH_TESTS``, and each of them falling back to
+    each constant where it raises. Compared with ``==`` as the tests compare (``1`` answers ``True``)."""
+    constants = {(type(v), repr(v)): v for v in (*CONSTANTS, *values)}
+    equal = {sum(1 << i for i, (_, ans) in enumerate(cases) if _same(ans, value))
+             for value in constants.values()}
+    masks = set(equal)
+    for fn in (*TRANSFORMS.values(), *LENGTH_TESTS.values()):
+        ok = raised = 0
+        for i, (args, ans) in enumerate(cases):
+            try:
+                got = fn(*args)
+            except Exception:  # noqa: BLE001 - a transform that does not apply
+                raised |= 1 << i
+                continue
+            if _same(got, ans):
+                ok |= 1 << i
+        masks.add(ok)
+        masks.update(ok | (raised & eq) for eq in equal)
+    return {m for m in masks if m}
+
+
+def _same(got: Any, expected: Any) -> bool:
+    try:
+        return bool(got == expected)
+    except Exception:  # noqa: BLE001
+        return False
