@@ -122,6 +122,10 @@ def test_forge_earns_nothing_and_golds_still_pay(task):
     for name in ("short_forge", "list_wrapped", "format_string", "power_tower"):
         reward, info = env.score(task_, env.answer_in_format(ESCAPES[name]))
         assert reward == 0.0 and info["reason"] == "not_in_grammar", (name, info)
+    if task in ("countdown", "puzzle24"):  # a decimal hides two of the question's numbers
+        a, b, *rest = task_["rg_entry"]["metadata"]["numbers"]
+        reward, info = env.score(task_, env.answer_in_format(f"{a}.{b} + {rest[0]}"))
+        assert info["reason"] == "not_in_grammar", info
     assert env.score(task_, env.gold_completion(task_))[0] == 1.0
 
 

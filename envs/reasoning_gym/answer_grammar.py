@@ -30,7 +30,7 @@ from functools import cache
 from typing import Any
 
 #: A number an expression may build: at most this many digits (a polynomial's degree counts too).
-MAX_DIGITS = 10_000
+MAX_DIGITS = 1_000
 #: Calls in a scorer's ``score_answer`` that run text as code.
 EVAL_CALL = re.compile(r"\b(eval|exec|compile|parse_expr|sympify|literal_eval|S)\s*\(")
 
@@ -160,7 +160,12 @@ def _whole(pattern: re.Pattern[str], what: str) -> Callable[[str, dict[str, Any]
 
 
 def _arithmetic(answer: str, entry: dict[str, Any]) -> str:
-    return expression(answer, frozenset(), power=False)
+    """The question's integers under + - * / (its scorers count the integers in the text, so
+    a decimal such as ``6.61`` would pass as the two numbers 6 and 61)."""
+    written = expression(answer, frozenset(), power=False)
+    if "." in written:
+        raise Refused("integers only in this task's answers")
+    return written
 
 
 def _polynomial(answer: str, entry: dict[str, Any]) -> str:
