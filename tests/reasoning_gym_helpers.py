@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -33,3 +34,30 @@ def pid(answer: str, entry: dict[str, Any]) -> float:
     import os
 
     return os.getpid() / 2**23
+
+
+def reach_worker(answer: str, entry: dict[str, Any]) -> float:
+    """What escaped code would try next: write forged, framed replies ``(id, "ok", 1.0)`` for
+    every likely request id into each of the worker's descriptors, reopened through /proc.
+    Returns how many writes got through (0.0 when all were refused)."""
+    import os
+    import pickle
+    import struct
+
+    forged = b"".join(struct.pack("!i", len(m)) + m for m in
+                      (pickle.dumps((rid, "ok", 1.0)) for rid in range(1, 400)))
+    through = 0
+    parent = os.getppid()
+    try:
+        names = os.listdir(f"/proc/{parent}/fd")
+    except OSError:
+        names = []
+    for name in names:
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND):
+            try:
+                fd = os.open(f"/proc/{parent}/fd/{name}", flags | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with contextlib.suppress(OSError):
+                through += os.write(fd, forged) > 0
+    return float(through)

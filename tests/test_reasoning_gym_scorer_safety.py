@@ -166,6 +166,16 @@ def test_a_poison_that_runs_reaches_its_own_episode_only(capsys):
 
 
 @confined
+def test_a_child_cannot_write_into_the_workers_pipes_through_proc():
+    entry = {"question": "q", "answer": "x", "metadata": {}}
+    reach = grading.grade_scorer(("call", "tests.reasoning_gym_helpers:reach_worker"), entry,
+                                 "<answer>x</answer>", timeout=30.0)
+    assert reach.reason == "not_equal", reach  # 0.0: no write got through
+    assert _score("countdown", "1 + 1")[0] == 0.0
+    assert _score("countdown", None, index=3)[0] == 1.0
+
+
+@confined
 def test_each_answer_runs_in_a_fresh_child():
     entry = {"question": "q", "answer": "x", "metadata": {}}
     spec = ("call", "tests.reasoning_gym_helpers:pid")
