@@ -177,12 +177,16 @@ class ScorerWorker:
         #: Specs whose dataset the live worker has built (a dataset may take seconds to build:
         #: that is not the scorer's time).
         self._prepared: set[ScorerSpec] = set()
+        self._owner = os.getpid()
 
     def score(self, spec: ScorerSpec, entry: dict[str, Any], answer: str,
               timeout: float) -> tuple[str, Any]:
         """``("ok", score)``, ``("scorer_error", why)``, ``("timeout", why)`` or
         ``("infra_error", why)`` (the worker failed: no verdict)."""
         with self._lock:
+            if self._owner != os.getpid():  # a forked copy of the env process: its own worker
+                self._worker, self._owner = None, os.getpid()
+                self._prepared.clear()
             if self._worker is None or not self._worker.alive():
                 self._stop()
                 try:
