@@ -21,6 +21,8 @@ PACK_OWNED = ("seed", "size")
 #: Items per reasoning-gym dataset: some generators precompute ``size`` items or index a list of
 #: that length, so each pack draws from this many (about 7,500 train questions, then repeats).
 POOL = 10_000
+#: Draws that may replace a task whose gold is outside the answer grammar.
+GOLD_REDRAWS = 20
 INSTALL_HINT = 'pip install -e ".[reasoning-gym]"'
 #: Generators that need other tasks as input (``composite``), not one task of their own.
 NOT_TASKS = ("composite",)
@@ -123,14 +125,33 @@ class ReasoningGymGenerator(HashSplitGenerator):
     def build(self, combo: tuple[Any, ...], rng: random.Random) -> tuple[str, dict[str, Any]]:
         index = rng.randrange(POOL)
         item = self.entry(index)
+        for _ in range(GOLD_REDRAWS):
+            if self._gold_in_grammar(item):
+                break
+            index = rng.randrange(POOL)
+            item = self.entry(index)
         question = item["question"]
         answer = item["answer"]
         return question, {"question": question,
                           "answer": None if answer is None else str(answer),
                           "rg_index": index, "rg_entry": item}
 
+    def _gold_in_grammar(self, item: dict[str, Any]) -> bool:
+        """A gold outside its task's answer grammar is no answer (intermediate_integration's
+        ``Integral(...) + C``, which restates the question): such a task is drawn again."""
+        from envs.reasoning_gym.answer_grammar import GRAMMARS, Refused
+
+        grammar = GRAMMARS.get(self.task)
+        if grammar is None or item.get("answer") is None:
+            return True
+        try:
+            grammar(str(item["answer"]), item)
+        except Refused:
+            return False
+        return True
+
     def source_files(self) -> list[Path]:
-        return [Path(__file__)]
+        return [Path(__file__), Path(__file__).with_name("answer_grammar.py")]
 
     def fingerprint(self) -> str:
         return f"{super().fingerprint()}|reasoning-gym {rg_version()}|{self.task}|" \

@@ -6,13 +6,10 @@ cannot stop C code. Each worker runs one check at a time under an address-space 
 (``RLIMIT_AS``); the caller waits on a pipe with a timeout and kills the worker if it
 is late, then a fresh one replaces it.
 
-How workers start: a fresh interpreter (``sys.executable -m envs.verify.math_worker``),
-i.e. spawn semantics. Not ``fork`` (unsafe once the caller has threads or CUDA state),
-and not ``multiprocessing``'s spawn/forkserver either: those re-run the caller's
-``__main__`` script in every worker, which for an unguarded training script would mean
-starting training inside the verifier. The pipe protocol is ``multiprocessing``'s
-``Connection`` framing over the child's stdin/stdout. This module is import-light
-(stdlib only); sympy is imported by the workers, never by the caller.
+How workers start: the project's one mechanism, ``envs.verify.worker_process`` (a fresh
+interpreter, ``sys.executable -m envs.verify.math_worker``, never ``multiprocessing``'s
+spawn, which re-runs the caller's ``__main__``). This module is import-light (stdlib only);
+sympy is imported by the workers, never by the caller.
 """
 
 from __future__ import annotations
@@ -20,17 +17,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
+
+from envs.verify.worker_process import WorkerProcess, worker_connections
 
 DEFAULT_MEMORY_BYTES = 2 * 1024**3
 STARTUP_TIMEOUT = 120.0
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _vm_bytes() -> int:
@@ -95,42 +91,12 @@ def _serve(conn_in: Connection, conn_out: Connection, memory_bytes: int) -> None
             return
 
 
-class _Worker:
+class _Worker(WorkerProcess):
     def __init__(self, memory_bytes: int) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envs.verify.math_worker", str(memory_bytes)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=_REPO_ROOT,
-            close_fds=True,
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.tx = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
-        self.rx = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
-        self.proc.stdin.close()
-        self.proc.stdout.close()
-        self.pid = self.proc.pid
         try:
-            ready = self.rx.poll(STARTUP_TIMEOUT) and self.rx.recv()
-        except (EOFError, OSError):
-            ready = None
-        if not (isinstance(ready, tuple) and ready[0] == "ready"):
-            self.kill()
-            raise RuntimeError("math worker failed to start")
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-            self.proc.wait(5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        for conn in (self.tx, self.rx):
-            with contextlib.suppress(OSError):
-                conn.close()
+            super().__init__("envs.verify.math_worker", (str(memory_bytes),), STARTUP_TIMEOUT)
+        except RuntimeError:
+            raise RuntimeError("math worker failed to start") from None
 
 
 TIMEOUT = (False, "timeout", {})
@@ -244,11 +210,8 @@ def reset_pool() -> None:
 
 
 def _main() -> None:
-    # fd 1 carries the protocol; anything printed by libraries goes to stderr instead.
-    out_fd = os.dup(1)
-    os.dup2(2, 1)
     memory = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_MEMORY_BYTES
-    _serve(Connection(os.dup(0), writable=False), Connection(out_fd, readable=False), memory)
+    _serve(*worker_connections(), memory)
 
 
 if __name__ == "__main__":
