@@ -119,7 +119,9 @@ def random_model(config: Any, device: Any, seed: int = 0) -> Any:
     if device.type == "cuda":
         with torch.device(device):
             return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device)
+    model.tie_weights()  # a move to the lazy device makes new parameters: tie the head again
+    return model
 
 
 def save_model_folder(config: Any, tokenizer_dir: Path, folder: Path, device: Any) -> Path:

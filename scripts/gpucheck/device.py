@@ -3,7 +3,6 @@ its queued work, its memory figures, and its measured bf16 matmul rate."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any
 
@@ -45,19 +44,25 @@ def peak_gb(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
 
 
-def accelerator_on(device: torch.device) -> Any:
-    """The learner's own Accelerator (bf16 autocast on CUDA), placed on ``device``."""
+def accelerator_on(device: torch.device) -> tuple[Any, dict[str, Any]]:
+    """The learner's own Accelerator (bf16 autocast on CUDA) for a run on ``device``, and the
+    keyword arguments that tell ``prepare_policy`` the run's device."""
+    try:
+        from learner.training import placement
+    except ImportError:  # a learner without --device (before issue 42)
+        placement = None
+    if placement is not None:
+        where = placement.run_device(str(device))
+        return where.accelerator, {"device": where.device}
     from learner.training import distributed
 
-    if "device" in inspect.signature(distributed.make_accelerator).parameters:
-        return distributed.make_accelerator(device=str(device))
     accelerator = distributed.make_accelerator()
     if accelerator.device.type != device.type:
         # accelerate knows CPU and CUDA, and resets its shared state's device when it prepares
         # a model: the lazy device is pinned on this one object instead.
         accelerator.__class__ = type("PlacedAccelerator", (type(accelerator),),
                                      {"device": property(lambda self: device)})
-    return accelerator
+    return accelerator, {}
 
 
 def matmul_tflops(device: torch.device, size: int, runs: int) -> dict[str, float]:

@@ -75,11 +75,12 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
                     gradient_checkpointing=checkpointing, prompts_per_step=shape.prompts,
                     group_size=shape.group, max_new_tokens=shape.longest, steps=timed + 1,
                     output_dir="unused")
-    accelerator = dev.accelerator_on(device)
+    accelerator, placed = dev.accelerator_on(device)
     dev.reset_peak(device)
     model = random_model(model_config, device)
     params = sum(p.numel() for p in model.parameters())
-    update = prepare_policy(config, accelerator, Processes(accelerator), model, shape.longest)
+    update = prepare_policy(config, accelerator, Processes(accelerator), model, shape.longest,
+                            **placed)
     # Past the first optimizer step the reference pass runs: time the update as a run pays it.
     update.policy_is_reference = False
     batch = step_batch(shape, model_config.vocab_size)
