@@ -30,7 +30,7 @@ def _module():
     return module
 
 
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "scripts/gpu_check.py", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -77,7 +77,7 @@ def test_the_rehearsal_runs_every_phase_on_the_lazy_device(tmp_path):
         assert len(phases["cli"]["figures"]["steps"]) == 2
     if phases["learn"]["status"] == "ok":
         figures = phases["learn"]["figures"]
-        assert figures["device"].startswith("lazy") and figures["steps"] == 3
+        assert figures["device"].startswith("lazy") and figures["steps"] == 2
 
 
 def test_the_synthetic_task_is_learned_on_cpu(tmp_path):

@@ -64,7 +64,8 @@ def plan_gb(model_config: Any, params: int, shape: StepShape, budget: int) -> fl
 
 
 def measure(model_config: Any, device: torch.device, *, budget: int, checkpointing: bool,
-            shape: StepShape, peak_tflops: float | None, timed: int) -> dict[str, Any]:
+            shape: StepShape, peak_tflops: float | None, timed: int,
+            warm_up: bool = True) -> dict[str, Any]:
     """One grid point: a fresh policy, one warm-up update, then ``timed`` updates."""
     from learner.config import Config
     from learner.training.distributed import Processes
@@ -86,8 +87,9 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
     batch = step_batch(shape, model_config.vocab_size)
     positions = int(batch.positions().sum())
     try:
-        update(batch)  # warm-up: kernels chosen, optimizer state made
-        dev.synchronize(device)
+        if warm_up:  # kernels chosen, optimizer state made
+            update(batch)
+            dev.synchronize(device)
         start = time.perf_counter()
         for _ in range(timed):
             stats = update(batch)
@@ -111,7 +113,7 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
 
 
 def run(model_config: Any, device: torch.device, *, grid: list[tuple[int, bool]],
-        shape: StepShape, peak_tflops: float | None, timed: int,
+        shape: StepShape, peak_tflops: float | None, timed: int, warm_up: bool = True,
         time_left: Callable[[], float], report: Callable[[list[dict]], None]) -> list[dict]:
     """Every grid point while time is left; a point the device cannot hold is recorded as
     such. ``report`` gets the rows after each point (a run cut short keeps them)."""
@@ -123,7 +125,8 @@ def run(model_config: Any, device: torch.device, *, grid: list[tuple[int, bool]]
             continue
         try:
             rows.append(measure(model_config, device, budget=budget, checkpointing=checkpointing,
-                                shape=shape, peak_tflops=peak_tflops, timed=timed))
+                                shape=shape, peak_tflops=peak_tflops, timed=timed,
+                                warm_up=warm_up))
         except torch.OutOfMemoryError as exc:
             gc.collect()
             torch.cuda.empty_cache()
