@@ -72,9 +72,10 @@ def sizes(rehearse: str | None) -> Sizes:
     from scripts.gpucheck.update_grid import StepShape
 
     if rehearse:
-        # A 4096-word vocabulary: the lazy device takes about 15 s of CPU for one update even
-        # at this size (37 s at 151,936). torch's activation checkpointing has no lazy device.
-        grid = ((32, False),) if rehearse == "lazy" else ((32, False), (32, True))
+        # A 4096-word vocabulary and, on the lazy device, one loss pass: it compiles a graph
+        # per micro-batch, and one update took 17 s of CPU so (35 s in 32-token passes, 37 s
+        # more at 151,936 words). torch's activation checkpointing has no lazy device.
+        grid = ((4096, False),) if rehearse == "lazy" else ((32, False), (32, True))
         return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12), grid, 1,
                      "tiny:qwen2.5-0.5b", {"steps": 2, "prompts": 2, "group": 2, "tokens": 8},
                      learn_steps=2, warm_up=False)

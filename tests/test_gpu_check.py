@@ -72,7 +72,7 @@ def test_the_rehearsal_runs_every_phase_on_the_lazy_device(tmp_path):
     if phases["update"]["status"] == "ok":
         grid = phases["update"]["figures"]["grid"]
         assert len(grid) == 1 and all(g["seconds"] > 0 and g["plan_gb"] > 0 for g in grid)
-        assert "| 32 | off |" in table
+        assert "| 4096 | off |" in table
     if phases["cli"]["status"] == "ok":
         assert len(phases["cli"]["figures"]["steps"]) == 2
     if phases["learn"]["status"] == "ok":
