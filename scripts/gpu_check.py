@@ -100,8 +100,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="where the wheels are installed when they do not import")
     p.add_argument("--tokenizer", type=Path, default=ROOT / ".gpu" / "tok",
                    help="the embedded model's tokenizer files (made here when missing)")
-    p.add_argument("--work", type=Path, default=None,
-                   help="model folders and runs (default: OUT/work)")
+    p.add_argument("--work", type=Path, default=ROOT / ".gpu" / "work",
+                   help="model folders and runs (GBs at the GPU's shapes: not under --out, "
+                   "whose files a device run sends back)")
     p.add_argument("--budget-s", type=float, default=420,
                    help="no update grid point starts past this many seconds (default: 420)")
     p.add_argument("--phases", default=",".join(PHASES), help="comma-separated subset")
@@ -206,7 +207,7 @@ class Check:
     def __init__(self, args: argparse.Namespace, device: Any, report: Report):
         self.args, self.device, self.report = args, device, report
         self.sizes = sizes(args.rehearse and args.rehearse_device)
-        self.work = args.work or Path(args.out) / "work"
+        self.work = args.work / ("rehearse" if args.rehearse else "gpu")
         self.start = time.monotonic()
         self.peak_tflops: float | None = None
 

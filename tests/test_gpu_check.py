@@ -48,7 +48,7 @@ def test_on_cpu_it_skips_every_phase_and_says_so(tmp_path):
 
 
 def test_the_rehearsal_runs_every_phase_on_the_lazy_device(tmp_path):
-    done = _run("--rehearse", "--out", str(tmp_path))
+    done = _run("--rehearse", "--out", str(tmp_path), "--work", str(tmp_path / "work"))
     record = json.loads((tmp_path / "gpu_check.json").read_text())
     assert record["device"].startswith("lazy") and record["rehearse"] is True
     phases = {p["phase"]: p for p in record["phases"]}

@@ -64,7 +64,9 @@ def use_wheels(wheels: Path, site: Path) -> str:
         raise RuntimeError(f"missing {', '.join(missing_modules())} and no wheels in {wheels}: "
                            f"make them with python scripts/gpu_check.py --make-wheels {wheels} "
                            "on a machine with the package index")
+    done = "using the wheels installed in"
     if not site.is_dir():
+        done = f"installed {len(list(wheels.glob('*.whl')))} wheels into"
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                         "--target", str(site), *map(str, sorted(wheels.glob("*.whl")))],
                        check=True)
@@ -75,7 +77,7 @@ def use_wheels(wheels: Path, site: Path) -> str:
     still = missing_modules()
     if still:
         raise RuntimeError(f"{', '.join(still)} still do not import from {site}")
-    return f"installed {len(list(wheels.glob('*.whl')))} wheels into {site}"
+    return f"{done} {site}"
 
 
 def save_tokenizer(folder: Path) -> Path:
