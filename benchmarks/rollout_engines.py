@@ -107,7 +107,9 @@ def run_trl(args: argparse.Namespace) -> dict:
     logs = [h for h in trainer.state.log_history if "reward" in h]
     accuracy = None
     if args.eval_size:
-        result = evaluate(trainer.update.model, tokenizer, env, heldout_tasks(env, args.eval_size),
+        # TRL's trainer holds the policy as ``model`` (wrapped by its accelerator).
+        policy = trainer.accelerator.unwrap_model(trainer.model)
+        result = evaluate(policy, tokenizer, env, heldout_tasks(env, args.eval_size),
                           max_new_tokens=args.max_new_tokens, k=1)
         accuracy = result.metrics()["accuracy"]
     # TRL logs the completion length; its generation time is not separated from the step.
