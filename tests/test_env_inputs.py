@@ -201,6 +201,8 @@ BAD = {
     "launch_timeout": (0, "positive, finite number"),
     "heldout_size": (0, "positive integer"),
     "reward_max": (math.nan, "finite number"),
+    "reward_range": ([1, 0], "pair [low, high] of finite numbers with low < high"),
+    "max_observation_bytes": (10, "integer of at least 1024"),
     # grpo/ReasoningGym-v0's own (its generator's config keys are checked in its tests)
     "task": (3, "reasoning-gym task name"),
     "level": ("x", "positive integer"),
