@@ -35,7 +35,7 @@ from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.scoring import RemoteScorer
-from learner.training import checkpoint, grpo, hack_monitor, memory_plan, sharding
+from learner.training import checkpoint, grpo, hack_monitor, memory_plan, placement, sharding
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
@@ -45,7 +45,6 @@ from learner.training.distributed import (
     Processes,
     check_accumulation,
     cpu_threads,
-    make_accelerator,
     share_quota,
 )
 from learner.training.loop import Step, TrainLoop
@@ -66,12 +65,15 @@ class GRPOTrainer:
         # is not the run's to end: ``close`` leaves it to its owner.
         self._group_is_ours = not (torch.distributed.is_available()
                                    and torch.distributed.is_initialized())
-        self.accelerator = accelerator or make_accelerator()
+        # The one place the run's device is decided (--device): every tensor of a step is
+        # created there (the rollout, and the masks and advantages made from it).
+        where = placement.run_device(c.device, accelerator)
+        self.accelerator, self.device = where.accelerator, where.device
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
-        if c.num_threads or self.accelerator.device.type == "cpu":
+        if c.num_threads or where.computes_on_cpu:
             torch.set_num_threads(c.num_threads or cpu_threads(self.procs.world))
         set_seed(c.seed, device_specific=True)  # each process samples differently
         # Built where the command line builds them (``env_setup``) when not passed in.
@@ -86,8 +88,11 @@ class GRPOTrainer:
         if c.overlong_cache > (c.overlong_max or self.max_tokens):
             raise ValueError(f"--overlong-cache {c.overlong_cache} exceeds L_max "
                              f"{c.overlong_max or self.max_tokens}")
+        model = model or load_model(c.model)
+        if where.place:  # a device accelerate does not place models on (lazy, ...)
+            model = model.to(self.device)
         self.update: PolicyUpdate = prepare_policy(
-            c, self.accelerator, self.procs, model or load_model(c.model), self.max_tokens)
+            c, self.accelerator, self.procs, model, self.max_tokens, device=self.device)
         if c.async_steps and (self.procs.world > 1 or self.update.deepspeed):
             raise sharding.UnsupportedBackend(
                 "--async-steps 1 runs in one process without DeepSpeed: the background draw's "
@@ -95,11 +100,11 @@ class GRPOTrainer:
         # --rollout-engine vllm: an engine with its own weights, synced after every update
         # (None: the learner's own loop samples from the policy itself).
         self.engine = engine if engine is not None else build_engine(
-            c, self.accelerator.device, rank=self.procs.rank, processes=self.procs.world)
+            c, self.device, rank=self.procs.rank, processes=self.procs.world)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
         # Threads chosen by the cores others leave idle are chosen again between steps.
         self.idle_cores = IdleCores() if (
-            not c.num_threads and self.accelerator.device.type == "cpu"
+            not c.num_threads and where.computes_on_cpu
             and self.procs.world == 1 and self.engine is None) else None
         self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
@@ -118,7 +123,7 @@ class GRPOTrainer:
         self.memory_plan = memory_plan.check(
             c, self.env, self.tokenizer, self.policy, reference=self.update.ref_model is not None,
             world=self.procs.world, max_tokens=self.max_tokens,
-            device=self.accelerator.device.type, main=self.accelerator.is_main_process)
+            device=self.device, main=self.accelerator.is_main_process)
 
     @property
     def policy(self) -> PreTrainedModel:
@@ -193,7 +198,7 @@ class GRPOTrainer:
         if c.reward_scaling == "batch" and self.procs.world > 1:
             # A collective: every process takes part, also one whose samples all failed.
             batch_std = self.procs.std(rewards[graded].tolist())
-        adv = torch.zeros(len(rewards))
+        adv = rewards.new_zeros(len(rewards), dtype=torch.float32)  # the run's device
         if graded.any():
             adv[graded] = grpo.group_advantages(rewards[graded], samples.groups[graded],
                                                 samples.moments, c.reward_scaling,
@@ -302,6 +307,8 @@ class GRPOTrainer:
             model = self.policy
             if self.config.lora_r:
                 model = model.merge_and_unload()
-            model.save_pretrained(path, state_dict=state_dict)
+            # Written from CPU copies, wherever the model lives (``checkpoint``).
+            model.save_pretrained(path, state_dict=state_dict if state_dict is not None
+                                  else checkpoint.cpu_state_dict(model))
             self.tokenizer.save_pretrained(path)
 
