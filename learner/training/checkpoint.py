@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,8 +94,8 @@ def _on_cpu(value: Any, copies: dict[int, Any] | None = None) -> Any:
         if id(value) not in copies:
             copies[id(value)] = value.detach().cpu()
         return copies[id(value)]
-    if isinstance(value, dict):
-        return {k: _on_cpu(v, copies) for k, v in value.items()}
+    if isinstance(value, dict):  # of its own type: accelerate dedupes an OrderedDict only
+        return type(value)((k, _on_cpu(v, copies)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return type(value)(_on_cpu(v, copies) for v in value)
     return value
@@ -103,12 +104,19 @@ def _on_cpu(value: Any, copies: dict[int, Any] | None = None) -> Any:
 def cpu_state_dict(model: Any) -> dict[str, Any]:
     """``model``'s state dict as CPU copies (tied weights still one tensor): what a writer of
     weights takes, wherever the model lives (``save_pretrained`` cannot read lazy tensors)."""
-    return _on_cpu(model.state_dict())
+    return _on_cpu(model.state_dict(keep_vars=True))
 
 
 def _cpu_weights(models: list, weights: list[dict], output_dir: str) -> None:
-    """accelerate's save hook: the weights it writes, as CPU copies."""
-    weights[:] = [_on_cpu(w) for w in weights]
+    """accelerate's save hook: the weights it writes, as CPU copies, read from the models'
+    own parameters where it can (a tied weight is then one tensor, which accelerate writes
+    once)."""
+    if len(models) == len(weights):
+        weights[:] = [_on_cpu(OrderedDict((k, v) for k, v in m.state_dict(keep_vars=True).items()
+                                          if k in w))
+                      for m, w in zip(models, weights, strict=True)]
+    else:
+        weights[:] = [_on_cpu(w) for w in weights]
 
 
 def _cpu_optimizer_state(optimizer: Any, state: dict) -> dict:

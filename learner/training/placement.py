@@ -51,8 +51,24 @@ def resolve(choice: str) -> torch.device | None:
                                   f"cuda:0 to cuda:{count - 1}")
             torch.cuda.set_device(device)  # what accelerate and torch call "cuda" from now on
     elif device.type == "lazy":
-        importlib.import_module("torch._lazy.ts_backend").init()  # idempotent
+        _start_lazy_backend()
     return device
+
+
+def _start_lazy_backend() -> None:
+    """Start torch's lazy TorchScript backend once per process (a second ``init`` raises)."""
+    global _lazy_started
+    if _lazy_started:
+        return
+    try:
+        importlib.import_module("torch._lazy.ts_backend").init()
+    except RuntimeError as exc:  # started already, by the caller's own code
+        if "multiple backend fallbacks" not in str(exc):
+            raise
+    _lazy_started = True
+
+
+_lazy_started = False
 
 
 def settle(device: torch.device) -> None:
@@ -61,6 +77,17 @@ def settle(device: torch.device) -> None:
     the steps before it). Other devices compute eagerly: nothing to do."""
     if device.type == "lazy":
         importlib.import_module("torch._lazy").mark_step()
+
+
+def moved(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``model`` on ``device``, its tied weights tied again: moving to a device whose tensors
+    cannot share a CPU tensor's type (lazy) makes each parameter a new one, and the head would
+    then train apart from the embeddings."""
+    model = model.to(device)
+    tie = getattr(model, "tie_weights", None)
+    if tie is not None:
+        tie()
+    return model
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from learner.training.loop import Step, TrainLoop
 from learner.training.policy_setup import prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, step_metrics
-from learner.training.stops import InfraWatch
+from learner.training.stops import InfraWatch, out_of_memory_as
 from learner.training.update import PolicyUpdate
 
 
@@ -90,7 +90,7 @@ class GRPOTrainer:
                              f"{c.overlong_max or self.max_tokens}")
         model = model or load_model(c.model)
         if where.place:  # a device accelerate does not place models on (lazy, ...)
-            model = model.to(self.device)
+            model = placement.moved(model, self.device)
         self.update: PolicyUpdate = prepare_policy(
             c, self.accelerator, self.procs, model, self.max_tokens, device=self.device)
         if c.async_steps and (self.procs.world > 1 or self.update.deepspeed):
@@ -134,21 +134,28 @@ class GRPOTrainer:
     def train_step(self) -> Step:
         if self.idle_cores is not None:
             torch.set_num_threads(self.idle_cores.threads())
+        c = self.config
         start = time.perf_counter()
-        drawn = self.ahead.take() if self.ahead is not None else None  # drawn during the last step
-        wait_s = time.perf_counter() - start
-        if drawn is None:
-            drawn = Drawn(self.collect(), self.update.version)  # sample -> score
-        samples = drawn.samples
-        sync_s = None
-        if self.ahead is not None and self.step + 1 < self.config.steps:
-            sync_s = self.draw_ahead()  # the next step's, with the weights before this update
+        with out_of_memory_as("sampling", f"--prompts-per-step {max(1, c.prompts_per_step // 2)}"
+                              " (fewer rows sampled at once)", self.step, c.steps):
+            # drawn during the last step
+            drawn = self.ahead.take() if self.ahead is not None else None
+            wait_s = time.perf_counter() - start
+            if drawn is None:
+                drawn = Drawn(self.collect(), self.update.version)  # sample -> score
+            samples = drawn.samples
+            sync_s = None
+            if self.ahead is not None and self.step + 1 < c.steps:
+                sync_s = self.draw_ahead()  # the next step's, with the weights before the update
         staleness = self.update.version - drawn.version  # optimizer steps since the draw
         advantages = self.advantages(samples)
         batch = self.batch(samples, advantages)
         t0 = time.perf_counter()
         # The loss passes and optimizer steps (none when no process has a row to train on).
-        stats = self.update(batch, staleness) if batch is not None else self.update.skip()
+        with out_of_memory_as("training", f"--micro-batch-tokens "
+                              f"{max(64, (c.micro_batch_tokens or 1024) // 2)} (or "
+                              "--gradient-checkpointing)", self.step, c.steps):
+            stats = self.update(batch, staleness) if batch is not None else self.update.skip()
         train_s = time.perf_counter() - t0
         if self.ahead is None:
             t1 = time.perf_counter()
@@ -235,7 +242,10 @@ class GRPOTrainer:
         if self.procs.world > 1:
             from accelerate.utils import gather_object as gather
         # One gathering of the full weights (ZeRO-3) serves every generation pass.
-        with sharding.full_weights(self.accelerator, self.update.model) as policy:
+        c = self.config
+        with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, c.eval_rows // 2)}",
+                              self.step, c.steps), \
+                sharding.full_weights(self.accelerator, self.update.model) as policy:
             metrics, self.heldout_records = heldout_metrics(
                 self.config, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
         return metrics
