@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from learner.model import load_model
-from learner.training import memory_plan, placement
+from learner.training import memory_plan
 from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
@@ -133,12 +133,17 @@ def test_a_multi_turn_tool_episode_trains_on_the_lazy_device(tmp_path, sandbox):
     assert step.update.loss is not None or step.update.skipped
 
 
-def test_the_steps_tensors_are_made_on_the_rollouts_device():
+def test_the_steps_tensors_are_made_on_the_rollouts_device(monkeypatch):
     """On the meta device (shapes and placement, no arithmetic): a step's masks, groups,
     rewards, advantages and batch rows all land where the rollout is."""
+    from torch.fx.experimental import _config
+
+    # Boolean indexing needs nonzero's count: here every sample is graded, so "all" is right.
+    monkeypatch.setattr(_config, "meta_nonzero_assume_all_nonzero", True)
     from learner.sampling.rollout import Rollout
     from learner.sampling.scoring import Scores
-    from learner.training.batching import gather_rows, select_rows
+    from learner.training import grpo
+    from learner.training.batching import Batch
     from learner.training.samples import StepSamples
 
     meta = torch.device("meta")
@@ -153,15 +158,18 @@ def test_the_steps_tensors_are_made_on_the_rollouts_device():
     samples = StepSamples([{"id": i} for i in range(2)], ["p", "q"], roll, scores, 2)
     for tensor in (samples.groups, samples.graded, samples.rewards, samples.moments.std):
         assert tensor.device == meta
-    advantages = torch.zeros(b, device=meta)
-    rows = select_rows(roll, samples.graded, advantages, mask_truncated=True)
-    assert rows.loss_mask.device == meta
-    batch = gather_rows(roll, rows, samples.graded, advantages, samples.groups)
-    assert {x.device for x in (batch.loss_mask, batch.groups, batch.advantages)} == {meta}
+    advantages = grpo.group_advantages(samples.rewards, samples.groups, samples.moments)
+    assert advantages.device == meta
+    assert grpo.overlong_penalty(roll.policy_lengths, 5, 2).device == meta  # DAPO's shaping
+    # (select_rows counts rows with .item(), which meta cannot: the lazy tests run it.)
+    batch = Batch(roll.prompt_ids, roll.prompt_mask, roll.completion_ids, roll.completion_mask,
+                  roll.completion_mask, advantages, samples.groups)
+    assert batch.positions().device == meta  # the micro-batch packing's costs
 
 
 def test_device_flag_errors_are_one_line(tmp_path, capsys):
     from learner import run
+    from learner.training import placement
 
     with pytest.raises(SystemExit):
         run.main(["--device", "cuda 0"])
