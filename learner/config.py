@@ -37,7 +37,7 @@ from learner.choices import (
     VllmLora,
 )
 from learner.presets import apply_preset, preset_keys
-from learner.recipe import apply_recipe, on_cuda
+from learner.recipe import apply_recipe, cuda_visible
 
 #: The clip range of the GRPO and PPO papers, and GSPO's (low, high) for sequence-level ratios,
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
@@ -295,7 +295,8 @@ class Config:
         picks vLLM (a CUDA GPU visible and vLLM installed, as ``sampling.engine`` decides)."""
         if self.rollout_engine != "auto":
             return self.rollout_engine == "vllm"
-        return on_cuda(self.device) and importlib.util.find_spec("vllm") is not None
+        cuda = cuda_visible() if self.device == "auto" else self.device.split(":")[0] == "cuda"
+        return cuda and importlib.util.find_spec("vllm") is not None
 
     @property
     def is_mode(self) -> str:

@@ -49,8 +49,9 @@ class StepSamples:
 
     @property
     def device(self) -> torch.device:
-        """The run's device, where the rollout is: every tensor made from the samples is too."""
-        return self.rollout.completion_ids.device
+        """The run's device, where the rollout is: every tensor made from the samples is too
+        (the CPU for grades without a rollout)."""
+        return torch.device("cpu") if self.rollout is None else self.rollout.completion_ids.device
 
     @property
     def groups(self) -> Tensor:
