@@ -50,8 +50,9 @@ class StepSamples:
     @property
     def device(self) -> torch.device:
         """The run's device, where the rollout is: every tensor made from the samples is too
-        (the CPU for grades without a rollout)."""
-        return torch.device("cpu") if self.rollout is None else self.rollout.completion_ids.device
+        (the CPU for grades without a rollout's tensors)."""
+        ids = getattr(self.rollout, "completion_ids", None)
+        return torch.device("cpu") if ids is None else ids.device
 
     @property
     def groups(self) -> Tensor:
