@@ -119,6 +119,9 @@ def test_a_multi_turn_tool_episode_trains_on_the_lazy_device(tmp_path, sandbox):
                    max_new_tokens=len(turn) + 4, max_episode_tokens=120, eval=False,
                    temperature=0.3, device="lazy", beta=0.04)
     t = GRPOTrainer(cfg, model=model, tokenizer=tok, env=env)
+    # As after an update: the KL term counts, so every row with a policy token is trained on
+    # (the taught model's group may well have one reward: no advantage to learn from).
+    t.update.policy_is_reference = False
     try:
         assert next(t.policy.parameters()).device.type == "lazy"
         step = t.train_step()
@@ -130,7 +133,10 @@ def test_a_multi_turn_tool_episode_trains_on_the_lazy_device(tmp_path, sandbox):
     assert step.metrics["tool/calls_mean"] > 0
     # The observation's tokens are in the completion but not the policy's.
     assert int(roll.action_mask.sum()) < int(roll.completion_mask.sum())
-    assert step.update.loss is not None or step.update.skipped
+    # The reference pass, the loss pass and the optimizer step ran there, on the policy's tokens.
+    assert not step.update.skipped and step.update.loss is not None
+    assert step.batch is not None and step.batch.loss_mask.device.type == "lazy"
+    assert int(step.batch.loss_mask.sum()) == int(roll.action_mask.sum())
 
 
 def test_the_steps_tensors_are_made_on_the_rollouts_device(monkeypatch):
