@@ -140,7 +140,10 @@ def run_device(choice: str, accelerator: Accelerator | None = None) -> RunDevice
                           "its own device; give --device auto, cpu or cuda")
     accelerator = accelerator or make_accelerator(device)
     if device is None or device.type == accelerator.device.type:
-        return RunDevice(device or accelerator.device, accelerator, place=False)
+        # accelerate's own (with its index: each process's GPU under accelerate launch), or
+        # the cuda:N that ``resolve`` made current
+        exact = device if device is not None and device.index is not None else None
+        return RunDevice(exact or accelerator.device, accelerator, place=False)
     if accelerator.device_placement:  # a caller's Accelerator would move the model back
         raise DeviceError(f"--device {choice}: the Accelerator given places the model on "
                           f"{accelerator.device}; make it with device_placement=False")
