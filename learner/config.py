@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import tomllib
 import types
 import typing
@@ -45,6 +46,8 @@ GSPO_EPSILON = (3e-4, 4e-4)
 #: --max-infra-error-rate is measured over this many steps' samples: one unlucky step of a
 #: small batch does not stop a run, a lasting share of lost containers does.
 INFRA_WINDOW_STEPS = 5
+#: What ``--device`` can be, checked before torch loads (``placement`` checks that it exists).
+DEVICE_PATTERN = re.compile(r"[a-z_]+(:\d+)?")
 
 
 class ConfigError(ValueError):
@@ -74,10 +77,16 @@ class Config:
         "gspo (sequence-level ratio, clip 3e-4/4e-4, beta 0); over --env-recipe, under "
         "explicit flags and --config keys; config.json records both (default: none, the flags "
         "alone)")
+    device: str = _opt(
+        "auto", "where the run computes: auto (a CUDA GPU where one is visible, else the CPU; "
+        "under accelerate launch each process's own GPU), cpu, cuda, cuda:N, or any torch "
+        "device (lazy: torch's lazy backend on the CPU, as the tests run); every tensor of a "
+        "step is created there")
     env_recipe: EnvRecipe = _opt(
         "auto", "the env's learner recipe (envs/recipes/, and its pack's): steps, P, G, tokens, "
         "learning rate, temperature, beta and, for a CPU run, the pack it can learn; auto: its "
-        "gpu variant where a CUDA GPU is visible, else its cpu one; off: the defaults below. "
+        "gpu variant where the run is on a CUDA GPU (--device), else its cpu one; off: the "
+        "defaults below. "
         "Explicit flags and --config keys always win; config.json records what was applied")
     # -- sampling ------------------------------------------------------------------------------
     steps: int = _opt(100, "optimizer steps (each on one generation batch)")
@@ -293,7 +302,8 @@ class Config:
         picks vLLM (a CUDA GPU visible and vLLM installed, as ``sampling.engine`` decides)."""
         if self.rollout_engine != "auto":
             return self.rollout_engine == "vllm"
-        return cuda_visible() and importlib.util.find_spec("vllm") is not None
+        cuda = cuda_visible() if self.device == "auto" else self.device.split(":")[0] == "cuda"
+        return cuda and importlib.util.find_spec("vllm") is not None
 
     @property
     def is_mode(self) -> str:
@@ -364,6 +374,9 @@ class Config:
             problems.append("--overlong-cache must not exceed --overlong-max")
         if self.ray_address is not None:
             problems += ray_address_problems(self.ray_address)
+        if not DEVICE_PATTERN.fullmatch(str(self.device)):
+            problems.append(f"--device must be auto, cpu, cuda, cuda:N or a torch device such "
+                            f"as lazy, got {self.device!r}")
         if not isinstance(self.env_kwargs, dict):
             problems.append("--env-kwargs must be a JSON object")
         elif self.max_turns and self.env_kwargs.get("max_turns", self.max_turns) != self.max_turns:
@@ -537,7 +550,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
             raise ConfigError(f"--recipe must be one of {literal_choices('recipe')[0]}")
         env_applied, env_record = apply_recipe(
             values.get("env", _field("env").default), values.get("env_recipe", "auto"),
-            values, frozenset(preset_keys(preset)))
+            values, frozenset(preset_keys(preset)), device=values.get("device", "auto"))
         # ``env_applied`` holds only what the user left unset, and env_kwargs already merged
         # with the user's own, so it goes over ``values``.
         budget = {**values, **env_applied}.get("max_new_tokens", field_default("max_new_tokens"))

@@ -52,10 +52,10 @@ def run_record(config: Config, trainer: Any) -> dict[str, Any]:
     threads the trainer set, the devices, package versions, the git commit)."""
     import torch
 
-    accelerator = trainer.accelerator
-    # config.to_dict() holds ``recipe``: which variant and file set which values.
+    # config.to_dict() holds ``recipe``: which variant and file set which values, and
+    # ``device`` the flag; provenance the device it resolved to (``placement``).
     return {**config.to_dict(), "provenance": provenance(
-        torch.get_num_threads(), accelerator.device.type, accelerator.num_processes)}
+        torch.get_num_threads(), str(trainer.device), trainer.accelerator.num_processes)}
 
 
 def setup_problem(config: Config) -> str | None:

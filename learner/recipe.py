@@ -25,17 +25,24 @@ def cuda_visible() -> bool:
     return (gpus.is_dir() and any(gpus.iterdir())) or Path("/dev/nvidia0").exists()
 
 
-def variant_for(choice: str) -> str | None:
-    """``--env-recipe`` as a variant name, or None for off."""
+def on_cuda(device: str) -> bool:
+    """Whether ``--device`` puts the run on a CUDA GPU (auto: where one is visible)."""
+    return cuda_visible() if device == "auto" else device.split(":")[0] == "cuda"
+
+
+def variant_for(choice: str, device: str = "auto") -> str | None:
+    """``--env-recipe`` as a variant name (auto: gpu where ``--device`` is a CUDA GPU), or
+    None for off."""
     if choice == "off":
         return None
     if choice == "auto":
-        return "gpu" if cuda_visible() else "cpu"
+        return "gpu" if on_cuda(device) else "cpu"
     return choice
 
 
 def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any],
-                 preset: frozenset[str] = frozenset()) -> tuple[dict[str, Any],
+                 preset: frozenset[str] = frozenset(), *,
+                 device: str = "auto") -> tuple[dict[str, Any],
                                                                 dict[str, Any] | None]:
     """The settings the recipe adds under ``explicit`` (the flags and ``--config`` keys the user
     gave) and ``preset`` (what ``--recipe`` decides), and the record of what was applied for
@@ -45,7 +52,7 @@ def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any],
 
     from envs.recipes import recipe_for
 
-    variant = variant_for(choice)
+    variant = variant_for(choice, device)
     if variant is None:
         return {}, None
     try:

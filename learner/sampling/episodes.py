@@ -86,7 +86,8 @@ def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerB
     device = engine.device
     ids, mask = left_pad(contexts, tokenizer.pad_token_id)
     stop = text_stop(tokenizer, tool_call_end) if tool_call_end is not None else None
-    out = engine.decode(ids.to(device), mask.to(device), budgets=torch.tensor(budgets),
+    out = engine.decode(ids.to(device), mask.to(device),
+                        budgets=torch.tensor(budgets, device=device),
                         eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
                         temperature=temperature, top_p=top_p, greedy=greedy, stop=stop,
                         compact_fraction=compact_fraction)
@@ -150,7 +151,9 @@ def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBa
                 steps.run(pool, closing, [""] * len(closing))
             live = [r for r in live if not r.done]
     scores = Scores.from_results([r.reward for r in rows], [r.info or {} for r in rows])
-    return Episodes(_rollout(rows, prompt_ids, prompt_mask, group_size, tokenizer, decoded),
+    # The rollout lives on the engine's device, as a single-turn one does.
+    return Episodes(_rollout(rows, prompt_ids.to(engine.device), prompt_mask.to(engine.device),
+                             group_size, tokenizer, decoded),
                     scores, gen_s, steps.seconds)
 
 
@@ -188,20 +191,21 @@ class _EnvSteps:
 def _rollout(rows: list[_Row], prompt_ids: Tensor, prompt_mask: Tensor, group_size: int,
              tokenizer: PreTrainedTokenizerBase, decoded: int) -> Rollout:
     width = max(len(r.tokens) for r in rows)
-    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    action = torch.zeros((len(rows), width), dtype=torch.long)
-    logprobs = torch.zeros((len(rows), width))
-    for i, r in enumerate(rows):
-        ids[i, :len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
-        mask[i, :len(r.tokens)] = 1
-        action[i, :len(r.tokens)] = torch.tensor(r.action, dtype=torch.long)
-        logprobs[i, :len(r.tokens)] = torch.tensor(r.logprobs)
+    device = prompt_ids.device  # the engine's, where the rows' tensors are made
+
+    def padded(values: list[list], pad: float, dtype: torch.dtype) -> Tensor:
+        return torch.tensor([v + [pad] * (width - len(v)) for v in values], dtype=dtype,
+                            device=device)
+
+    ids = padded([r.tokens for r in rows], tokenizer.pad_token_id, torch.long)
+    mask = padded([[1] * len(r.tokens) for r in rows], 0, torch.long)
+    action = padded([r.action for r in rows], 0, torch.long)
+    logprobs = padded([r.logprobs for r in rows], 0.0, torch.float32)
     return Rollout(
         prompt_ids=prompt_ids.repeat_interleave(group_size, 0),
         prompt_mask=prompt_mask.repeat_interleave(group_size, 0),
         completion_ids=ids, completion_mask=mask, action_mask=action, logprobs=logprobs,
-        truncated=torch.tensor([r.truncated for r in rows]),
+        truncated=torch.tensor([r.truncated for r in rows], device=device),
         # What the policy wrote, for the flags and the monitor: its turns, not the tool's.
         texts=["\n\n".join(t["content"] for t in r.transcript if t["role"] == "assistant")
                for r in rows],

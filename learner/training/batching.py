@@ -159,7 +159,8 @@ def gather_rows(roll: Rollout, selection: Selection, keep: Tensor, advantages: T
     """The ``keep`` rows as a ``Batch``. A process with none still joins the others' gradient
     all-reduce, with its first row carrying no loss."""
     placeholder = not bool(keep.any())
-    idx = torch.zeros(1, dtype=torch.long) if placeholder else keep.nonzero().squeeze(-1)
+    idx = (keep.new_zeros(1, dtype=torch.long) if placeholder
+           else keep.nonzero().squeeze(-1))
     loss_mask = selection.loss_mask[idx]
     if placeholder:
         loss_mask = torch.zeros_like(loss_mask)

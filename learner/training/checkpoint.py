@@ -2,6 +2,12 @@
 
 A checkpoint is written into a temporary folder and renamed into place, so a run killed at any
 moment (kill -9 included) leaves either the previous checkpoint or the new one, never half.
+
+What is written is a CPU copy of the weights and optimizer state, and weights are read on the
+CPU and copied into the model wherever it lives: safetensors and torch.save read a tensor's
+storage, which a lazy-backend tensor does not have (and a GPU's would be copied anyway).
+Accelerate's own hooks do it: the save hook may replace the weights it writes, the load hook
+may load models itself.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +40,7 @@ def save(accelerator: Accelerator, output_dir: str | Path, step: int, state: dic
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
     # Model weights as safetensors (tied embeddings are stored once; loading re-ties them).
-    with _quiet_about_tied_weights(_tied_names(accelerator)):
+    with _quiet_about_tied_weights(_tied_names(accelerator)), _written_from_cpu(accelerator):
         accelerator.save_state(str(tmp), safe_serialization=True)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -71,8 +78,92 @@ def folder_bytes(path: str | Path) -> int:
 
 def load(accelerator: Accelerator, path: Path) -> dict[str, Any]:
     """Restore everything ``save`` wrote; returns the trainer state (step, data position, ...)."""
-    accelerator.load_state(str(path))
+    handle = accelerator.register_load_state_pre_hook(_load_weights_on_cpu)
+    try:
+        accelerator.load_state(str(path))
+    finally:
+        handle.remove()
     return json.loads((path / STATE_FILE).read_text())
+
+
+def _on_cpu(value: Any, copies: dict[int, Any] | None = None) -> Any:
+    """``value`` with every tensor in it copied to the CPU (dicts and lists walked); a tensor
+    met twice (tied weights) is copied once, so the copies stay tied."""
+    copies = {} if copies is None else copies
+    if hasattr(value, "detach") and hasattr(value, "device"):
+        if id(value) not in copies:
+            copies[id(value)] = value.detach().cpu()
+        return copies[id(value)]
+    if isinstance(value, dict):  # of its own type: accelerate dedupes an OrderedDict only
+        return type(value)((k, _on_cpu(v, copies)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v, copies) for v in value)
+    return value
+
+
+def cpu_state_dict(model: Any) -> dict[str, Any]:
+    """``model``'s state dict as CPU copies (tied weights still one tensor): what a writer of
+    weights takes, wherever the model lives (``save_pretrained`` cannot read lazy tensors)."""
+    return _on_cpu(model.state_dict(keep_vars=True))
+
+
+def _cpu_weights(models: list, weights: list[dict], output_dir: str) -> None:
+    """accelerate's save hook: the weights it writes, as CPU copies, read from the models'
+    own parameters where it can (a tied weight is then one tensor, which accelerate writes
+    once)."""
+    if len(models) == len(weights):
+        weights[:] = [_on_cpu(OrderedDict((k, v) for k, v in m.state_dict(keep_vars=True).items()
+                                          if k in w))
+                      for m, w in zip(models, weights, strict=True)]
+    else:
+        weights[:] = [_on_cpu(w) for w in weights]
+
+
+def _cpu_optimizer_state(optimizer: Any, state: dict) -> dict:
+    """torch's state_dict hook: the optimizer state as CPU copies (a checkpoint's)."""
+    return _on_cpu(state)
+
+
+@contextlib.contextmanager
+def _written_from_cpu(accelerator: Accelerator):
+    """While accelerate saves: weights and optimizer state copied to the CPU before writing."""
+    handles = [accelerator.register_save_state_pre_hook(_cpu_weights)]
+    for opt in getattr(accelerator, "_optimizers", []):
+        inner = getattr(opt, "optimizer", opt)  # accelerate's wrapper holds torch's optimizer
+        if hasattr(inner, "register_state_dict_post_hook"):  # a torch Optimizer
+            handles.append(inner.register_state_dict_post_hook(_cpu_optimizer_state))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _load_weights_on_cpu(models: list, input_dir: str) -> None:
+    """accelerate's load hook: each model's saved weights read on the CPU and copied into it
+    (accelerate would read the model's own tensors' storage, which a lazy tensor lacks); the
+    models it leaves in ``models`` are those it still loads itself (none)."""
+    from safetensors.torch import load_file
+
+    for i, model in enumerate(models):
+        path = Path(input_dir) / ("model.safetensors" if i == 0 else f"model_{i}.safetensors")
+        if not path.exists():
+            return  # not written by ``save`` (a .bin checkpoint): accelerate loads them all
+        state = load_file(str(path), device="cpu")
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        # A tied weight is stored once: its alias is filled by the tie.
+        missing_set = set(missing)
+        missing = [k for k in missing if all(a in missing_set for a in _aliases(model, k))]
+        if missing or unexpected:
+            raise RuntimeError(f"checkpoint {path} does not match the model: missing "
+                               f"{missing[:3]}, unexpected {unexpected[:3]}")
+    models.clear()
+
+
+def _aliases(model: Any, name: str) -> list[str]:
+    """The state dict's names that share ``name``'s tensor (``name`` included)."""
+    entries = model.state_dict(keep_vars=True)
+    return [k for k, v in entries.items() if v is entries[name]]
 
 
 #: accelerate's logger and the start of its notice when a safetensors save drops an alias.

@@ -79,14 +79,15 @@ class Collector:
         pass (micro-batches of --micro-batch-tokens), against the engine's as it sampled: the
         engine mismatch without the drift of the update that follows."""
         c, roll = self.config, samples.rollout
-        every = torch.ones(len(roll.texts), dtype=torch.bool)
-        rows = select_rows(roll, every, torch.zeros(len(every)), mask_truncated=False)
-        batch = gather_rows(roll, rows, every, torch.zeros(len(every)), samples.groups)
+        every = torch.ones(len(roll.texts), dtype=torch.bool, device=samples.device)
+        none = torch.zeros(len(every), device=samples.device)  # no advantages: no loss
+        rows = select_rows(roll, every, none, mask_truncated=False)
+        batch = gather_rows(roll, rows, every, none, samples.groups)
         parts = max(1, batch.parts_for(c.micro_batch_tokens))
         mismatch = LogprobMismatch()
         with self.accelerator.autocast():  # thread-local: as the update's passes run
             for mb in batch.split_by_tokens(min(parts, len(batch))):
-                mb = mb.to(self.accelerator.device)
+                mb = mb.to(samples.device)
                 logp, _ = completion_logprobs(model, mb.prompt_ids, mb.prompt_mask,
                                               mb.completion_ids, mb.completion_mask, mb.groups,
                                               temperature=c.temperature, top_p=c.top_p)

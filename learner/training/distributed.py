@@ -1,4 +1,4 @@
-"""The run's processes: the ``Accelerator`` that joins them, and what a step needs from the
+"""The run's processes (joined by the ``Accelerator`` that ``placement`` builds), and what a step needs from the
 others (one process: all of these are no-ops).
 
 Every process runs the same step on its share of the prompts; ``Processes`` exchanges the few
@@ -13,25 +13,6 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import GradientAccumulationPlugin, InitProcessGroupKwargs
-
-
-def make_accelerator() -> Accelerator:
-    """The run's Accelerator: bf16 autocast on CUDA, several CPU processes over gloo, and its
-    gradient accumulation pinned to 1 (see ``check_accumulation``)."""
-    cuda = torch.cuda.is_available()
-    # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
-    # DeepSpeed refuses cpu=True; on CPU it is told to use gloo instead.
-    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
-    handlers = [InitProcessGroupKwargs(backend="gloo")] if deepspeed and not cuda else []
-    # A plugin, not gradient_accumulation_steps=1: accelerate lets the environment's
-    # ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by `accelerate launch
-    # --gradient_accumulation_steps`) override the argument, but not a plugin.
-    return Accelerator(
-        mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
-        # The scheduler counts optimizer steps (accelerate would step it once per process).
-        step_scheduler_with_optimizer=False, kwargs_handlers=handlers,
-        gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
 
 
 def check_accumulation(accelerator: Accelerator) -> None:

@@ -50,7 +50,7 @@ def overlong_penalty(lengths: Tensor, max_tokens: int, cache: int) -> Tensor:
     reward): 0 up to ``max_tokens - cache``, then ``((max_tokens - cache) - length) / cache``,
     falling to -1 at ``max_tokens`` and staying there beyond it."""
     if cache <= 0:
-        return torch.zeros(lengths.shape, dtype=torch.float32)
+        return torch.zeros(lengths.shape, dtype=torch.float32, device=lengths.device)
     free = max_tokens - cache
     return ((free - lengths.double()) / cache).clamp(min=-1.0, max=0.0).float()
 
@@ -67,12 +67,11 @@ def group_moments(rewards: Tensor, groups: Tensor, n_groups: int) -> GroupMoment
     """The moments of groups ``0 .. n_groups-1``, where ``groups`` (B,) gives each sample's
     group; a group with no sample has count 0. Stds are unbiased, as TRL computes them."""
     rewards = rewards.double()
-    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups,
-                                                                   torch.ones_like(rewards))
-    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups, rewards)
+    zeros = rewards.new_zeros(n_groups)  # on the rewards' device
+    count = zeros.index_add(0, groups, torch.ones_like(rewards))
+    total = zeros.index_add(0, groups, rewards)
     mean = total / count.clamp(min=1)
-    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, groups,
-                                                                (rewards - mean[groups]) ** 2)
+    sq = zeros.index_add(0, groups, (rewards - mean[groups]) ** 2)
     std = torch.where(count > 1, (sq / (count - 1).clamp(min=1)).sqrt(), 0.0)
     return GroupMoments(count, mean, std)
 

@@ -30,7 +30,14 @@ from learner.training.hack_monitor import HackMonitor, StepFlags, StepShaping
 from learner.training.plots import BackgroundPlots
 from learner.training.run_log import RunLog
 from learner.training.samples import StepSamples
-from learner.training.stops import GradingOutage, InfraWatch, Interrupted, RunStopped, StopSignals
+from learner.training.stops import (
+    GradingOutage,
+    InfraWatch,
+    Interrupted,
+    OutOfMemory,
+    RunStopped,
+    StopSignals,
+)
 from learner.training.update import UpdateStats
 
 
@@ -106,6 +113,12 @@ class TrainLoop:
                         self.log.log(0, result["before"])
                         self.log.heldout(0, t.heldout_records)
                 result.update(self.steps(signals))
+            except OutOfMemory:
+                # The steps done are kept: the weights and optimizer are as the last
+                # finished step left them (a loss pass that failed stepped nothing).
+                if t.saved_step != t.step:
+                    t.save()
+                raise
             finally:
                 if self.log:
                     self.log.close()

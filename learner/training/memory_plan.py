@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch-free at import
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from envs.learner_env import LearnerEnv
@@ -39,6 +40,8 @@ class MemoryPlan:
     resident: float  # weights, gradients, optimizer state, reference
     sampling: float  # the KV cache of a step's rows
     loss_pass: float  # one micro-batch's activations and logits
+    per_position: float = 0.0  # a loss pass's bytes per position (0: unknown)
+    per_row: float = 0.0  # sampling's bytes per row (0: unknown)
 
     @property
     def peak(self) -> float:
@@ -64,32 +67,61 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
     sampling = b * rows * context * layers * 2 * kv_heads * head_dim + b * rows * vocab * 4
     positions = micro_batch_tokens or rows * context
     per_position = layers * (HIDDEN_COPIES * hidden + INTERMEDIATE_COPIES * inter)
-    loss_pass = b * positions * (per_position + completion_share * LOGIT_COPIES * vocab)
-    return MemoryPlan(resident, sampling, loss_pass)
+    position_bytes = b * (per_position + completion_share * LOGIT_COPIES * vocab)
+    return MemoryPlan(resident, sampling, positions * position_bytes, position_bytes,
+                      sampling / max(rows, 1))
 
 
-def warning(plan: MemoryPlan, available: float, micro_batch_tokens: int) -> str | None:
-    """One line when ``plan`` will not fit in ``available`` bytes, naming the flag that lowers
-    the peak (None when it fits)."""
+#: The smallest --micro-batch-tokens worth suggesting (below it a pass is mostly overhead).
+MIN_MICRO_BATCH_TOKENS = 64
+
+
+def fitting_flags(plan: MemoryPlan, available: float, micro_batch_tokens: int, *,
+                  group_size: int = 0, world: int = 1) -> str:
+    """The flag values under which ``plan`` fits in ``available`` bytes: the largest
+    --micro-batch-tokens (a multiple of 64) whose loss pass fits, and where sampling does not,
+    the most --prompts-per-step whose rows' KV cache does (``group_size``: G, 0 unknown)."""
+    room = available - BASE_BYTES - plan.resident
+    if room <= 0:
+        return "--lora-r 16 (the model and its optimizer state alone do not fit) or a smaller model"
+    fixes = []
+    if plan.loss_pass > room:
+        tokens = int(room // plan.per_position) // 64 * 64 if plan.per_position else 0
+        if tokens >= MIN_MICRO_BATCH_TOKENS:
+            fixes.append(f"--micro-batch-tokens {tokens}")
+        else:
+            fixes.append(f"--micro-batch-tokens {MIN_MICRO_BATCH_TOKENS} with "
+                         "--gradient-checkpointing")
+    if plan.sampling > room:
+        rows = int(room // plan.per_row) if plan.per_row else 0
+        prompts = rows * world // group_size if group_size else 0
+        fixes.append(f"--prompts-per-step {prompts}" if prompts >= world
+                     else "a smaller --group-size or --max-new-tokens")
+    return " and ".join(fixes) or f"--micro-batch-tokens {max(64, micro_batch_tokens // 2)}"
+
+
+def warning(plan: MemoryPlan, available: float, micro_batch_tokens: int, *,
+            where: str = "this machine has available", group_size: int = 0,
+            world: int = 1) -> str | None:
+    """One line when ``plan`` will not fit in ``available`` bytes (``where`` says whose),
+    naming the flag value that fits (None when it fits)."""
     if plan.peak <= available:
         return None
     gb = 1e9
-    if plan.loss_pass >= plan.sampling:
-        lower = (f"--micro-batch-tokens {max(128, (micro_batch_tokens or 4096) // 4)}"
-                 " (or --gradient-checkpointing)")
-    else:
-        lower = "--prompts-per-step, --group-size or --max-new-tokens"
+    lower = fitting_flags(plan, available, micro_batch_tokens, group_size=group_size,
+                          world=world)
     return (f"this run's estimated peak memory, {plan.peak / gb:.1f} GB (model and optimizer "
             f"{plan.resident / gb:.1f}, sampling {plan.sampling / gb:.1f}, a loss pass "
-            f"{plan.loss_pass / gb:.1f}), is over the {available / gb:.1f} GB this machine "
-            f"has available: lower it with {lower}")
+            f"{plan.loss_pass / gb:.1f}), is over the {available / gb:.1f} GB {where}: "
+            f"lower it with {lower}")
 
 
 def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
-          policy: PreTrainedModel, *, reference: bool, world: int, max_tokens: int, device: str,
-          main: bool) -> MemoryPlan:
-    """The run's estimated peak memory (``policy`` the unwrapped model); one line before the first step when it is over what the machine (or the GPU) has
-    available, so that the kernel does not kill the run."""
+          policy: PreTrainedModel, *, reference: bool, world: int, max_tokens: int,
+          device: torch.device, main: bool) -> MemoryPlan:
+    """The run's estimated peak memory (``policy`` the unwrapped model); one line before the
+    first step when it is over what the machine (on a CUDA ``device``: the GPU's free memory)
+    has available, naming the flag value that fits, so that the run is not killed midway."""
     import torch
 
     from learner.model import chat_prompt
@@ -105,16 +137,21 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
         total=sum(p.numel() for p in params), reference=reference,
         rows=c.prompts_per_step * c.group_size // world, context=widest + max_tokens,
         micro_batch_tokens=c.micro_batch_tokens)
-    if device == "cuda":
-        free, _ = torch.cuda.mem_get_info()
-        available = free + BASE_BYTES  # the host's share is not on the GPU
+    where = "this machine has available"
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        # What this process holds there already (the weights: the plan counts them), and the
+        # host's share, which is not on the GPU.
+        available = free + torch.cuda.memory_allocated(device) + BASE_BYTES
+        where = f"free on {device}"
     else:
         import psutil
 
         # What is free plus what this process holds already (the plan counts it).
         available = (psutil.virtual_memory().available
                      + psutil.Process().memory_info().rss) / world
-    line = warning(plan, available, c.micro_batch_tokens)
+    line = warning(plan, available, c.micro_batch_tokens, where=where,
+                   group_size=c.group_size, world=world)
     if line and main:
         print(f"warning: {line}", flush=True)
     return plan

@@ -30,8 +30,11 @@ def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> to
 
 
 def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
-                   model: PreTrainedModel, max_tokens: int) -> PolicyUpdate:
-    """The update step around ``model``: policy, reference, optimizer and schedule prepared."""
+                   model: PreTrainedModel, max_tokens: int, *,
+                   device: torch.device | None = None) -> PolicyUpdate:
+    """The update step around ``model`` (on ``device``, the run's: the accelerator's when
+    None): policy, reference, optimizer and schedule prepared."""
+    device = device or accelerator.device
     if c.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = True  # generation still uses the KV cache (eval mode)
@@ -43,17 +46,18 @@ def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
         ref_model = sharding.reference_copy(model, c.model).eval().requires_grad_(False)
     deepspeed = sharding.uses_deepspeed(accelerator)
     optimizer = adamw([p for p in model.parameters() if p.requires_grad],
-                      fused=not deepspeed, lr=c.learning_rate,
+                      # torch fuses AdamW on CPU and CUDA, not on the lazy backend
+                      fused=not deepspeed and device.type in ("cpu", "cuda"), lr=c.learning_rate,
                       betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
     scheduler = get_scheduler(
         c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
         num_training_steps=c.steps * c.num_iterations)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     if ref_model is not None:
-        ref_model = sharding.prepare_reference(accelerator, ref_model)
+        ref_model = sharding.prepare_reference(accelerator, ref_model, device)
     if not deepspeed:  # ZeRO-3 wraps the Linear layers' products itself
         for m in (model, ref_model):
             if m is not None:
                 onednn_linear.route_on_cpu(m, c.cpu_matmul)
     return PolicyUpdate(c, accelerator, procs, model, ref_model, optimizer, scheduler,
-                        max_tokens=max_tokens, deepspeed=deepspeed)
+                        max_tokens=max_tokens, deepspeed=deepspeed, device=device)

@@ -48,18 +48,26 @@ class StepSamples:
         self.moments = group_moments(self.rewards[graded], self.groups[graded], len(self.tasks))
 
     @property
+    def device(self) -> torch.device:
+        """The run's device, where the rollout is: every tensor made from the samples is too
+        (the CPU for grades without a rollout's tensors)."""
+        ids = getattr(self.rollout, "completion_ids", None)
+        return torch.device("cpu") if ids is None else ids.device
+
+    @property
     def groups(self) -> Tensor:
-        return torch.arange(len(self.tasks)).repeat_interleave(self.group_size)
+        return torch.arange(len(self.tasks), device=self.device).repeat_interleave(
+            self.group_size)
 
     @property
     def graded(self) -> Tensor:
         """(B,) bool: the env graded the sample (no sandbox failure)."""
-        return ~torch.tensor(self.scores.infra_error, dtype=torch.bool)
+        return ~torch.tensor(self.scores.infra_error, dtype=torch.bool, device=self.device)
 
     @property
     def rewards(self) -> Tensor:
         """(B,) the reward trained on: the env's plus the learner's shaping."""
-        rewards = torch.tensor(self.scores.rewards, dtype=torch.float64)
+        rewards = torch.tensor(self.scores.rewards, dtype=torch.float64, device=self.device)
         return rewards if self.shaping is None else rewards + self.shaping.double()
 
     @property
@@ -75,7 +83,8 @@ class StepSamples:
         if self.metric == "reward":
             return self.reward_spread
         graded = self.graded
-        passed = torch.tensor([bool(p) for p in self.scores.passed], dtype=torch.float64)
+        passed = torch.tensor([bool(p) for p in self.scores.passed], dtype=torch.float64,
+                              device=self.device)
         return group_moments(passed[graded], self.groups[graded], len(self.tasks)).std > 0
 
     @staticmethod

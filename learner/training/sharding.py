@@ -82,11 +82,12 @@ def reference_copy(model: torch.nn.Module, source: str | None) -> torch.nn.Modul
     return copy.deepcopy(model)
 
 
-def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module) -> torch.nn.Module:
+def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module,
+                      device: torch.device | None = None) -> torch.nn.Module:
     """The frozen reference: sharded with ZeRO-3 (an inference engine, no optimizer),
-    otherwise a plain copy on the device."""
+    otherwise a plain copy on the run's ``device`` (default: the accelerator's)."""
     if zero_stage(accelerator) != 3:
-        return ref_model.to(accelerator.device)
+        return ref_model.to(device or accelerator.device)
     import deepspeed
 
     ds = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)

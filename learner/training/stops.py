@@ -10,9 +10,12 @@ with ``exit_code``.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -63,6 +66,35 @@ class InfraErrors(RunStopped):
             f"({failures / samples:.1%}, more than --max-infra-error-rate {max_rate:g}; first: "
             f"{reason or 'no reason given'}): stopped after step {last} of {total} rather than "
             "train on the rest; checkpoint saved", last)
+
+
+class OutOfMemory(RunStopped):
+    """The device ran out of memory (CUDA's ``OutOfMemoryError``) while the run was
+    ``doing`` something; ``flag`` is what lowers that phase's memory. The steps done are kept
+    in a checkpoint, and one line says so, never a traceback."""
+
+    def __init__(self, doing: str, flag: str, step: int, total: int):
+        self.doing, self.flag = doing, flag
+        super().__init__(f"out of memory while {doing} after step {step} of {total}; "
+                         f"checkpoint saved: lower the memory with {flag}", step)
+
+
+@contextlib.contextmanager
+def out_of_memory_as(doing: str, flag: str, step: int, total: int) -> Iterator[None]:
+    """Within this block, the device's out-of-memory error becomes ``OutOfMemory``: raised
+    once the failed computation's frames (and their tensors) are released, with the cached
+    blocks handed back, so that the checkpoint that follows has memory to be written with."""
+    import torch
+
+    try:
+        yield
+        return
+    except torch.OutOfMemoryError:
+        pass  # leaving the handler drops the traceback, and the tensors its frames held
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    raise OutOfMemory(doing, flag, step, total)
 
 
 class InfraWatch:

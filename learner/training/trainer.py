@@ -35,7 +35,7 @@ from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.scoring import RemoteScorer
-from learner.training import checkpoint, grpo, hack_monitor, memory_plan, sharding
+from learner.training import checkpoint, grpo, hack_monitor, memory_plan, placement, sharding
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
@@ -44,14 +44,13 @@ from learner.training.distributed import (
     Processes,
     check_accumulation,
     cpu_threads,
-    make_accelerator,
     share_quota,
 )
 from learner.training.loop import Step, TrainLoop
 from learner.training.policy_setup import prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, step_metrics
-from learner.training.stops import InfraWatch
+from learner.training.stops import InfraWatch, out_of_memory_as
 from learner.training.update import PolicyUpdate
 
 
@@ -65,12 +64,15 @@ class GRPOTrainer:
         # is not the run's to end: ``close`` leaves it to its owner.
         self._group_is_ours = not (torch.distributed.is_available()
                                    and torch.distributed.is_initialized())
-        self.accelerator = accelerator or make_accelerator()
+        # The one place the run's device is decided (--device): every tensor of a step is
+        # created there (the rollout, and the masks and advantages made from it).
+        where = placement.run_device(c.device, accelerator)
+        self.accelerator, self.device = where.accelerator, where.device
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
-        if self.accelerator.device.type == "cpu" and not c.num_threads:
+        if where.computes_on_cpu and not c.num_threads:
             # Fixed for the whole run and recorded (config.json): one seed, one result.
             c.num_threads = cpu_threads(self.procs.world)
         if c.num_threads:
@@ -88,8 +90,11 @@ class GRPOTrainer:
         if c.overlong_cache > (c.overlong_max or self.max_tokens):
             raise ValueError(f"--overlong-cache {c.overlong_cache} exceeds L_max "
                              f"{c.overlong_max or self.max_tokens}")
+        model = model or load_model(c.model)
+        if where.place:  # a device accelerate does not place models on (lazy, ...)
+            model = placement.moved(model, self.device)
         self.update: PolicyUpdate = prepare_policy(
-            c, self.accelerator, self.procs, model or load_model(c.model), self.max_tokens)
+            c, self.accelerator, self.procs, model, self.max_tokens, device=self.device)
         if c.async_steps and (self.procs.world > 1 or self.update.deepspeed):
             raise sharding.UnsupportedBackend(
                 "--async-steps 1 runs in one process without DeepSpeed: the background draw's "
@@ -97,7 +102,7 @@ class GRPOTrainer:
         # --rollout-engine vllm: an engine with its own weights, synced after every update
         # (None: the learner's own loop samples from the policy itself).
         self.engine = engine if engine is not None else build_engine(
-            c, self.accelerator.device, rank=self.procs.rank, processes=self.procs.world)
+            c, self.device, rank=self.procs.rank, processes=self.procs.world)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
         self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
@@ -116,7 +121,7 @@ class GRPOTrainer:
         self.memory_plan = memory_plan.check(
             c, self.env, self.tokenizer, self.policy, reference=self.update.ref_model is not None,
             world=self.procs.world, max_tokens=self.max_tokens,
-            device=self.accelerator.device.type, main=self.accelerator.is_main_process)
+            device=self.device, main=self.accelerator.is_main_process)
 
     @property
     def policy(self) -> PreTrainedModel:
@@ -125,21 +130,28 @@ class GRPOTrainer:
 
     # -- one step ---------------------------------------------------------------------------
     def train_step(self) -> Step:
+        c = self.config
         start = time.perf_counter()
-        drawn = self.ahead.take() if self.ahead is not None else None  # drawn during the last step
-        wait_s = time.perf_counter() - start
-        if drawn is None:
-            drawn = Drawn(self.collect(), self.update.version)  # sample -> score
-        samples = drawn.samples
-        sync_s = None
-        if self.ahead is not None and self.step + 1 < self.config.steps:
-            sync_s = self.draw_ahead()  # the next step's, with the weights before this update
+        with out_of_memory_as("sampling", f"--prompts-per-step {max(1, c.prompts_per_step // 2)}"
+                              " (fewer rows sampled at once)", self.step, c.steps):
+            # drawn during the last step
+            drawn = self.ahead.take() if self.ahead is not None else None
+            wait_s = time.perf_counter() - start
+            if drawn is None:
+                drawn = Drawn(self.collect(), self.update.version)  # sample -> score
+            samples = drawn.samples
+            sync_s = None
+            if self.ahead is not None and self.step + 1 < c.steps:
+                sync_s = self.draw_ahead()  # the next step's, with the weights before the update
         staleness = self.update.version - drawn.version  # optimizer steps since the draw
         advantages = self.advantages(samples)
         batch = self.batch(samples, advantages)
         t0 = time.perf_counter()
         # The loss passes and optimizer steps (none when no process has a row to train on).
-        stats = self.update(batch, staleness) if batch is not None else self.update.skip()
+        with out_of_memory_as("training", f"--micro-batch-tokens "
+                              f"{max(64, (c.micro_batch_tokens or 1024) // 2)} (or "
+                              "--gradient-checkpointing)", self.step, c.steps):
+            stats = self.update(batch, staleness) if batch is not None else self.update.skip()
         train_s = time.perf_counter() - t0
         if self.ahead is None:
             t1 = time.perf_counter()
@@ -187,7 +199,7 @@ class GRPOTrainer:
         if c.reward_scaling == "batch" and self.procs.world > 1:
             # A collective: every process takes part, also one whose samples all failed.
             batch_std = self.procs.std(rewards[graded].tolist())
-        adv = torch.zeros(len(rewards))
+        adv = rewards.new_zeros(len(rewards), dtype=torch.float32)  # the run's device
         if graded.any():
             adv[graded] = grpo.group_advantages(rewards[graded], samples.groups[graded],
                                                 samples.moments, c.reward_scaling,
@@ -224,7 +236,10 @@ class GRPOTrainer:
         if self.procs.world > 1:
             from accelerate.utils import gather_object as gather
         # One gathering of the full weights (ZeRO-3) serves every generation pass.
-        with sharding.full_weights(self.accelerator, self.update.model) as policy:
+        c = self.config
+        with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, c.eval_rows // 2)}",
+                              self.step, c.steps), \
+                sharding.full_weights(self.accelerator, self.update.model) as policy:
             metrics, self.heldout_records = heldout_metrics(
                 self.config, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
         return metrics
@@ -296,6 +311,8 @@ class GRPOTrainer:
             model = self.policy
             if self.config.lora_r:
                 model = model.merge_and_unload()
-            model.save_pretrained(path, state_dict=state_dict)
+            # Written from CPU copies, wherever the model lives (``checkpoint``).
+            model.save_pretrained(path, state_dict=state_dict if state_dict is not None
+                                  else checkpoint.cpu_state_dict(model))
             self.tokenizer.save_pretrained(path)
 

@@ -28,7 +28,7 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from learner.config import Config
-from learner.training import grpo
+from learner.training import grpo, placement
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
 from learner.training.forward import completion_logprobs
@@ -83,11 +83,12 @@ class PolicyUpdate:
 
     def __init__(self, config: Config, accelerator: Accelerator, procs: Processes, model: Any,
                  ref_model: Any, optimizer: Any, scheduler: Any, *, max_tokens: int,
-                 deepspeed: bool):
+                 deepspeed: bool, device: torch.device | None = None):
         self.config, self.accelerator, self.procs = config, accelerator, procs
         self.model, self.ref_model = model, ref_model
         self.optimizer, self.scheduler = optimizer, scheduler
         self.max_tokens, self.deepspeed = max_tokens, deepspeed
+        self.device = device or accelerator.device  # the run's (placement)
         self.policy_is_reference = True
         self.version = 0  # optimizer steps taken: how far a sample's policy lags is a difference
 
@@ -121,7 +122,7 @@ class PolicyUpdate:
         # never more than the fewest rows a process has (a placeholder row sets the count).
         wanted = max(c.gradient_accumulation_steps, batch.parts_for(c.micro_batch_tokens))
         parts = min(max(self.procs.gather_ints(wanted)), *self.procs.gather_ints(len(batch)))
-        micro = [mb.to(self.accelerator.device) for mb in batch.split_by_tokens(parts)]
+        micro = [mb.to(self.device) for mb in batch.split_by_tokens(parts)]
         norm = self._normalisers(batch)
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.
@@ -242,6 +243,7 @@ class PolicyUpdate:
         self._scheduler_step()
         if not self.deepspeed:
             self.optimizer.zero_grad(set_to_none=True)
+        placement.settle(self.device)  # the new weights as data, not as the step's graph
         return grad_norm, stepped
 
     def _grad_norm(self) -> float:
