@@ -17,7 +17,9 @@ Priority, applied to the text after the last ``</think>``:
    after it ("6 or six") stays in the answer, so both are hedges.
 
 Boxes (or math segments) separated only by punctuation or a conjunction ("and", "or",
-",") form one *group*: a multi-part answer such as ``\\boxed{1} and \\boxed{2}``.
+",") form one *group*: a multi-part answer such as ``\\boxed{1} and \\boxed{2}``. A number
+right before the answer that it is offered as an alternative to ("5 or \\boxed{6}", "5 or $6$")
+is a competing group.
 """
 
 from __future__ import annotations
@@ -198,8 +200,30 @@ _EXPONENT_AFTER = re.compile(r"[eE][+-]?\d")
 _ALTERNATIVE_GAP = re.compile(
     r"^[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?(?:or|maybe|perhaps|possibly|probably)(?![A-Za-z])"
     r"[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?$", re.I)
+# A gap that states something ("5 or fewer, so 6", "5 or 6 is wrong; x = 6") is no alternative.
+_STATING = re.compile(r"(?<![A-Za-z])(?:so|then|thus|therefore|hence|is|are|was|were|gives?|"
+                      r"equals?|makes?|total|not)(?![A-Za-z])|=", re.I)
 _SENTENCE_BREAK = re.compile(r"[.!?;](?:\s|$)|\n")
 MAX_ALTERNATIVE_GAP = 60
+
+
+def _offers_alternative(gap: str) -> bool:
+    """Whether ``gap``, the text between two numbers, offers the second as an alternative."""
+    return (len(gap) <= MAX_ALTERNATIVE_GAP and not _SENTENCE_BREAK.search(gap)
+            and not _STATING.search(gap) and bool(_ALTERNATIVE_GAP.match(gap)))
+
+
+def _competing_before(text: str, pos: int) -> tuple[str, ...]:
+    """The number that the answer starting at ``pos`` (a box, a math segment) is offered as an
+    alternative to ("5 or \\boxed{6}", "either 5 or $6$"), as a competing group; or ``()``."""
+    window = text[max(0, pos - 2 * MAX_ALTERNATIVE_GAP) : pos]
+    last = None
+    for m in _NUMBER.finditer(window):
+        if not _EXPONENT_AFTER.match(window, m.end()):
+            last = m
+    if last is None or not _offers_alternative(window[last.end() :]):
+        return ()
+    return (last.group(0),)
 # After the last number, an alternative in words ("6 or six", "6, maybe seven", "6 or so"): kept
 # with the number so the hedge rule (``math_answer.hedge``) judges the answer as written.
 _ALTERNATIVE_AFTER = re.compile(
@@ -240,8 +264,7 @@ def _last_number(text: str, start: int = 0) -> tuple[int, tuple[str, ...], tuple
     competing: tuple[str, ...] = ()
     if prev is not None:
         gap = blanked[prev.end() : last.start()]
-        if (len(gap) <= MAX_ALTERNATIVE_GAP and not _SENTENCE_BREAK.search(gap)
-                and _ALTERNATIVE_GAP.match(gap)):
+        if _offers_alternative(gap):
             competing = (prev.group(0),)
     after = _ALTERNATIVE_AFTER.match(blanked, last.end())
     answer = text[last.start() : after.end()] if after else last.group(0)
@@ -370,15 +393,17 @@ def _answer_from_span(span: str) -> tuple[tuple[tuple[str, ...], ...], str] | No
     boxes = _find_boxes(span, lenient=False)
     if boxes:
         grp = _group(boxes, span)[-1]
-        return (tuple(c for _, _, c in grp),), "boxed"
+        return _with_competing(span, grp), "boxed"
     segs = _segments(span)
     if segs:
         last_end = segs[-1][1]
         after = _last_number(span, last_end)
         if after is not None and span[last_end:].strip(" \t\n.,;:!?$\"'*") != "":
+            if not after[2] and _offers_alternative(span[last_end : after[0]]):
+                after = (after[0], after[1], (segs[-1][2],))  # "$5$ or 6"
             return _number_groups(after), "number"
         grp = _group(segs, span)[-1]
-        return (tuple(c for _, _, c in grp),), "math"
+        return _with_competing(span, grp), "math"
     bare = _trim(_strip_stray_dollars(span))
     if _looks_bare(bare):
         return ((bare,),), "bare"
@@ -386,6 +411,12 @@ def _answer_from_span(span: str) -> tuple[tuple[tuple[str, ...], ...], str] | No
     if num is not None:
         return _number_groups(num), "number"
     return None
+
+
+def _with_competing(text: str, grp: list[tuple[int, int, str]]) -> tuple[tuple[str, ...], ...]:
+    """The group of boxes/segments ``grp`` as the answer, after the number it is offered as an
+    alternative to, if any."""
+    return (*((c,) for c in _competing_before(text, grp[0][0])), tuple(c for _, _, c in grp))
 
 
 def _number_groups(num: tuple[int, tuple[str, ...], tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -410,6 +441,9 @@ def _answer_from_marker_tail(tail: str) -> tuple[tuple[tuple[str, ...], ...], st
             grp = _group(segs, tail)[0]
             return (tuple(c for _, _, c in grp),), "math"
         prose = _prose_word(tail)
+        num = _last_number(tail) if prose is not None and not segs else None
+        if num is not None and (num[2] or not _NUMBER.fullmatch(num[1][0])):
+            return _number_groups(num), "marker"  # "5 or maybe 6", "5, maybe six": hedged
         if prose is not None and prose.start() > 0 and not segs:
             head = _TRAILING_LINK.sub("", tail[: prose.start()]).strip()
             if head and re.search(r"\d", head):
@@ -458,6 +492,8 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         groups = [tuple(c for _, _, c in g) for g in box_groups]
         if gold:
             groups = groups[-1:]
+        else:  # "5 or \boxed{6}": the box is one of two answers
+            groups[-1:] = _with_competing(text, box_groups[-1])
         return _finish(tuple(groups), "boxed")
 
     got = _answer_from_span(scan)
