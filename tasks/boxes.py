@@ -5,7 +5,11 @@ format reward and the reward-hack flags judge boxes with it: one rule for what a
 completion cannot be "boxed" for one of them and not for another.
 
 A box is ``\\boxed{...}`` with balanced braces (escaped braces ``\\{`` do not count), or the
-brace-less ``\\boxed 5`` form, which boxes one token. A box inside another box is part of the
+brace-less ``\\boxed 5`` form, which boxes one token, as LaTeX does: one character. ``\\boxed 10``
+and ``\\boxed10`` render a box of 1 followed by 0, so a brace-less box before more characters of
+the same run is *bad*: neither 1 nor 10 is what it says (a trusted gold still reads the run). So is
+a command that only starts like a box (``\\boxedby{5}``; the lengths ``\\fboxsep``/``\\fboxrule``
+excepted). A box inside another box is part of the
 outer box's content, and the outer box is *nested*: ``\\boxed{2 + \\boxed{6}}`` is malformed, not
 a way to box ``6``. An unclosed ``\\boxed{18`` is not a box, except for a trusted gold (``lenient``),
 where it runs to the end of the text. A completion with an unclosed or a nested box anywhere
@@ -21,10 +25,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
+# The command ends where its letters do (LaTeX's rule): \boxed10 is \boxed then 1 then 0.
+_BOX_START = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])\s*")
 #: A box command anywhere (inside an answer it marks a nested, malformed box).
-BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\b")
-_TOKEN = re.compile(r"-?[\w.]+")
+BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+# The run a brace-less box stands before (a sentence's full stop is not part of it).
+_TOKEN = re.compile(r"-?\w+(?:\.\w+)*")
+# A command that starts like a box but is not one (\boxedby, \fboxed); \fboxsep and \fboxrule
+# are lengths that honest LaTeX sets.
+_BOX_LOOKALIKE = re.compile(r"\\(?:boxed|fbox)(?!(?:sep|rule)(?![A-Za-z]))[A-Za-z]+")
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,8 @@ def find_boxes(text: str, *, lenient: bool = False) -> list[Box]:
                 end, content = close + 1, text[pos + 1 : close]
         else:
             tok = _TOKEN.match(text, pos, min(len(text), pos + 100))
-            if not tok:
-                continue
+            if not tok or (len(tok.group(0)) > 1 and not lenient):
+                continue  # a box of its first character only: bad (``bad_commands``)
             end, content = tok.end(), tok.group(0)
         covered = end
         nested = bool(BOX_COMMAND.search(content))
@@ -108,6 +117,19 @@ def unclosed(text: str) -> list[int]:
     return found
 
 
+def bad_commands(text: str) -> list[int]:
+    """Start of each box command that boxes no answer: a look-alike (``\\boxedby{5}``) or a
+    brace-less box before a longer run (``\\boxed10``, ``\\boxed 10``: LaTeX boxes the 1)."""
+    found = [m.start() for m in _BOX_LOOKALIKE.finditer(text)]
+    for m in _BOX_START.finditer(text):
+        tok = _TOKEN.match(text, m.end(), min(len(text), m.end() + 100))
+        if tok is not None and len(tok.group(0)) > 1:
+            found.append(m.start())
+    return sorted(found)
+
+
 def malformed(text: str) -> bool:
-    """Whether ``text`` has an unclosed box or a box inside a box anywhere (linear time)."""
-    return bool(unclosed(text)) or any(box.nested for box in find_boxes(text))
+    """Whether ``text`` has an unclosed box, a box inside a box or a bad box command anywhere
+    (linear time)."""
+    return (bool(unclosed(text)) or bool(bad_commands(text))
+            or any(box.nested for box in find_boxes(text)))

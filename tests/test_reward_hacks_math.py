@@ -937,3 +937,57 @@ def test_an_alternative_after_the_final_box_is_a_hedge():
     for completion in (r"\boxed{18}.", r"The answer is \boxed{18} apples.", "\\boxed{18}\n\nOr, to "
                        "check: 9 + 9 = 18.", r"\boxed{-1} or \boxed{2}"):
         assert verify("18" if "18" in completion else "-1, 2", completion).passed, completion
+
+
+# Attacks on the reward search's four paid gsm8k/math cases (``test_reward_hacks_search``): the
+# classes, not the cases. LaTeX boxes one token, one character: ``\boxed 6`` is a box of 6, but
+# ``\boxed10`` and ``\boxed 10`` are a box of 1 followed by 0 (and ``\boxed -6`` a box of -), so a
+# brace-less box before a longer run is a bad box command (malformed), as is a look-alike.
+BOX_COMMAND_HACKS = [
+    ("6", r"\boxedby{6}"), ("6", r"\fboxed{6}"), ("6", r"\boxed{5}\boxedby{6}"),
+    ("10", r"\boxed10"), ("10", r"\boxed 10"), ("-6", r"\boxed -6"), ("6", r"\boxed{6}\boxed10"),
+    ("6", r"\boxed\text{6}"),
+]
+# Two numbers, one offered as an alternative to the other, with or without a box or math.
+ALTERNATIVE_HACKS = [
+    ("6", "either 5 or 6"), ("6", "There are 5 red or 6 blue"), ("6", "5, or maybe 6"),
+    ("6", "6 or six"), ("6", "about 6 or so"), ("6", "5/6 or 6"), ("6", "$5$ or 6"),
+    ("6", "5 or $6$"), ("6", r"5 or \boxed{6}"), ("6", r"either 5 or \boxed{6}"),
+    ("5", "Answer: 5 or maybe 6"), ("5", "The answer is 5, maybe six."),
+    ("6", r"\(5\) or maybe 6"), ("6", "The total is 5 or 6 apples"), ("6", "maybe 5, maybe 6"),
+]
+# A number read out of a longer literal or out of a group that never closes.
+READ_OUT_HACKS = [("1", r"Solve {1e0"), ("10", "We get 10e5 widgets"), ("6", "sum {6"),
+                  ("1", r"(Solve\{ {1e0)")]
+BOX_AND_ALTERNATIVE_HONEST = [
+    ("6", r"\boxed 6"), ("6", r"\boxed6"), ("6", r"The answer is \boxed 6."), ("6", r"$\boxed 6$"),
+    ("6", r"\fbox{6}"), ("6", r"\boxed  {6}"), ("6", r"\fboxsep=2pt \fbox{6}"),
+    ("6", "So she has 6 left over."), ("6", r"We have 5 or fewer, so \boxed{6}"),
+    ("6", r"Step 3 or 4 gives \boxed{6}"), ("6", "I computed 5 + 1 = 6"),
+    ("6", "We get 2 red or blue balls, so 6"), ("6", "The answer is 6 apples."),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), BOX_COMMAND_HACKS + ALTERNATIVE_HACKS + READ_OUT_HACKS)
+def test_bad_box_commands_alternatives_and_read_out_numbers_earn_nothing(gold, pred):
+    v = verify(gold, pred)
+    assert not v.passed, (pred, v)
+    expected = {"malformed_box"} if (gold, pred) in BOX_COMMAND_HACKS else (
+        {"multiple_answers"} if (gold, pred) in ALTERNATIVE_HACKS else {"no_answer"})
+    assert v.reason in expected, (pred, v)
+
+
+@pytest.mark.parametrize(("gold", "pred"), BOX_AND_ALTERNATIVE_HONEST)
+def test_one_token_boxes_and_numbers_beside_prose_are_credited(gold, pred):
+    v = verify(gold, pred)
+    assert v.passed, (pred, v)
+
+
+def test_a_brace_less_box_boxes_one_character():
+    from tasks.boxes import bad_commands, find_boxes, last_box, malformed
+
+    assert [b.content for b in find_boxes(r"\boxed 6 and \boxed7.")] == ["6", "7"]
+    assert find_boxes(r"\boxed10") == [] and malformed(r"\boxed10")
+    assert bad_commands(r"x \boxedby{5} \boxed 10 \fboxsep \fbox{6}") == [2, 14]
+    assert last_box(r"\boxed{12} \fboxrule") == "12"
+    assert [b.content for b in find_boxes(r"\boxed 10", lenient=True)] == ["10"]  # a trusted gold

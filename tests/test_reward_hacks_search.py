@@ -2,9 +2,9 @@
 budget of ``python -m envs card``), kept as hack tests: each must earn no correctness.
 
 Each case is also checked to be wrong by the search's own reference (``envs.card.reference``),
-so the case says what the search said. The ones still paid on this branch are strict xfails,
-named for the fix that owns them (issue 43, class 2: the math verifier, fixed in its own branch):
-when that fix lands they pass, the strict xfail fails, and the marker must go.
+so the case says what the search said. The math verifier's fix for issue 43 (class 2) closed them
+all: malformed box commands, hedges between two numbers and numbers read out of a scientific
+literal or an unclosed brace earn nothing.
 """
 
 from __future__ import annotations
@@ -15,27 +15,22 @@ import pytest
 import envs  # noqa: F401 - registers the envs
 from envs.card import reference
 
-MATH_FIX = pytest.mark.xfail(strict=True, reason="paid until the math verifier's fix for "
-                             "issue 43 class 2 (simplest form for \\over, hedges, value-"
-                             "changing words) lands")
-
 # (env id, keywords, task id, completion the search found paid, what is wrong with it)
 FOUND = [
     pytest.param("grpo/MathExact-v0", {"pack": "math500"}, "math500/211", r"{{10 \over 2}}",
-                 "an unsimplified fraction in \\over notation, unboxed", marks=MATH_FIX),
+                 "an unsimplified fraction in \\over notation, unboxed"),
     pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334", r"\boxedby{5\%} {6}Jason",
-                 "two candidate answers (5% and 6) around a malformed box", marks=MATH_FIX),
+                 "two candidate answers (5% and 6) around a malformed box"),
     pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334", r"About 5% or {6}",
-                 "a hedge between two answers", marks=MATH_FIX),
+                 "a hedge between two answers"),
     pytest.param("grpo/MathExact-v0", {"pack": "gsm8k"}, "gsm8k/334",
                  r"\boxed10{\text{6}}Jason", "a box of 1 (LaTeX boxes one token), then 0, "
-                 "then text", marks=MATH_FIX),
+                 "then text"),
     pytest.param("grpo/MathExact-v0", {"pack": "math"}, "math/algebra/100", r"(Solve\{ {1e0)",
-                 "the 1 of 1e0 read out of an unclosed brace (1e0 alone is refused)",
-                 marks=MATH_FIX),
+                 "the 1 of 1e0 read out of an unclosed brace (1e0 alone is refused)"),
     pytest.param("grpo/ReasoningGym-v0", {"task": "basic_arithmetic"},
                  "rg-basic_arithmetic/test-L0-23", r"\boxed{1 \text{ lakh}}",
-                 "a word that multiplies the value by 100,000", marks=MATH_FIX),
+                 "a word that multiplies the value by 100,000"),
 ]
 
 

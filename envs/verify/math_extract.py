@@ -11,10 +11,15 @@ Priority, applied to the text after the last ``</think>``:
 2. otherwise the last ``$..$``/``\\(..\\)``/``\\[..\\]``/``$$..$$`` segment, unless a
    number follows it in the prose;
 3. otherwise the whole text when it is a bare answer ("7,425,000", "x=5", "Evelyn"),
-   else the last number in the text.
+   else the last number in the text: never the mantissa of a scientific literal (the 1 of
+   ``1e0``) nor a number inside a ``{`` that is never closed; a number it is offered as an
+   alternative to ("5% or 6", "either 5 or 6") competes with it, and an alternative in words
+   after it ("6 or six") stays in the answer, so both are hedges.
 
 Boxes (or math segments) separated only by punctuation or a conjunction ("and", "or",
-",") form one *group*: a multi-part answer such as ``\\boxed{1} and \\boxed{2}``.
+",") form one *group*: a multi-part answer such as ``\\boxed{1} and \\boxed{2}``. A number
+right before the answer that it is offered as an alternative to ("5 or \\boxed{6}", "5 or $6$")
+is a competing group.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from envs.verify.math_normalize import NUMBER_WORDS
 from tasks.boxes import BOX_COMMAND, find_boxes
 from tasks.boxes import malformed as boxes_malformed
 
@@ -186,17 +192,83 @@ def _segments(text: str) -> list[tuple[int, int, str]]:
     return [s for s in _math_spans(text, strict=True) if s[2].strip()]
 
 
-def _last_number(text: str, start: int = 0) -> tuple[int, str] | None:
+# A number directly followed by an exponent is the mantissa of a scientific literal (1e0, 2.5E3):
+# read alone it is another value.
+_EXPONENT_AFTER = re.compile(r"[eE][+-]?\d")
+# Between two numbers, a word that offers the second as an alternative to the first ("5% or 6",
+# "either 5 or 6", "5, or maybe 6", "5 red or 6 blue"): at most two words on either side of it.
+_ALTERNATIVE_GAP = re.compile(
+    r"^[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?(?:or|maybe|perhaps|possibly|probably)(?![A-Za-z])"
+    r"[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?$", re.I)
+# A gap that states something ("5 or fewer, so 6", "5 or 6 is wrong; x = 6") is no alternative.
+_STATING = re.compile(r"(?<![A-Za-z])(?:so|then|thus|therefore|hence|is|are|was|were|gives?|"
+                      r"equals?|makes?|total|not)(?![A-Za-z])|=", re.I)
+_SENTENCE_BREAK = re.compile(r"[.!?;](?:\s|$)|\n")
+MAX_ALTERNATIVE_GAP = 60
+
+
+def _offers_alternative(gap: str) -> bool:
+    """Whether ``gap``, the text between two numbers, offers the second as an alternative."""
+    return (len(gap) <= MAX_ALTERNATIVE_GAP and not _SENTENCE_BREAK.search(gap)
+            and not _STATING.search(gap) and bool(_ALTERNATIVE_GAP.match(gap)))
+
+
+def _competing_before(text: str, pos: int) -> tuple[str, ...]:
+    """The number that the answer starting at ``pos`` (a box, a math segment) is offered as an
+    alternative to ("5 or \\boxed{6}", "either 5 or $6$"), as a competing group; or ``()``."""
+    window = text[max(0, pos - 2 * MAX_ALTERNATIVE_GAP) : pos]
+    last = None
+    for m in _NUMBER.finditer(window):
+        if not _EXPONENT_AFTER.match(window, m.end()):
+            last = m
+    if last is None or not _offers_alternative(window[last.end() :]):
+        return ()
+    return (last.group(0),)
+# After the last number, an alternative in words ("6 or six", "6, maybe seven", "6 or so"): kept
+# with the number so the hedge rule (``math_answer.hedge``) judges the answer as written.
+_ALTERNATIVE_AFTER = re.compile(
+    rf"[\s,;]*(?:(?:or|maybe|perhaps|possibly|probably)\s+(?:maybe\s+|perhaps\s+)?"
+    rf"(?:{NUMBER_WORDS})|or\s+so)(?![A-Za-z])", re.I)
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
+
+
+def _unclosed_brace_before(text: str, pos: int) -> bool:
+    """Whether a ``{`` before ``pos`` is never closed: what follows it is inside a group that
+    never ends, not an answer."""
+    depth_opens: list[int] = []
+    for m in _BRACE_OR_ESCAPE.finditer(text):
+        c = m.group(0)
+        if c == "{":
+            depth_opens.append(m.start())
+        elif c == "}" and depth_opens:
+            depth_opens.pop()
+    return bool(depth_opens) and depth_opens[0] < pos
+
+
+def _last_number(text: str, start: int = 0) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
+    """The last number of ``text`` (math segments blanked) as (start, answer, competing): the
+    answer keeps an alternative in words that follows it ("6 or six"), and ``competing`` holds
+    the number it is offered as an alternative to ("5% or 6"). ``None`` when there is no number,
+    or the last one sits inside a brace that is never closed."""
     chars = list(text)
     for a, b, _ in _math_spans(text, strict=False):
         chars[a:b] = " " * (b - a)
     blanked = "".join(chars)
-    last = None
+    last = prev = None
     for m in _NUMBER.finditer(blanked, start):
-        last = m
-    if last is None:
+        if _EXPONENT_AFTER.match(blanked, m.end()):
+            continue
+        prev, last = last, m
+    if last is None or _unclosed_brace_before(blanked, last.start()):
         return None
-    return last.start(), last.group(0)
+    competing: tuple[str, ...] = ()
+    if prev is not None:
+        gap = blanked[prev.end() : last.start()]
+        if _offers_alternative(gap):
+            competing = (prev.group(0),)
+    after = _ALTERNATIVE_AFTER.match(blanked, last.end())
+    answer = text[last.start() : after.end()] if after else last.group(0)
+    return last.start(), (answer,), competing
 
 
 # ---------------------------------------------------------------- bare answers
@@ -315,27 +387,41 @@ def _sentence(tail: str) -> str:
     return tail
 
 
-def _answer_from_span(span: str) -> tuple[tuple[str, ...], str] | None:
-    """Answer inside a span of prose + math (a marker tail or a whole completion)."""
+def _answer_from_span(span: str) -> tuple[tuple[tuple[str, ...], ...], str] | None:
+    """Answer groups inside a span of prose + math (a marker tail or a whole completion): the
+    last group is the answer, earlier ones compete with it (``Extraction.groups``)."""
     boxes = _find_boxes(span, lenient=False)
     if boxes:
         grp = _group(boxes, span)[-1]
-        return tuple(c for _, _, c in grp), "boxed"
+        return _with_competing(span, grp), "boxed"
     segs = _segments(span)
     if segs:
         last_end = segs[-1][1]
         after = _last_number(span, last_end)
         if after is not None and span[last_end:].strip(" \t\n.,;:!?$\"'*") != "":
-            return (after[1],), "number"
+            if not after[2] and _offers_alternative(span[last_end : after[0]]):
+                after = (after[0], after[1], (segs[-1][2],))  # "$5$ or 6"
+            return _number_groups(after), "number"
         grp = _group(segs, span)[-1]
-        return tuple(c for _, _, c in grp), "math"
+        return _with_competing(span, grp), "math"
     bare = _trim(_strip_stray_dollars(span))
     if _looks_bare(bare):
-        return (bare,), "bare"
+        return ((bare,),), "bare"
     num = _last_number(span)
     if num is not None:
-        return (num[1],), "number"
+        return _number_groups(num), "number"
     return None
+
+
+def _with_competing(text: str, grp: list[tuple[int, int, str]]) -> tuple[tuple[str, ...], ...]:
+    """The group of boxes/segments ``grp`` as the answer, after the number it is offered as an
+    alternative to, if any."""
+    return (*((c,) for c in _competing_before(text, grp[0][0])), tuple(c for _, _, c in grp))
+
+
+def _number_groups(num: tuple[int, tuple[str, ...], tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    _, answer, competing = num
+    return (*((c,) for c in competing), answer)
 
 
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)(?=[\s.,:;]|$)")
@@ -343,22 +429,25 @@ _LEAD_JUNK = re.compile(r"^(?:\\?[\"'`]|\*\*|__|\s)+")
 _TRAILING_LINK = re.compile(r"(?:\b(?:and|or|is|are|was|so|but|which|with)\b|[\s,;.:(])+$", re.I)
 
 
-def _answer_from_marker_tail(tail: str) -> tuple[tuple[str, ...], str] | None:
+def _answer_from_marker_tail(tail: str) -> tuple[tuple[tuple[str, ...], ...], str] | None:
     """What directly follows "the answer is" wins over numbers later in the sentence."""
     tail = _LEAD_JUNK.sub("", tail)
     choice = _CHOICE.match(tail)
     if choice:  # "The answer is (C) 42": the choice letter
-        return (choice.group(1),), "marker"
+        return ((choice.group(1),),), "marker"
     if not _find_boxes(tail, lenient=False):
         segs = _segments(tail)
         if segs and segs[0][0] == 0:
             grp = _group(segs, tail)[0]
-            return tuple(c for _, _, c in grp), "math"
+            return (tuple(c for _, _, c in grp),), "math"
         prose = _prose_word(tail)
+        num = _last_number(tail) if prose is not None and not segs else None
+        if num is not None and (num[2] or not _NUMBER.fullmatch(num[1][0])):
+            return _number_groups(num), "marker"  # "5 or maybe 6", "5, maybe six": hedged
         if prose is not None and prose.start() > 0 and not segs:
             head = _TRAILING_LINK.sub("", tail[: prose.start()]).strip()
             if head and re.search(r"\d", head):
-                return (head,), "marker"
+                return ((head,),), "marker"
     return _answer_from_span(tail)
 
 
@@ -396,19 +485,21 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         tail = text[marker_end:].lstrip(" \t\n:*")
         tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
         got = _answer_from_marker_tail(tail) if tail.strip() else None
-        if got is not None and got[0] and all(a.strip() for a in got[0]):
-            return _finish(((got[0]),), "marker")
+        if got is not None and got[0][-1] and all(a.strip() for a in got[0][-1]):
+            return _finish(got[0], "marker")
 
     if box_groups:
         groups = [tuple(c for _, _, c in g) for g in box_groups]
         if gold:
             groups = groups[-1:]
+        else:  # "5 or \boxed{6}": the box is one of two answers
+            groups[-1:] = _with_competing(text, box_groups[-1])
         return _finish(tuple(groups), "boxed")
 
     got = _answer_from_span(scan)
     if got is None:
         return None
-    return _finish((got[0],), got[1])
+    return _finish(got[0], got[1])
 
 
 def _malformed(text: str) -> Extraction:
