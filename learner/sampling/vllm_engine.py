@@ -291,8 +291,10 @@ def _stop_point(row: int, tokens: list[int], ended: bool, stop: Stop | None) -> 
     """Where ``decoding.decode`` would have ended the row: the stop rule is asked after each
     token, except the EOS that ends it (EOS wins)."""
     if stop is not None:
-        for t in range(1, len(tokens) + (0 if ended else 1)):
-            keep = stop(row, tokens[:t])
+        prefix: list[int] = []  # grown token by token, as the loop's rows are
+        for token in tokens[:len(tokens) - 1] if ended else tokens:
+            prefix.append(token)
+            keep = stop(row, prefix)
             if keep is not None:
                 return keep, STOP
     return len(tokens), EOS if ended else LENGTH
