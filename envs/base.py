@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,6 +55,14 @@ def is_infra_error(info: Mapping[str, Any]) -> bool:
 def max_reward(env: TaskEnv) -> float:
     """The highest total reward: every positively weighted component at 1."""
     return sum(w for w in env.reward_weights.values() if w > 0)
+
+
+def answer_rule(env: Any) -> Callable[[str], int | None] | None:
+    """The env's ``answer_end`` where it has one of its own, None where it keeps ``TaskEnv``'s
+    (no rule: the learner then decodes no text while it samples, where asking a rule that
+    always says None cost a decode per token)."""
+    hook = getattr(env, "answer_end", None)
+    return None if hook is None or getattr(hook, "__func__", None) is TaskEnv.answer_end else hook
 
 
 def score_each(env: TaskEnv, tasks: Sequence[Task], completions: Sequence[str]
@@ -367,7 +375,8 @@ class TaskEnv(gym.Env[str, str]):
         """Where a single-turn answer is complete: the index just after it in ``text`` once
         nothing after it could change the grade, else ``None`` (the default: the whole text
         counts). A learner calls it on a completion as it grows and stops sampling there, so
-        it neither pays for nor trains on text the grade ignores."""
+        it neither pays for nor trains on text the grade ignores; an env that does not override
+        it has no rule (``answer_rule``), and its completions are never decoded while sampled."""
         return None
 
     # -- stateless scoring (thread-safe; the learner grades groups concurrently) ------------

@@ -1,11 +1,14 @@
 """Batched generation with the tiny model: masks, greedy agreement with transformers, compaction,
 and the sampling log-probs the loss passes reproduce."""
 
+import contextlib
+
 import torch
 from transformers import DynamicCache
 
 from learner.model import cache_kwarg, chat_prompt
 from learner.sampling.decoding import sample_next
+from learner.sampling.engine import HFEngine
 from learner.sampling.kernels.kv_cache import HEADROOM, ReservedLayer, decode_cache
 from learner.sampling.rollout import generate
 from learner.training.forward import completion_logprobs
@@ -204,3 +207,101 @@ def test_a_row_stops_where_the_answer_end_rule_says_keeping_the_token_that_compl
         assert not cut.truncated[row]  # a stop is an ending, not a truncation
         assert cut.logprobs[row, :n].ne(0).all() and cut.logprobs[row, n:].eq(0).all()
     assert cut.lengths.lt(free.lengths).all()
+
+
+class _CountingDecodes:
+    """Counts the tokens a stop rule decodes: ``tokenizer.decode`` calls (and their tokens)
+    and the steps of tokenizers' streaming decoder."""
+
+    def __init__(self, monkeypatch, tok):
+        import learner.sampling.decoding as decoding
+
+        self.calls = self.tokens = 0
+        real_decode, real_stream = tok.decode, decoding.DecodeStream
+
+        def decode(*args, **kwargs):
+            ids = args[0] if args else kwargs["token_ids"]
+            self.calls, self.tokens = self.calls + 1, self.tokens + len(ids)
+            return real_decode(*args, **kwargs)
+
+        counter = self
+
+        class Stream:
+            def __init__(self, **kwargs):
+                self.stream = real_stream(**kwargs)
+
+            def step(self, tokenizer, token):
+                counter.calls, counter.tokens = counter.calls + 1, counter.tokens + 1
+                return self.stream.step(tokenizer, token)
+
+        monkeypatch.setattr(tok, "decode", decode)
+        monkeypatch.setattr(decoding, "DecodeStream", Stream)
+
+
+def test_the_stop_rule_decodes_each_token_once(monkeypatch):
+    """4 rows of 128 tokens under a rule that never fires: decoding every prefix again took
+    516 calls over 33,028 tokens (O(L^2)); the rule now reads each new token once."""
+    tok, model = h.tokenizer(), h.model()
+    count = _CountingDecodes(monkeypatch, tok)
+    asked = []
+    roll = generate(model, tok, _templated(), group_size=2, max_new_tokens=128,
+                    answer_end=lambda text: asked.append(text))
+    rows_tokens = int(roll.lengths.sum())
+    assert roll.lengths.eq(128).all()  # no row stopped: every token was read
+    assert count.tokens <= rows_tokens + roll.completion_ids.numel()  # + the texts at the end
+    assert count.calls <= rows_tokens + 1
+    assert asked and len(asked) <= rows_tokens  # asked only when a row's text grew
+
+
+def test_an_env_without_an_answer_rule_is_not_decoded_while_sampling(monkeypatch):
+    from envs.base import answer_rule
+    from envs.code_tests import CodeTestsEnv
+    from learner.sampling.graded import sample_graded
+
+    assert answer_rule(h.ShortEnv()) is None  # TaskEnv's default: no rule
+    code = CodeTestsEnv.__new__(CodeTestsEnv)  # answer_end reads no state
+    assert answer_rule(code) == code.answer_end
+    tok, model, env = h.tokenizer(), h.model(), h.ShortEnv()
+    tasks = [env.pack.task_at("train", i) for i in range(2)]
+    count = _CountingDecodes(monkeypatch, tok)
+    graded = sample_graded(lambda: contextlib.nullcontext(HFEngine(model)), tok, env, tasks,
+                           [env.prompt(t) for t in tasks], group_size=2, max_new_tokens=32,
+                           bridge=None, workers=1)
+    assert len(graded.rollout.texts) == 4
+    assert count.calls == 1  # the finished texts' one batch_decode
+
+
+def test_incremental_text_is_the_decoded_text_with_either_decoder():
+    """Tokens of text with multi-byte characters split over byte tokens, fenced code and a
+    special token, fed one by one: the kept text is ``decode``'s, through tokenizers' stream
+    and through the window used for a tokenizer without one, and the cut is the old one's."""
+    from learner.sampling.decoding import RowText, text_stop
+
+    tok = h.tokenizer()
+    text = "Sure 😀 ```python\ndef f(x):\n    return x  # é中文\n``` then prose <|im_end|> end"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    complete = 0
+    for streaming in (True, False):
+        row = RowText(tok)
+        if not streaming:
+            row._stream = None
+        for k, token in enumerate(ids, 1):
+            row.add(token)
+            whole = tok.decode(ids[:k], skip_special_tokens=True)
+            assert whole.startswith(row.text)  # a character not yet complete shows later
+            if not whole.endswith("\ufffd"):
+                assert row.text == whole
+                complete = k
+        assert complete == len(ids)
+    fence = "```"
+
+    def end(t):
+        at = t.find(fence, t.find(fence) + 1)
+        return None if at < 0 or t.find(fence) < 0 else at + 3
+
+    stop = text_stop(tok, end)
+    keep = next(k for k in range(1, len(ids) + 1) if stop(0, ids[:k]) is not None)
+    cut = stop(0, ids[:keep])
+    assert tok.decode(ids[:cut], skip_special_tokens=True).endswith("```")
+    assert not tok.decode(ids[:cut - 1], skip_special_tokens=True).endswith("```")
+    assert stop(0, ids[:1]) is None  # a new row (a new call) starts over

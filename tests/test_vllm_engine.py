@@ -201,21 +201,47 @@ def _greedy_agree(trainer, engine, tok, budget=16):
     return ours.completion_ids, compared
 
 
+def _engine_vs_trainer(engine, policy, tok):
+    """The largest |engine - trainer| log-prob over 16 rows the engine samples at temperature 1
+    (most tokens are not the argmax, and each log-prob depends on every logit of its position
+    through the softmax's normaliser: the output head's whole weight)."""
+    engine.reseed(0)
+    roll = generate(None, tok, _templated(tok), group_size=4, max_new_tokens=12,
+                    temperature=1.0, engine=engine)
+    logp = _scored(policy, roll, torch.arange(len(roll.texts)) // 4, 1.0, 1.0)
+    own = roll.completion_mask.bool()
+    return float((logp[own] - roll.logprobs[own]).abs().max())
+
+
+@torch.no_grad()
+def _move(policy, lora):
+    """A weight change the engine must see: the tied input embedding and output head (full
+    fine-tuning), or every LoRA B matrix (its merged delta, or the adapter)."""
+    torch.manual_seed(0)
+    for name, p in policy.named_parameters():
+        if (".lora_B." in name) if lora else name.endswith("embed_tokens.weight"):
+            p.add_(torch.randn_like(p) * (0.5 if lora else 0.05))
+
+
 @pytest.mark.parametrize("lora", [None, "merged", "adapter"])
-def test_after_an_update_the_engines_greedy_is_the_trainers(vllm_engine, vllm_model, tmp_path,
-                                                            lora):
+def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_model, tmp_path,
+                                                          lora):
+    """After an optimizer step and after a change to the tied embedding and head (or the LoRA
+    matrices), the engine's log-probs are the trainer's, within float rounding; before the
+    change reaches the engine they are far apart, so the check cannot pass by chance."""
     vllm_engine.lora = lora or "merged"
     cfg = h.config(tmp_path, steps=1, eval=False, learning_rate=3e-2, beta=0.0, group_size=4,
                    max_new_tokens=8, lora_r=8 if lora else 0, lora_alpha=32)
     model, tok = _policy(vllm_model)
     trainer = GRPOTrainer(cfg, model=model, tokenizer=tok, env=h.ShortEnv(),
                           engine=vllm_engine)
-    before, _ = _greedy_agree(trainer, vllm_engine, tok)
+    assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
     metrics = trainer.train_step().metrics
     assert not metrics["skipped"]
-    after, compared = _greedy_agree(trainer, vllm_engine, tok)
+    # Whether one step changes the greedy tokens is chance; the log-probs are not.
+    assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
+    _, compared = _greedy_agree(trainer, vllm_engine, tok)
     assert compared >= 24  # most of the 4 x 16 tokens were compared
-    assert not torch.equal(before, after)  # the update reached the engine
     if lora == "adapter":
         assert vllm_engine._lora_request is not None  # vLLM applied the adapter itself
     # The step logged the engine/trainer mismatch on its own samples: float noise here.
@@ -223,6 +249,11 @@ def test_after_an_update_the_engines_greedy_is_the_trainers(vllm_engine, vllm_mo
     assert metrics["rollout/logprob_abs_diff_max"] < ATOL
     assert metrics["rollout/seq_ratio_min"] <= 1 <= metrics["rollout/seq_ratio_max"] < 1 + 1e-3
     assert "time/engine_sync_s" in metrics
+    _move(trainer.policy, lora)
+    stale = _engine_vs_trainer(vllm_engine, trainer.policy, tok)
+    assert stale > 1000 * ATOL, stale  # an engine that missed the change fails the check
+    trainer.sync_engine()
+    assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
 
 
 def test_the_hf_loop_logs_the_same_mismatch_figures(tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from envs.base import answer_rule
 from envs.learner_env import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
@@ -62,7 +63,7 @@ def sample_graded(sampler: Callable[[], AbstractContextManager[SamplingEngine]],
         roll = generate(None, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
                         temperature=temperature, top_p=top_p, engine=engine,
-                        answer_end=env.answer_end)
+                        answer_end=answer_rule(env))
     generate_s, t1 = time.perf_counter() - t0, time.perf_counter()
     scores = score_all(env, [t for t in tasks for _ in range(group_size)], roll.texts,
                        workers, scorer)

@@ -188,14 +188,25 @@ class VLLMEngine:
         else:
             self._reload(checkpoint_weights(policy, dtype=self.dtype))
             self._base, self._lora_request = None, None
-        self.llm.reset_prefix_cache()  # cached prompts were computed with the old weights
+        # Cached prompts were computed with the old weights: a prompt seen before the sync
+        # would be continued from them.
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM kept its prefix cache after a weight sync (requests still "
+                               "running): its next completions would use the old weights")
         self.sync_s = time.perf_counter() - t0
 
     def _reload(self, weights: Iterator[tuple[str, Tensor]]) -> None:
         # The worker is in this process: the iterator and its tensors pass by reference.
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights,
                                                           "is_checkpoint_format": True})
-        self.llm.apply_model(_repack_tied_head)
+        repacked = all(self.llm.apply_model(_repack_tied_head))
+        tied = getattr(self.llm.llm_engine.model_config.hf_text_config, "tie_word_embeddings",
+                       False)
+        if tied and not repacked and self._device.type == "cpu":
+            # A head left with its old packed weights samples from the old policy, silently:
+            # one step at lr 3e-2 moved log-probs by 1.9 (tests/test_vllm_engine.py).
+            raise RuntimeError("vLLM's output head is tied to the embeddings, but no head "
+                               "sharing their weight was found to refresh after a sync")
 
     def _push_adapter(self, policy: torch.nn.Module) -> None:
         from vllm.lora.request import LoRARequest
@@ -230,14 +241,19 @@ def checkpoint_weights(model: torch.nn.Module, merge: bool = True,
 
 
 def _checkpoint_weights(model: torch.nn.Module, merge: bool) -> Iterator[tuple[str, Tensor]]:
+    # Tied tensors go under each of their names (the output head under ``lm_head.weight`` too):
+    # vLLM unties a head the checkpoint holds a copy of (ModelConfig's
+    # maybe_untie_word_embeddings), and such a head would otherwise keep its first weights.
+    # Where vLLM ties them, its loader skips the head's name.
     if not _is_peft(model):
-        yield from ((name, p.detach()) for name, p in model.named_parameters())
+        yield from ((name, p.detach())
+                    for name, p in model.named_parameters(remove_duplicate=False))
         return
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
     lora = {name: m for name, m in base.named_modules() if isinstance(m, LoraLayer)}
-    for name, p in base.named_parameters():
+    for name, p in base.named_parameters(remove_duplicate=False):
         if ".lora_" in name:
             continue
         owner, _, leaf = name.rpartition(".")
@@ -255,7 +271,8 @@ def _repack_tied_head(model: torch.nn.Module) -> bool:
     """vLLM's in-place reload processes the layers it loads again; an output head tied to the
     embeddings loads nothing (its weight is theirs), so on CPU it would go on multiplying by
     the copy its kernel packed from the old weights (vLLM's reload notes, "tied parameters").
-    Pack it again from the shared weight (a no-op on a GPU)."""
+    Pack it again from the shared weight (a no-op on a GPU); False where the model has no
+    head sharing the embeddings' weight."""
     head = getattr(model, "lm_head", None)
     embed = getattr(getattr(model, "model", None), "embed_tokens", None)
     if head is None or embed is None or not hasattr(head, "quant_method") \
@@ -274,8 +291,10 @@ def _stop_point(row: int, tokens: list[int], ended: bool, stop: Stop | None) -> 
     """Where ``decoding.decode`` would have ended the row: the stop rule is asked after each
     token, except the EOS that ends it (EOS wins)."""
     if stop is not None:
-        for t in range(1, len(tokens) + (0 if ended else 1)):
-            keep = stop(row, tokens[:t])
+        prefix: list[int] = []  # grown token by token, as the loop's rows are
+        for token in tokens[:len(tokens) - 1] if ended else tokens:
+            prefix.append(token)
+            keep = stop(row, prefix)
             if keep is not None:
                 return keep, STOP
     return len(tokens), EOS if ended else LENGTH
