@@ -7,7 +7,7 @@ action asks for, raw, so a test sends what no well-behaved server would:
 - ``observation <n>``: a final step whose observation carries ``n`` bytes of text;
 - anything else: reward 0.5.
 
-A reset with seed 1 answers a prompt of ``BIG_PROMPT`` bytes; ``big_metadata=True`` makes
+A reset with seed 2 (a train seed) answers a prompt of ``BIG_PROMPT`` bytes; ``big_metadata=True`` makes
 ``/metadata`` that large too. Served by uvicorn in a thread on a free loopback port.
 """
 
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
-import time
 from collections.abc import Iterator
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tests.openenv_serve_helpers import serve_app
 
 #: 50 MB: the issue's hostile observation and prompt.
 BIG_PROMPT = 50 << 20
@@ -60,7 +59,7 @@ def app(big_metadata: bool = False) -> Starlette:
                 message = json.loads(await socket.receive_text())
                 data = message.get("data") or {}
                 if message.get("type") == "reset":
-                    size = BIG_PROMPT if data.get("seed") == 1 else 20
+                    size = BIG_PROMPT if data.get("seed") == 2 else 20
                     text = json.dumps({"prompt": "p" * size})
                     await socket.send_text(_frame(text, "null", False))
                 elif message.get("type") == "step":
@@ -84,19 +83,5 @@ def app(big_metadata: bool = False) -> Starlette:
 @contextlib.contextmanager
 def hostile(big_metadata: bool = False) -> Iterator[str]:
     """Serve the hostile app; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app(big_metadata), host="127.0.0.1", port=0,
-                                           log_level="warning", ws_max_size=1 << 20))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the hostile server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_app(app(big_metadata), "the hostile server", ws_max_size=1 << 20) as url:
+        yield url

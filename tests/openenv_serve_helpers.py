@@ -22,7 +22,15 @@ def served(env_id: str, env_kwargs: dict[str, Any] | None = None, **options: Any
     """Serve ``env_id``; yields its base URL (``http://127.0.0.1:PORT``)."""
     app = build_app(env_id, env_kwargs, **options)
     limit = options.get("max_body_bytes", MAX_BODY_BYTES)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, ws_max_size=limit,
+    with serve_app(app, f"the test server for {env_id}", ws_max_size=limit) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_app(app: Any, what: str, *, ws_max_size: int) -> Iterator[str]:
+    """Run an ASGI ``app`` with uvicorn in a thread on a free loopback port; yields its base
+    URL and stops it on exit."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, ws_max_size=ws_max_size,
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -30,7 +38,7 @@ def served(env_id: str, env_kwargs: dict[str, Any] | None = None, **options: Any
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
-            raise RuntimeError(f"the test server for {env_id} did not start")
+            raise RuntimeError(f"{what} did not start")
         time.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:

@@ -248,7 +248,7 @@ def test_rewards_out_of_range_and_oversized_messages_are_one_line_infrastructure
             assert "max_observation_bytes" in line and "\n" not in line
             # The 50 MB reset prompt: the task has no prompt, and reset says why in one line.
             with pytest.raises(ConnectionError, match="max_observation_bytes") as err:
-                env.reset(seed=0, options={"task_id": f"{env.pack.name}/seed-1"})
+                env.reset(seed=0, options={"task_id": f"{env.pack.name}/seed-2"})
             assert "\n" not in str(err.value)
             assert env.score(task, "fine")[0] == 0.5  # and the client keeps playing
         finally:
