@@ -23,6 +23,7 @@ class FakeTrainer:
     def __init__(self, config, *, env, scorer):
         self.accelerator = SimpleNamespace(is_main_process=True, num_processes=1,
                                            device=SimpleNamespace(type="cpu"))
+        self.device = self.accelerator.device  # the run's device (GRPOTrainer.device)
         self.save_at_end = True
 
     def train(self):
