@@ -42,6 +42,7 @@ from envs.openenv_server.side_by_side import (  # noqa: E402
     mixed_cases,
     play,
     reference,
+    replay_kwargs,
 )
 
 
@@ -51,7 +52,7 @@ def server(env_id: str, sessions: int) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    kwargs = json.dumps(SERVED[env_id])
+    kwargs = json.dumps(replay_kwargs(env_id))  # the cases are test tasks, played by id
     proc = subprocess.Popen([sys.executable, "-m", "envs", "serve", env_id, "--env-kwargs",
                              kwargs, "--port", str(port), "--max-sessions", str(sessions)],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)

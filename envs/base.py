@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 
 from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
@@ -314,17 +315,22 @@ class TaskEnv(gym.Env[str, str]):
         options = options or {}
         if "task_id" in options:
             task = self.task_in_split(str(options["task_id"]))
-        elif self.split == ALL_SPLITS:
-            raise PackError(f"split='{ALL_SPLITS}' serves tasks by id only: reset(options="
-                            "{'task_id': ...}), or make the env with split='train' to draw one")
         else:
-            size = self.pack.size(self.split)
-            if size == 0:
-                raise PackError(f"split '{self.split}' of pack '{self.pack.name}' is empty")
-            index = int(self.np_random.integers(size if size is not None else 2**31 - 1))
-            task = self.pack.task_at(self.split, index)
+            task = self.task_at_random(self.np_random)
         self._episode = self.episode(task)
         return self.prompt(task), self.task_info(task)
+
+    def task_at_random(self, rng: np.random.Generator) -> Task:
+        """A task of this env's split drawn with ``rng`` (``reset``'s draw: the same seed, the
+        same task, in process or served)."""
+        if self.split == ALL_SPLITS:
+            raise PackError(f"split='{ALL_SPLITS}' serves tasks by id only: reset(options="
+                            "{'task_id': ...}), or make the env with split='train' to draw one")
+        size = self.pack.size(self.split)
+        if size == 0:
+            raise PackError(f"split '{self.split}' of pack '{self.pack.name}' is empty")
+        index = int(rng.integers(size if size is not None else 2**31 - 1))
+        return self.pack.task_at(self.split, index)
 
     def task_in_split(self, task_id: str) -> Task:
         """The task ``task_id`` names, when it is in this env's split (any split for

@@ -26,7 +26,14 @@ from websockets.sync.client import connect  # noqa: E402
 import envs  # noqa: E402,F401
 from envs.cli_serve import ServeError, resolve_token  # noqa: E402
 from envs.openenv_server.manifest import manifest, write_manifest  # noqa: E402
-from envs.openenv_server.side_by_side import SERVED, mixed_cases, play, reference  # noqa: E402
+from envs.openenv_server.side_by_side import (  # noqa: E402
+    SERVED,
+    mixed_cases,
+    play,
+    reference,
+    replay_kwargs,
+)
+from tasks import PackError  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.openenv_serve_helpers import served  # noqa: E402
 from tests.polling import free_port, wait_until  # noqa: E402
@@ -108,6 +115,29 @@ def test_an_episode_over_the_wire_is_the_in_process_episode():
         assert other == env.reset(seed=6)[1]["task_id"]
 
 
+def test_a_train_server_refuses_a_test_task_by_id_with_task_envs_line():
+    env = gym.make(MATH, **ARITH).unwrapped
+    held_out = env.pack.task_at("test", 0)
+    with pytest.raises(PackError) as in_process:
+        env.reset(options={"task_id": held_out.id})
+    refusal = str(in_process.value)
+    assert "\n" not in refusal and "split='all'" in refusal
+    with served(MATH, ARITH) as url, GenericEnvClient(base_url=url) as client:
+        with pytest.raises(RuntimeError) as over_the_wire:
+            client.reset(task_id=held_out.id)
+        assert refusal in str(over_the_wire.value)
+        with pytest.raises(RuntimeError, match="not this env's split"):
+            client.reset(options={"task_id": held_out.id})  # the options' way too
+        train = client.reset(seed=0).observation["task_id"]  # the session still serves
+        assert env.pack.get(train).split == "train"
+        assert client.reset(task_id=train).observation["task_id"] == train
+    with served(MATH, {**ARITH, "split": "all"}) as url, GenericEnvClient(base_url=url) as client:
+        obs = client.reset(task_id=held_out.id).observation
+        assert obs["task_id"] == held_out.id and obs["prompt"] == env.prompt(held_out)
+        with pytest.raises(RuntimeError, match="by id only"):
+            client.reset(seed=0)  # as gym.make(..., split="all").reset(seed=0)
+
+
 def test_a_third_party_env_is_served_and_infra_errors_say_so():
     with served(THIRD_PARTY) as url, GenericEnvClient(base_url=url) as client:
         client.reset(seed=1)
@@ -124,7 +154,8 @@ def test_generic_client_rewards_equal_score_on_mixed_completions():
         env = gym.make(env_id, **kwargs).unwrapped
         cases = mixed_cases(env, env_id, kwargs, 24)
         assert {c.kind for c in cases} >= {"gold", "hacks", "honest"}
-        with served(env_id, kwargs) as url, GenericEnvClient(base_url=url) as client:
+        with served(env_id, replay_kwargs(env_id)) as url, \
+                GenericEnvClient(base_url=url) as client:
             got = [play(client, case)[0] for case in cases]
         want = [reference(env, case) for case in cases]
         assert got == want, env_id
@@ -360,7 +391,7 @@ def test_no_observation_before_done_carries_gold_text_in_any_built_in_pack():
 
     checked = 0
     for env_id, pack in _builtin_packs():
-        app = build_app(env_id, {"pack": pack})
+        app = build_app(env_id, {"pack": pack, "split": "all"})  # test tasks, by id
         env = app.state.served.env
         size = env.pack.size("test") or env.pack.size("train") or 50
         split = "test" if env.pack.size("test") is not None or env.pack.size("train") is None \

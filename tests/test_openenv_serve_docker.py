@@ -17,6 +17,7 @@ from envs.openenv_server.side_by_side import (  # noqa: E402
     mixed_cases,
     play,
     reference,
+    replay_kwargs,
 )
 from tests.openenv_serve_helpers import served  # noqa: E402
 
@@ -30,7 +31,8 @@ def test_generic_client_rewards_equal_score_on_the_sandboxed_envs(env_id):
     env = gym.make(env_id, **kwargs).unwrapped
     try:
         cases = mixed_cases(env, env_id, kwargs, 10)
-        with served(env_id, kwargs) as url, GenericEnvClient(base_url=url) as client:
+        with served(env_id, replay_kwargs(env_id)) as url, \
+                GenericEnvClient(base_url=url) as client:
             got = [play(client, case)[0] for case in cases]
         want = [reference(env, case) for case in cases]
     finally:

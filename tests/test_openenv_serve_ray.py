@@ -44,7 +44,7 @@ def test_a_server_grading_on_the_ray_cluster_equals_local_grading(cluster):
         want = [reference(env, case) for case in cases]
     finally:
         env.close()
-    with served(CODE, kwargs, ray_address=cluster.address) as url, \
+    with served(CODE, {**kwargs, "split": "test"}, ray_address=cluster.address) as url, \
             GenericEnvClient(base_url=url) as client:
         got = [play(client, case)[0] for case in cases]
     assert got == want and want[:2] == [max(want)] * 2 and max(want) > 0

@@ -190,10 +190,12 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
             self._rng, _ = seeding.np_random(seed)
         elif self._rng is None:
             self._rng, _ = seeding.np_random()
+        # As TaskEnv.reset: a task id outside the served split is refused (split="all" serves
+        # any), so a train server never hands out a test task.
         if task_id is not None:
-            task = env.pack.get(str(task_id))
+            task = env.task_in_split(str(task_id))
         else:
-            task = _task_at_random(env, self._rng)
+            task = env.task_at_random(self._rng)
         self._episode = self.served.episode(task)
         self._state = EpisodeState(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
                                    task_id=task.id)
@@ -244,15 +246,6 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
     def close(self) -> None:
         # The served env outlives every session (the server closes it at shutdown).
         self._episode = None
-
-
-def _task_at_random(env: TaskEnv, rng: np.random.Generator) -> Task:
-    # The same draw as TaskEnv.reset, so a seed picks the same task in and out of process.
-    size = env.pack.size(env.split)
-    if size == 0:
-        raise ValueError(f"split '{env.split}' of pack '{env.pack.name}' is empty")
-    index = int(rng.integers(size if size is not None else 2**31 - 1))
-    return env.pack.task_at(env.split, index)
 
 
 def _seconds(value: Any) -> float | None:

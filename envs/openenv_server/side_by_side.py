@@ -5,7 +5,8 @@
 material: the golds (full marks), the card's corpora of known hacks and honest answers
 (``envs/card/corpora``), and the shallow completions (empty, the prompt echoed, constants).
 A tool env also gets episodes that call the tool before answering. ``play`` runs one case
-through an OpenEnv client; ``reference`` is ``env.score`` of the case's final turn.
+through an OpenEnv client; ``reference`` is ``env.score`` of the case's final turn. The cases are played by task id, on
+a server made with ``replay_kwargs`` (``split="all"``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envs.base import TaskEnv
+from envs.base import ALL_SPLITS, TaskEnv
 from envs.card.corpus import CORPORA, load
 from tasks import PackError
 
@@ -27,6 +28,15 @@ SERVED: dict[str, dict[str, Any]] = {
     "grpo/JsonSchema-v0": {"pack": "extract"},
     "grpo/MathPython-v0": {"pack": "arith", "level": 1},
 }
+
+
+def replay_kwargs(env_id: str) -> dict[str, Any]:
+    """``SERVED[env_id]`` with ``split="all"``: the keywords of a server that replays
+    ``mixed_cases`` (test tasks, and corpus lines of any split) by id, which a server of the
+    train split refuses."""
+    return {**SERVED[env_id], "split": ALL_SPLITS}
+
+
 #: A tool call a tool episode makes before its answer.
 TOOL_CALL = "Let me check.\n```python\nprint(6 * 7)\n```"
 
