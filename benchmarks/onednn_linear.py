@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     import envs  # noqa: F401
     from learner.config import Config
     from learner.model import chat_prompt
+    from learner.sampling.engine import HFEngine
     from learner.sampling.kernels import onednn_linear
     from learner.sampling.rollout import generate
     from learner.training.trainer import GRPOTrainer
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             use(kernel)
             torch.manual_seed(r)
             start = time.perf_counter()
-            roll = generate(trainer.policy, trainer.tokenizer, prompts, group_size=args.group,
-                            max_new_tokens=args.max_new_tokens)
+            roll = generate(HFEngine(trainer.policy), trainer.tokenizer, prompts,
+                            group_size=args.group, max_new_tokens=args.max_new_tokens)
             gen_s = time.perf_counter() - start
             start = time.perf_counter()
             stats = trainer.update(batch)

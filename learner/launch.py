@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from learner import presets
+from learner import presets, run_layout
 from learner.config import Config
 from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.infra import InfraCount, accuracy_line
@@ -79,7 +79,7 @@ def train(config: Config) -> int:
     try:
         return _train(config)
     except KeyboardInterrupt:  # before training started, or while final/ was being saved
-        saved = checkpoint.latest(config.output_dir)
+        saved = run_layout.latest(config.output_dir)
         then = (f"resume with: {resume_command(config)}" if saved is not None
                 else "nothing was saved")
         print(f"interrupted (SIGINT) outside a training step; {then}", file=sys.stderr)
@@ -114,7 +114,10 @@ def _train(config: Config) -> int:
 
         silence_deepspeed_cpu_notice()  # accelerate imports DeepSpeed, which says "CPU" on CPU
 
-        trainer = GRPOTrainer(config, env=env, scorer=scorer)
+        # A finished run's final/ holds its weights: the last checkpoint (optimizer state
+        # too, about 3x the model) is only written when asked for, to train further.
+        trainer = GRPOTrainer(config, env=env, scorer=scorer,
+                              save_at_end=config.keep_final_checkpoint)
     except (SetupError, ModelLoadError, UnsupportedBackend) as exc:
         if scorer is not None:
             scorer.close()
@@ -128,9 +131,6 @@ def _train(config: Config) -> int:
             print(f"--overwrite: removed the earlier run's {', '.join(removed)} from {out}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(run_record(config, trainer), indent=1))
-    # A finished run's final/ holds its weights: the last checkpoint (optimizer state too,
-    # about 3x the model) is only written when asked for, to train further with --resume.
-    trainer.save_at_end = config.keep_final_checkpoint
     from learner.training.stops import RunStopped
 
     failed = False  # after an unexpected error no barrier: a peer may never arrive

@@ -83,22 +83,6 @@ def parse(source: str, mode: str = "exec") -> ast.AST:
         return ast.parse(source, mode=mode)
 
 
-def imported_modules(*sources: str) -> list[str]:
-    """The modules these sources import."""
-    names: set[str] = set()
-    for source in sources:
-        try:
-            tree = parse(source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module)
-    return sorted(names)
-
-
 def _bound_names(tree: ast.AST) -> set[str]:
     """Names a piece of code defines: assignments, functions, classes, imports, loop targets."""
     names: set[str] = set()

@@ -9,6 +9,7 @@ import torch
 from learner.model import load_model, load_tokenizer
 from learner.sampling.chat import ChatBridge, TemplateError
 from learner.sampling.decoding import eos_ids
+from learner.sampling.engine import HFEngine
 from learner.sampling.episodes import run_episodes
 from learner.training.batching import select_rows
 from learner.training.forward import completion_logprobs
@@ -23,7 +24,7 @@ def _tasks(env, n=2):
 def _episodes(model, tok, env, n=2, group=3, **kw):
     tasks = _tasks(env, n)
     kw.setdefault("max_new_tokens", 10)
-    return tasks, run_episodes(model, tok, env, tasks, [env.prompt(t) for t in tasks],
+    return tasks, run_episodes(HFEngine(model), tok, env, tasks, [env.prompt(t) for t in tasks],
                                group_size=group, **kw)
 
 
@@ -152,7 +153,7 @@ def test_an_infrastructure_failure_mid_episode_is_dropped_not_scored(tmp_path):
     step = t.train_step()
     infra = ~step.samples.graded
     assert 0 < int(infra.sum()) < len(infra)
-    assert step.metrics["samples/infra_errors"] == int(infra.sum())
+    assert step.metrics["samples/infra_errors"] == step.infra_errors == int(infra.sum())
     assert (step.advantages[infra] == 0).all()
     for i in infra.nonzero().squeeze(-1).tolist():
         assert step.samples.scores.infos[i]["reason"] == "sandbox_error"
@@ -293,7 +294,7 @@ def test_real_math_python_episodes_with_a_model_that_learned_to_call_the_tool(tm
         if float(out.loss.detach()) < 0.05 and torch.equal(
                 out.logits[0, :-1].argmax(-1)[targets], labels[0, 1:][targets]):
             break
-    eps = run_episodes(model, tok, env, [task], [env.prompt(task)], group_size=1,
+    eps = run_episodes(HFEngine(model), tok, env, [task], [env.prompt(task)], group_size=1,
                        max_new_tokens=len(turn1) + 8, greedy=True)
     transcript = eps.rollout.transcripts[0]
     assert [t["role"] for t in transcript] == ["user", "assistant", "tool", "assistant"]

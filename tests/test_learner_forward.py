@@ -4,9 +4,10 @@ log-softmax on valid positions only) equal those of one plain forward, and so do
 import pytest
 import torch
 
+from learner import distribution
 from learner.model import chat_prompt, load_model
+from learner.sampling.engine import HFEngine
 from learner.sampling.rollout import generate
-from learner.training import grpo
 from learner.training.forward import (
     completion_lengths,
     completion_logits,
@@ -25,7 +26,7 @@ def rows(tmp_path_factory):
     model.train()
     prompts = [chat_prompt(tok, "What is 2 + 3?"), chat_prompt(tok, "Add 4 and 5, please.")]
     torch.manual_seed(0)
-    roll = generate(model, tok, prompts, group_size=4, max_new_tokens=9)
+    roll = generate(HFEngine(model), tok, prompts, group_size=4, max_new_tokens=9)
     keep = torch.tensor([0, 1, 2, 3, 5, 6, 7])
     lengths = torch.tensor([3, 9, 1, 7, 5, 2, 9])
     mask = (torch.arange(roll.completion_ids.shape[1]) < lengths.unsqueeze(-1)).long()
@@ -53,8 +54,8 @@ def test_logprobs_entropy_and_gradients_match_one_plain_forward(rows, share_prom
     temperature = 0.7
 
     logits = completion_logits(model, *args)
-    want = grpo.token_logprobs(logits, ids, temperature) * mask
-    want_entropy = grpo.token_entropy(logits.detach(), temperature) * mask
+    want = distribution.token_logprobs(logits, ids, temperature) * mask
+    want_entropy = distribution.token_entropy(logits.detach(), temperature) * mask
     (want * weights).sum().backward()
     want_grads = _grads(model)
 
@@ -95,7 +96,7 @@ def test_the_gradient_is_the_same_on_every_run_with_several_threads(rows):
     model, tok = rows[0], h.tokenizer()
     prompts = [chat_prompt(tok, f"What is {i} + 3?") for i in range(4)]
     torch.manual_seed(0)
-    roll = generate(model, tok, prompts, group_size=8, max_new_tokens=12)
+    roll = generate(HFEngine(model), tok, prompts, group_size=8, max_new_tokens=12)
     n, width = roll.completion_ids.shape
     lengths = torch.randint(1, width + 1, (n,), generator=torch.Generator().manual_seed(1))
     mask = (torch.arange(width) < lengths.unsqueeze(-1)).long()

@@ -5,6 +5,8 @@ import math
 import pytest
 import torch
 
+from learner import distribution
+from learner.choices import LOSS_TYPES
 from learner.evaluation.heldout import pass_at_k
 from learner.training import grpo
 
@@ -46,11 +48,11 @@ def test_token_logprobs_match_log_softmax():
     logits = torch.randn(2, 3, 11)
     tokens = torch.randint(0, 11, (2, 3))
     want = torch.log_softmax(logits / 0.7, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    assert torch.allclose(grpo.token_logprobs(logits, tokens, 0.7), want, atol=1e-6)
+    assert torch.allclose(distribution.token_logprobs(logits, tokens, 0.7), want, atol=1e-6)
 
 
 def test_entropy_of_uniform_is_log_vocab():
-    assert grpo.token_entropy(torch.zeros(1, 2, 8))[0].tolist() == pytest.approx([math.log(8)] * 2)
+    assert distribution.token_entropy(torch.zeros(1, 2, 8))[0].tolist() == pytest.approx([math.log(8)] * 2)
 
 
 def test_kl_k3_by_hand():
@@ -83,7 +85,7 @@ def test_aggregate_loss_types_by_hand():
     assert float(grpo.aggregate(per_token, mask, "dr_grpo", **norm)) == pytest.approx(10 / 10)
 
 
-@pytest.mark.parametrize("loss_type", grpo.LOSS_TYPES)
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_micro_batches_sum_to_the_full_batch_loss(loss_type):
     torch.manual_seed(1)
     per_token, mask = torch.randn(6, 5), (torch.rand(6, 5) > 0.3).long()
@@ -108,7 +110,7 @@ def test_grpo_loss_at_ratio_one_is_minus_mean_advantage_plus_kl():
 def test_policy_gradient_pushes_up_advantaged_tokens():
     logits = torch.zeros(1, 1, 3, requires_grad=True)
     tokens = torch.tensor([[1]])
-    logp = grpo.token_logprobs(logits, tokens)
+    logp = distribution.token_logprobs(logits, tokens)
     loss, _ = grpo.grpo_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 1),
                              beta=0.0, eps_low=0.2, eps_high=0.2, loss_type="grpo",
                              total_sequences=1, total_tokens=1, max_tokens=1)
@@ -151,17 +153,17 @@ def test_top_p_logprobs_and_entropy_are_of_the_renormalised_nucleus():
     assert math.exp(2) / z == pytest.approx(0.6439, abs=1e-4)
     nucleus = math.exp(2) + math.exp(1)
     tokens = torch.tensor([[0], [1], [2]]).view(3)
-    got = grpo.token_logprobs(logits.expand(3, 4), tokens, temperature=1.0, top_p=0.8)
+    got = distribution.token_logprobs(logits.expand(3, 4), tokens, temperature=1.0, top_p=0.8)
     # Token 2 lies outside the nucleus: scored, it is kept in the support (the sampled token).
     want = [2 - math.log(nucleus), 1 - math.log(nucleus), 0 - math.log(nucleus + 1)]
     assert got.tolist() == pytest.approx(want, rel=1e-6)
     p0, p1 = math.exp(2) / nucleus, math.exp(1) / nucleus
-    entropy = grpo.token_entropy(logits, top_p=0.8)
+    entropy = distribution.token_entropy(logits, top_p=0.8)
     assert entropy.tolist() == pytest.approx([-(p0 * math.log(p0) + p1 * math.log(p1))])
     # At temperature 2 the logits halve: probs 0.455, 0.276, 0.167, 0.102; 0.8 keeps three.
-    scaled = grpo.sampling_logits(logits, temperature=2.0, top_p=0.8)
+    scaled = distribution.sampling_logits(logits, temperature=2.0, top_p=0.8)
     assert scaled.tolist() == [[1.0, 0.5, 0.0, float("-inf")]]
-    assert grpo.sampling_logits(logits, 1.0, 1.0).tolist() == logits.tolist()
+    assert distribution.sampling_logits(logits, 1.0, 1.0).tolist() == logits.tolist()
 
 
 def test_gspo_clips_the_sequence_ratio_at_the_papers_range():

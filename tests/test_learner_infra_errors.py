@@ -10,12 +10,12 @@ import json
 
 import pytest
 
+from learner import run_layout
 from learner.evaluation.gates import episode_summary, heldout_accuracy
 from learner.evaluation.heldout import EvalResult, evaluate, heldout_tasks
 from learner.evaluation.infra import InfraCount, accuracy_line, counted_mean
 from learner.evaluation.report import headline, key_figures, render_html
 from learner.launch import format_eval
-from learner.training import checkpoint
 from learner.training.run_log import read_metrics
 from learner.training.stops import InfraErrors, InfraWatch
 from tests import learner_helpers as h
@@ -216,7 +216,7 @@ def test_training_past_the_rate_stops_in_one_line_with_a_checkpoint(tmp_path):
         f"--max-infra-error-rate 0.05; first: {REASON}): stopped after step 1 of 3 rather than "
         "train on the rest; checkpoint saved")
     assert stopped.value.exit_code == 1
-    assert checkpoint.latest(cfg.output_dir).name == "step-0000001"  # resumable there
+    assert run_layout.latest(cfg.output_dir).name == "step-0000001"  # resumable there
     rows = read_metrics(cfg.output_dir)
     assert [r["step"] for r in rows] == [1]
     assert rows[0]["samples/infra_errors"] == 4 and rows[0]["accuracy"] is None
@@ -279,4 +279,4 @@ def test_the_command_line_prints_one_line_and_metrics_carry_null(tmp_path, capsy
     assert rows[0]["step"] == 0 and rows[0]["eval/accuracy"] is None
     assert rows[0]["eval/n"] == 3 and rows[0]["eval/infra_errors"] == 3
     assert rows[1]["step"] == 1 and rows[1]["samples/infra_errors"] == 4
-    assert checkpoint.latest(out).name == "step-0000001"
+    assert run_layout.latest(out).name == "step-0000001"

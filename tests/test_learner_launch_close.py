@@ -20,11 +20,11 @@ class FakeTrainer:
     outcome: object = None
     closed: list[bool] = []
 
-    def __init__(self, config, *, env, scorer):
+    def __init__(self, config, *, env, scorer, save_at_end):
         self.accelerator = SimpleNamespace(is_main_process=True, num_processes=1,
                                            device=SimpleNamespace(type="cpu"))
         self.device = self.accelerator.device  # the run's device (GRPOTrainer.device)
-        self.save_at_end = True
+        self.save_at_end = save_at_end
 
     def train(self):
         if isinstance(self.outcome, BaseException):

@@ -21,7 +21,7 @@ import gymnasium as gym
 import pytest
 
 from envs.verify.verdict import Verdict
-from learner.training import checkpoint
+from learner import run_layout
 from learner.training.run_log import read_metrics
 from learner.training.stops import GradingOutage, StopSignals
 from tests import learner_helpers as h
@@ -146,7 +146,7 @@ def test_an_engine_lost_mid_run_stops_it_within_a_step_with_a_checkpoint(tmp_pat
         assert message.startswith("grading stopped at step 2 of 4: cannot reach the Docker "
                                   f"engine at unix://{proxy.path}")
         assert "scripts/ensure-docker.sh" in message and "\n" not in message
-        assert checkpoint.latest(cfg.output_dir).name == "step-0000002"  # resumable there
+        assert run_layout.latest(cfg.output_dir).name == "step-0000002"  # resumable there
         assert [r["step"] for r in read_metrics(cfg.output_dir)] == [1, 2]
         t.close()
     finally:
@@ -186,7 +186,7 @@ def test_a_ray_cluster_that_goes_away_stops_the_run_too(tmp_path):
                     scorer=LostClusterScorer(env))
     with pytest.raises(GradingOutage, match="step 1 of 3: cannot reach the Ray cluster"):
         t.train()
-    assert checkpoint.latest(cfg.output_dir).name == "step-0000001"
+    assert run_layout.latest(cfg.output_dir).name == "step-0000001"
 
 
 class OneLostContainerEnv(h.ShortEnv):
@@ -237,7 +237,7 @@ def test_sigint_saves_a_checkpoint_says_how_to_resume_and_the_resume_says_where(
     done, out, tiny = interrupt(tmp_path, signal.SIGINT)
     assert done.returncode == 130, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    saved = checkpoint.latest(out)
+    saved = run_layout.latest(out)
     step = int(saved.name.split("-")[1])
     assert 1 <= step < 500
     last = done.stderr.strip().splitlines()[-1]
@@ -262,7 +262,7 @@ def test_sigterm_stops_the_same_way_with_143(tmp_path):
     assert done.returncode == 143, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert "stopped by SIGTERM after step" in done.stderr.strip().splitlines()[-1]
-    assert checkpoint.latest(out) is not None
+    assert run_layout.latest(out) is not None
 
 
 def test_a_second_signal_exits_at_once():
@@ -300,16 +300,16 @@ def test_checkpoints_every_few_minutes_keep_only_the_latest(tmp_path):
 
     # A deadline shorter than any step: every step but the last is due (the last is the end's).
     cfg = h.config(tmp_path, steps=3, eval=False, save_every_minutes=1e-9)
-    t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv())
-    t.save_at_end = False
+    t = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
+                    save_at_end=False)
     t.train()
-    assert os.listdir(checkpoint.checkpoint_dir(cfg.output_dir)) == ["step-0000002"]
+    assert os.listdir(run_layout.checkpoint_dir(cfg.output_dir)) == ["step-0000002"]
 
     off = h.config(tmp_path / "off", steps=2, eval=False, save_every_minutes=0)
-    t = GRPOTrainer(off, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv())
-    t.save_at_end = False
+    t = GRPOTrainer(off, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
+                    save_at_end=False)
     t.train()
-    assert checkpoint.latest(off.output_dir) is None
+    assert run_layout.latest(off.output_dir) is None
 
 
 # -- 4. disk -----------------------------------------------------------------------------------

@@ -211,13 +211,13 @@ def test_stale_samples_with_the_correction_use_the_decoupled_objective(tmp_path,
 def test_a_checkpoint_during_a_draw_saves_the_trained_steps_position(tmp_path):
     import json
 
-    from learner.training import checkpoint
+    from learner import run_layout
 
     t = trainer(tmp_path, steps=3, async_steps=1)
     t.train_step()
     assert t.ahead.pending
     t.save()
-    state = json.loads((checkpoint.latest(t.config.output_dir) / checkpoint.STATE_FILE)
+    state = json.loads((run_layout.latest(t.config.output_dir) / run_layout.STATE_FILE)
                        .read_text())
     assert state["position"] == t.config.prompts_per_step  # not the draw's prompts
     t.close()

@@ -23,7 +23,7 @@ def _templated():
 
 def test_greedy_matches_transformers_generate():
     tok, model = h.tokenizer(), h.model()
-    ours = generate(model, tok, _templated(), group_size=1, max_new_tokens=12, greedy=True)
+    ours = generate(HFEngine(model), tok, _templated(), group_size=1, max_new_tokens=12, greedy=True)
     enc = tok(_templated(), return_tensors="pt", padding=True, add_special_tokens=False)
     ref = model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
     ref_texts = tok.batch_decode(ref[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -32,7 +32,7 @@ def test_greedy_matches_transformers_generate():
 
 def test_groups_are_prompt_major_and_shapes_agree():
     torch.manual_seed(0)
-    roll = generate(h.model(), h.tokenizer(), _templated(), group_size=3, max_new_tokens=6)
+    roll = generate(HFEngine(h.model()), h.tokenizer(), _templated(), group_size=3, max_new_tokens=6)
     assert roll.prompt_ids.shape[0] == roll.completion_ids.shape[0] == 6
     assert len(roll.texts) == 6
     assert torch.equal(roll.prompt_ids[0], roll.prompt_ids[2])
@@ -50,9 +50,9 @@ def test_dropping_finished_rows_changes_nothing():
         lambda mod, inp, out: out.index_add(-1, eos, torch.full((*out.shape[:-1], 1), 1.1)))
     prompts = [chat_prompt(tok, f"What is {i} + {j}?") for i in range(3) for j in range(3)]
     try:
-        kept = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
+        kept = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
                         compact_fraction=2.0)
-        dropped = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
+        dropped = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=16, greedy=True,
                            compact_fraction=0.0)
     finally:
         hook.remove()
@@ -76,7 +76,7 @@ def test_a_completion_ends_at_its_first_eos_and_only_a_full_one_is_truncated():
 
     hook = model.lm_head.register_forward_hook(boost)
     try:
-        roll = generate(model, tok, _templated(), group_size=1, max_new_tokens=6, greedy=True,
+        roll = generate(HFEngine(model), tok, _templated(), group_size=1, max_new_tokens=6, greedy=True,
                         compact_fraction=2.0)  # no compaction: row 0 stays at index 0
     finally:
         hook.remove()
@@ -115,7 +115,7 @@ def test_sampling_logprobs_are_those_the_loss_passes_compute_at_the_same_tempera
     prompts = [chat_prompt(tok, f"What is {i} + 4?") for i in range(3)]
     for temperature, top_p in ((0.7, 1.0), (1.3, 0.8)):
         torch.manual_seed(0)
-        roll = generate(model, tok, prompts, group_size=4, max_new_tokens=10,
+        roll = generate(HFEngine(model), tok, prompts, group_size=4, max_new_tokens=10,
                         temperature=temperature, top_p=top_p)
         groups = torch.arange(3).repeat_interleave(4)
         with torch.no_grad():
@@ -175,7 +175,7 @@ def test_a_loaded_model_on_onednn_decodes_long_completions_as_transformers_does(
         lambda mod, inp, out: out.index_fill(-1, eos, -1e4))
     try:
         n = HEADROOM + 16
-        ours = generate(model, tok, _templated(), group_size=1, max_new_tokens=n, greedy=True)
+        ours = generate(HFEngine(model), tok, _templated(), group_size=1, max_new_tokens=n, greedy=True)
         enc = tok(_templated(), return_tensors="pt", padding=True, add_special_tokens=False)
         ref = model.generate(**enc, max_new_tokens=n, do_sample=False,
                              pad_token_id=tok.pad_token_id)
@@ -187,7 +187,7 @@ def test_a_loaded_model_on_onednn_decodes_long_completions_as_transformers_does(
 
 def test_a_row_stops_where_the_answer_end_rule_says_keeping_the_token_that_completes_it():
     tok, model = h.tokenizer(), h.model()
-    free = generate(model, tok, _templated(), group_size=1, max_new_tokens=24, greedy=True)
+    free = generate(HFEngine(model), tok, _templated(), group_size=1, max_new_tokens=24, greedy=True)
     assert min(len(t) for t in free.texts) > 12  # the rule below ends every row early
     seen = []
 
@@ -197,7 +197,7 @@ def test_a_row_stops_where_the_answer_end_rule_says_keeping_the_token_that_compl
         seen.append(text)
         return 6 if len(text) >= 12 else None
 
-    cut = generate(model, tok, _templated(), group_size=1, max_new_tokens=24, greedy=True,
+    cut = generate(HFEngine(model), tok, _templated(), group_size=1, max_new_tokens=24, greedy=True,
                    answer_end=end)
     assert seen  # asked as the rows grew
     for row, (whole, text) in enumerate(zip(free.texts, cut.texts, strict=True)):
@@ -244,7 +244,7 @@ def test_the_stop_rule_decodes_each_token_once(monkeypatch):
     tok, model = h.tokenizer(), h.model()
     count = _CountingDecodes(monkeypatch, tok)
     asked = []
-    roll = generate(model, tok, _templated(), group_size=2, max_new_tokens=128,
+    roll = generate(HFEngine(model), tok, _templated(), group_size=2, max_new_tokens=128,
                     answer_end=lambda text: asked.append(text))
     rows_tokens = int(roll.lengths.sum())
     assert roll.lengths.eq(128).all()  # no row stopped: every token was read

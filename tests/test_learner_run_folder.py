@@ -14,10 +14,9 @@ import gymnasium as gym
 import pytest
 import torch
 
-from learner import plot, run
+from learner import plot, run, run_layout
 from learner.config import parse_config
 from learner.provenance import git_state
-from learner.training import checkpoint
 from learner.training.output_dir import RUN_FILES
 from tests import learner_helpers as h
 
@@ -28,7 +27,7 @@ def earlier_run(out: Path) -> None:
     """What a longer earlier run leaves: a later checkpoint, its model, logs and plots."""
     step = out / "checkpoints" / "step-0000040"
     step.mkdir(parents=True)
-    (step / checkpoint.STATE_FILE).write_text(json.dumps({"step": 40, "position": 0}))
+    (step / run_layout.STATE_FILE).write_text(json.dumps({"step": 40, "position": 0}))
     (out / "final").mkdir()
     (out / "final" / "config.json").write_text("{}")
     (out / "config.json").write_text(json.dumps({"env": "grpo/MathExact-v0", "steps": 40}))
@@ -57,7 +56,7 @@ def test_a_folder_holding_a_run_is_refused_in_one_line_before_torch_loads(tmp_pa
     assert len(err) == 1, err
     assert err[0].startswith(f"error: --output-dir {out} already holds a run (checkpoints/")
     assert err[0].endswith("pass --resume to continue it or --overwrite to replace it")
-    assert checkpoint.latest(out).name == "step-0000040"  # nothing was touched
+    assert run_layout.latest(out).name == "step-0000040"  # nothing was touched
 
 
 def test_a_folder_holding_other_files_is_refused_too(tmp_path, capsys):
@@ -88,7 +87,7 @@ def test_overwrite_leaves_nothing_of_the_earlier_run_and_config_records_provenan
     # The new run's checkpoint is the latest (the earlier step-40 one once outranked it, and
     # learner.eval --run graded the old model), and no old file is mixed in.
     assert os.listdir(out / "checkpoints") == ["step-0000001"]
-    assert checkpoint.latest(out).name == "step-0000001"
+    assert run_layout.latest(out).name == "step-0000001"
     assert (out / "final" / "model.safetensors").is_file()
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").open()] == [1]
     assert all(json.loads(line)["step"] == 1 for line in (out / "samples.jsonl").open())

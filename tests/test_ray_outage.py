@@ -17,7 +17,7 @@ pytest.importorskip("ray", reason="pip install -e '.[ray]'")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from learner.training import checkpoint  # noqa: E402
+from learner import run_layout  # noqa: E402
 from learner.training.run_log import read_metrics  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.polling import free_port  # noqa: E402
@@ -89,7 +89,7 @@ def test_a_cluster_gone_mid_run_stops_in_one_line_and_resume_continues(tmp_path)
     assert proc.returncode == 1, stderr
     lines = errors(stderr)
     assert len(lines) == 1, stderr
-    stopped = checkpoint.latest(out)
+    stopped = run_layout.latest(out)
     assert stopped is not None, stderr
     step = int(stopped.name.removeprefix("step-"))
     assert lines[0].startswith(f"error: grading stopped at step {step} of {STEPS}: ")

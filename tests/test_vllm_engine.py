@@ -86,14 +86,15 @@ def test_a_vllm_rollout_is_the_rollout_type_with_the_trainers_logprobs(vllm_engi
     vllm_engine.sync(model)
     group, budget, temperature, top_p = 4, 12, 0.7, 0.9
     vllm_engine.reseed(0)  # the engine's own generator: the global one is the update's
-    roll = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
-                    temperature=temperature, top_p=top_p, engine=vllm_engine)
+    roll = generate(vllm_engine, tok, _templated(tok), group_size=group, max_new_tokens=budget,
+                    temperature=temperature, top_p=top_p)
     torch.manual_seed(1)  # the global generator does not decide the engine's draws
     vllm_engine.reseed(0)
-    again = generate(None, tok, _templated(tok), group_size=group, max_new_tokens=budget,
-                     temperature=temperature, top_p=top_p, engine=vllm_engine)
+    again = generate(vllm_engine, tok, _templated(tok), group_size=group,
+                     max_new_tokens=budget, temperature=temperature, top_p=top_p)
     assert torch.equal(roll.completion_ids, again.completion_ids)  # a seeded run repeats
-    ref = generate(model, tok, _templated(tok), group_size=group, max_new_tokens=budget)
+    ref = generate(HFEngine(model), tok, _templated(tok), group_size=group,
+                   max_new_tokens=budget)
     assert roll.prompt_ids.shape == ref.prompt_ids.shape  # same prompts, same layout
     assert torch.equal(roll.prompt_ids, ref.prompt_ids)
     n = len(PROMPTS) * group
@@ -151,9 +152,8 @@ def test_multi_turn_episodes_through_vllm_are_token_in_token_out(vllm_engine, vl
     tasks = [env.pack.task_at("train", i) for i in range(2)]
     temperature, top_p = 0.7, 0.9
     torch.manual_seed(0)
-    eps = run_episodes(None, tok, env, tasks, [env.prompt(t) for t in tasks], group_size=3,
-                       max_new_tokens=10, temperature=temperature, top_p=top_p,
-                       engine=vllm_engine)
+    eps = run_episodes(vllm_engine, tok, env, tasks, [env.prompt(t) for t in tasks],
+                       group_size=3, max_new_tokens=10, temperature=temperature, top_p=top_p)
     roll = eps.rollout
     action, mask = roll.action_mask.bool(), roll.completion_mask.bool()
     inner = [bool((a[m] == 0).any() and a[m][-1]) for a, m in zip(action, mask, strict=True)]
@@ -182,10 +182,9 @@ def _greedy_agree(trainer, engine, tok, budget=16):
     """Greedy completions by the engine and by the learner's loop on the trainer's policy,
     compared up to each row's first near-tie; returns the engine's and the compared count."""
     prompts = _templated(tok)
-    ours = generate(None, tok, prompts, group_size=1, max_new_tokens=budget, greedy=True,
-                    engine=engine)
-    theirs = generate(trainer.policy, tok, prompts, group_size=1, max_new_tokens=budget,
-                      greedy=True)
+    ours = generate(engine, tok, prompts, group_size=1, max_new_tokens=budget, greedy=True)
+    theirs = generate(HFEngine(trainer.policy), tok, prompts, group_size=1,
+                      max_new_tokens=budget, greedy=True)
     with torch.no_grad():
         logits = completion_logits(trainer.policy, theirs.prompt_ids, theirs.prompt_mask,
                                    theirs.completion_ids, theirs.completion_mask)
@@ -206,8 +205,8 @@ def _engine_vs_trainer(engine, policy, tok):
     (most tokens are not the argmax, and each log-prob depends on every logit of its position
     through the softmax's normaliser: the output head's whole weight)."""
     engine.reseed(0)
-    roll = generate(None, tok, _templated(tok), group_size=4, max_new_tokens=12,
-                    temperature=1.0, engine=engine)
+    roll = generate(engine, tok, _templated(tok), group_size=4, max_new_tokens=12,
+                    temperature=1.0)
     logp = _scored(policy, roll, torch.arange(len(roll.texts)) // 4, 1.0, 1.0)
     own = roll.completion_mask.bool()
     return float((logp[own] - roll.logprobs[own]).abs().max())

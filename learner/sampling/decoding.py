@@ -9,7 +9,7 @@ One call decodes a batch of contexts together, written for small models on CPU a
   once around all its calls (``kernels.onednn_linear.packed_weights``).
 
 Every sampled token's log-prob under the distribution it was drawn from (temperature, top-p:
-``grpo.sampling_logits``) is recorded, for the same tokens the loss passes score later.
+``distribution.sampling_logits``) is recorded, for the same tokens the loss passes score later.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Tenso
 
 
 def sample_next(logits: Tensor, temperature: float, top_p: float, greedy: bool) -> Tensor:
-    """One token per row from the sampling distribution (``grpo.sampling_logits``)."""
+    """One token per row from the sampling distribution (``distribution.sampling_logits``)."""
     if greedy:
         return logits.argmax(-1)
     probs = torch.softmax(sampling_logits(logits, temperature, top_p), dim=-1)

@@ -24,13 +24,13 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from envs.learner_env import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad, text_stop
-from learner.sampling.engine import HFEngine, SamplingEngine
+from learner.sampling.engine import SamplingEngine
 from learner.sampling.rollout import Rollout
 from learner.sampling.scoring import Scores
 from tasks import Task
@@ -72,17 +72,16 @@ class Episodes:
     step_s: float
 
 
-def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
+def generate_turn(engine: SamplingEngine, tokenizer: PreTrainedTokenizerBase,
                   contexts: list[list[int]], budgets: list[int], *,
                   tool_call_end: Callable[[str], int | None] | None,
                   temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                  compact_fraction: float = 0.25, engine: SamplingEngine | None = None
+                  compact_fraction: float = 0.25
                   ) -> tuple[list[list[int]], list[list[float]], list[str], int]:
     """One turn for each context (token ids, prompt and history): per row the sampled tokens,
     their log-probs at sampling time, why the turn stopped (``eos``, ``tool`` or ``length``),
-    and the positions decoded in all. ``engine`` decodes (default: ``decoding.decode`` on
-    ``model``), with a stop per row at a tool call's end."""
-    engine = engine or HFEngine(model)
+    and the positions decoded in all. ``engine`` decodes, with a stop per row at a tool
+    call's end."""
     device = engine.device
     ids, mask = left_pad(contexts, tokenizer.pad_token_id)
     stop = text_stop(tokenizer, tool_call_end) if tool_call_end is not None else None
@@ -98,15 +97,14 @@ def generate_turn(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerB
     return tokens, logprobs, why, out.decoded
 
 
-def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBase,
+def run_episodes(engine: SamplingEngine, tokenizer: PreTrainedTokenizerBase,
                  env: LearnerEnv, tasks: Sequence[Task], prompts: Sequence[str], *,
                  group_size: int, max_new_tokens: int, max_episode_tokens: int = 0,
                  temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                 workers: int = 16, bridge: ChatBridge | None = None,
-                 engine: SamplingEngine | None = None) -> Episodes:
+                 workers: int = 16, bridge: ChatBridge | None = None) -> Episodes:
     """``group_size`` episodes per task, to the end; ``prompts`` are the user messages (the
     env's prompts, or perturbed ones), put through the chat template here. ``engine`` samples
-    the turns (default: the learner's own loop on ``model``).
+    the turns (``HFEngine(model)``: the learner's own loop).
 
     ``max_new_tokens`` bounds each turn; ``max_episode_tokens`` (0: no bound beyond the turn
     limit) bounds a row's whole completion, observations included. An episode whose turn hits
@@ -119,7 +117,6 @@ def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBa
     unpadded = [ids[m.bool()].tolist() for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
     rows = [_Row(task, i, env.episode(task), [{"role": "user", "content": prompts[i]}])
             for i, task in enumerate(tasks) for _ in range(group_size)]
-    engine = engine or HFEngine(model)
     steps = _EnvSteps(env, bridge, engine.eos_ids(tokenizer).tolist(), max_episode_tokens)
     decoded, gen_s = 0, 0.0
     # One engine session for all the turns (hf: the weights are packed once).
@@ -131,9 +128,9 @@ def run_episodes(model: PreTrainedModel | None, tokenizer: PreTrainedTokenizerBa
                        min(max_new_tokens, max_episode_tokens - len(r.tokens)) for r in live]
             t0 = time.perf_counter()
             turns, lps, why, n = generate_turn(
-                model, tokenizer, [unpadded[r.prompt] + r.tokens for r in live], budgets,
+                engine, tokenizer, [unpadded[r.prompt] + r.tokens for r in live], budgets,
                 tool_call_end=getattr(env, "tool_call_end", None), temperature=temperature,
-                top_p=top_p, greedy=greedy, engine=engine)
+                top_p=top_p, greedy=greedy)
             gen_s += time.perf_counter() - t0
             decoded += n
             actions = []

@@ -54,16 +54,15 @@ def sample_graded(sampler: Callable[[], AbstractContextManager[SamplingEngine]],
     t0 = time.perf_counter()
     with sampler() as engine:
         if bridge is not None:
-            eps = run_episodes(None, tokenizer, env, tasks, prompts, group_size=group_size,
+            eps = run_episodes(engine, tokenizer, env, tasks, prompts, group_size=group_size,
                                max_new_tokens=max_new_tokens,
                                max_episode_tokens=max_episode_tokens, greedy=greedy,
                                temperature=temperature, top_p=top_p, workers=workers,
-                               bridge=bridge, engine=engine)
+                               bridge=bridge)
             return Graded(eps.rollout, eps.scores, eps.generate_s, eps.step_s)
-        roll = generate(None, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
+        roll = generate(engine, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                        temperature=temperature, top_p=top_p, engine=engine,
-                        answer_end=answer_rule(env))
+                        temperature=temperature, top_p=top_p, answer_end=answer_rule(env))
     generate_s, t1 = time.perf_counter() - t0, time.perf_counter()
     scores = score_all(env, [t for t in tasks for _ in range(group_size)], roll.texts,
                        workers, scorer)

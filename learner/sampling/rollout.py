@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from learner.sampling.decoding import LENGTH, encode_prompts, text_stop
-from learner.sampling.engine import HFEngine, SamplingEngine
+from learner.sampling.engine import SamplingEngine
 
 
 @dataclass
@@ -78,7 +78,7 @@ def pad_cat(tensors: list[Tensor], value: int, left: bool) -> Tensor:
 
 
 def generate(
-    model: PreTrainedModel | None,
+    engine: SamplingEngine,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     *,
@@ -88,14 +88,12 @@ def generate(
     top_p: float = 1.0,
     greedy: bool = False,
     compact_fraction: float = 0.25,
-    engine: SamplingEngine | None = None,
     answer_end: Callable[[str], int | None] | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each templated prompt; rows are prompt-major.
-    ``engine`` decodes them (default: the learner's own loop on ``model``). A row stops at
+    ``engine`` decodes them (``HFEngine(model)``: the learner's own loop). A row stops at
     EOS, at ``max_new_tokens``, or where ``answer_end(its text)`` says its answer is complete
     (the env's ``answer_end``: what follows would not be graded)."""
-    engine = engine or HFEngine(model)
     device = engine.device
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)

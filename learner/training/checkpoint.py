@@ -22,9 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# The layout is shared with the readers of a run folder (evaluation, the command line);
-# ``checkpoint.latest`` stays the writers' name for it.
-from learner.run_layout import STATE_FILE, checkpoint_dir, latest  # noqa: F401
+from learner.run_layout import STATE_FILE, checkpoint_dir
 
 if TYPE_CHECKING:  # torch-free at import: the command line finds checkpoints before torch loads
     from accelerate import Accelerator

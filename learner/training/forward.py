@@ -51,7 +51,7 @@ def completion_logprobs(
     bucket_overhead: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """(B, T) log-probs of ``completion_ids`` (0 where ``completion_mask`` is 0) under the
-    sampling distribution (``temperature``, ``top_p``: ``grpo.sampling_logits``) and, with
+    sampling distribution (``temperature``, ``top_p``: ``distribution.sampling_logits``) and, with
     ``entropy``, that distribution's entropy at the same positions (detached).
 
     ``prompt_ids`` are left-padded, ``completion_ids`` right-padded (``completion_mask`` is the

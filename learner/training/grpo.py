@@ -37,12 +37,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from learner.choices import IMPORTANCE_LEVELS, IS_CORRECTIONS, IS_MODES, LOSS_TYPES, SCALE_REWARDS
-from learner.distribution import nucleus_floor, sampling_logits, token_entropy, token_logprobs
+from learner.choices import IMPORTANCE_LEVELS, IS_MODES, LOSS_TYPES, SCALE_REWARDS
 
-# Re-exported with the math.
-__all__ = ["IMPORTANCE_LEVELS", "IS_CORRECTIONS", "IS_MODES", "LOSS_TYPES", "SCALE_REWARDS", "nucleus_floor",
-           "sampling_logits", "token_entropy", "token_logprobs"]
 
 # -- rewards and advantages --------------------------------------------------------------------
 def overlong_penalty(lengths: Tensor, max_tokens: int, cache: int) -> Tensor:

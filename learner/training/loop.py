@@ -53,6 +53,7 @@ class Step:
     flags: StepFlags  # the reward-hack monitor's counts, over every process
     shaping: StepShaping
     metrics: dict[str, Any]
+    infra_errors: int  # samples that failed for infrastructure, over every process
 
     def sample_groups(self, n: int | None) -> list[dict[str, Any]]:
         """The first ``n`` groups of this process (None: all), as ``samples.jsonl`` keeps
@@ -147,10 +148,12 @@ class TrainLoop:
                     tqdm.write(run_notes.estimate_line(time.perf_counter() - t0,
                                                        c.steps - t.step, c.eval))
                 self.warn(step, watch, stop)
-                metrics = {**step.metrics, **(self.evaluations(result) if stop is None else {})}
-                if stop is None:  # a stopping run evaluates nothing more
-                    self.say_if_refused(t.step, metrics)
-                self.record(step, metrics)
+                # A stopping run evaluates nothing more.
+                evaluated = self.evaluations(result) if stop is None else None
+                if evaluated is not None:
+                    self.say_if_refused(t.step, evaluated)
+                metrics = {**step.metrics, **(evaluated or {})}
+                self.record(step, metrics, evaluated=evaluated is not None)
                 if stop is not None:
                     t.save()
                     raise stop
@@ -166,16 +169,16 @@ class TrainLoop:
         result["flags"] = self.monitor.total
         return result
 
-    def evaluations(self, result: dict[str, Any]) -> dict[str, Any]:
+    def evaluations(self, result: dict[str, Any]) -> dict[str, Any] | None:
         """The held-out metrics due after this step (``--eval-every``, and the last step's,
-        which are also ``result["after"]``)."""
+        which are also ``result["after"]``); None when no evaluation is due."""
         t, c = self.t, self.c
-        out: dict[str, Any] = {}
+        out: dict[str, Any] | None = None
         if c.eval and c.eval_every and t.step % c.eval_every == 0 and t.step < c.steps:
-            out.update(t.evaluate())
+            out = t.evaluate()
         if c.eval and t.step == c.steps:
             result["after"] = t.evaluate()
-            out.update(result["after"])
+            out = {**(out or {}), **result["after"]}
         return out
 
     def warn(self, step: Step, watch: run_notes.NoSignalWatch, stop: RunStopped | None) -> None:
@@ -191,17 +194,16 @@ class TrainLoop:
                         self.monitor.observe_shaping(step.number, step.shaping)):
             if warning and self.main:
                 tqdm.write(f"warning: {warning}")
-        if (step.metrics["samples/infra_errors"] and not self.infra_warned and self.main
-                and stop is None):
+        if step.infra_errors and not self.infra_warned and self.main and stop is None:
             self.infra_warned = True  # once: a sandbox that fails some samples may fail many
             tqdm.write(f"warning: {self.infra_notice(step)}")
 
-    def record(self, step: Step, metrics: dict[str, Any]) -> None:
+    def record(self, step: Step, metrics: dict[str, Any], *, evaluated: bool) -> None:
         t, c = self.t, self.c
         if not self.log:
             return
         self.log.log(t.step, metrics)
-        if "eval/accuracy" in metrics:  # evaluated at this step
+        if evaluated:  # at this step: its held-out answers too
             self.log.heldout(t.step, t.heldout_records)
         # The last step's groups too: a run shorter than K steps still leaves some.
         if c.samples_every and (t.step % c.samples_every == 0 or t.step == c.steps):
@@ -256,7 +258,7 @@ class TrainLoop:
         (``InfraWatch``). A few lost containers are not a reason: their samples are dropped
         from the update and counted in ``samples/infra_errors``."""
         t, steps = self.t, self.c.steps
-        failed = step.metrics["samples/infra_errors"]  # over every process
+        failed = step.infra_errors
         outage = grading_outage(t) if failed else None
         outages = [o for o in t.procs.gather_objects(outage) if o]
         if outages:
@@ -273,7 +275,7 @@ class TrainLoop:
 
     def infra_notice(self, step: Step) -> str:
         n = len(step.samples.scores.rewards) * self.t.procs.world
-        errors = step.metrics["samples/infra_errors"]
+        errors = step.infra_errors
         reason = infra_reason(step.samples.scores) or "on another process"
         return (f"step {step.number}: {errors} of {n} samples were not scored because the "
                 f"sandbox failed ({reason}). They are dropped from the update and counted in "

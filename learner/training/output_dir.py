@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from learner.training import checkpoint
+from learner import run_layout
 
 #: Everything a run writes at the top of its folder: ``config.json`` and ``final/`` (launch),
 #: ``metrics.jsonl``, ``samples.jsonl`` and ``tensorboard/`` (run_log, with the ``.tmp`` files
@@ -49,7 +49,7 @@ def resume_problem(path: str | Path) -> str | None:
     folder holds no run: then a new one starts there). A folder with a run's files but no
     checkpoint is refused: starting over would replace its config and logs."""
     path = Path(path)
-    if checkpoint.latest(path) is not None or not path.is_dir():
+    if run_layout.latest(path) is not None or not path.is_dir():
         return None
     found = sorted(name + ("/" if (path / name).is_dir() else "") for name in RUN_FILES
                    if (path / name).exists())

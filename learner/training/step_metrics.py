@@ -29,7 +29,7 @@ class StepTimes:
 
 def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
                  flags: StepFlags, shaping: StepShaping, times: StepTimes, *, lr: float,
-                 procs: Processes) -> dict[str, Any]:
+                 procs: Processes, infra_errors: int) -> dict[str, Any]:
     """Every figure of the step; per-process numbers are averaged over processes (flags and
     shaping counts, and the update's ``rollout/*`` mismatch and IS figures, are already
     global: averaging leaves them as they are)."""
@@ -39,7 +39,7 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
            for k, v in out.items()}
     out.update(samples.draw_mismatch)  # global already: the engine mismatch at draw time
     out.update(grading_metrics(samples.scores.infos, procs))
-    out.update(infra_metrics(samples, procs))
+    out.update(infra_metrics(samples, procs, infra_errors))
     out.update(hack_monitor.step_metrics(flags))
     if shaping.graded:
         out["samples/shaping_only_frac"] = shaping.shaping_only / shaping.graded
@@ -89,12 +89,16 @@ def grading_metrics(infos: Sequence[Mapping[str, Any]], procs: Processes) -> dic
     return out
 
 
-def infra_metrics(samples: StepSamples, procs: Processes) -> dict[str, Any]:
-    """Over every process's samples: ``samples/infra_errors``, how many failed for
-    infrastructure, and ``accuracy``, with those counted as misses (never a smaller
+def infra_errors(samples: StepSamples, procs: Processes) -> int:
+    """How many of the step's samples failed for infrastructure, over every process."""
+    return sum(procs.gather_ints(sum(map(bool, samples.scores.infra_error))))
+
+
+def infra_metrics(samples: StepSamples, procs: Processes, failed: int) -> dict[str, Any]:
+    """Over every process's samples: ``samples/infra_errors`` (``failed``, from
+    ``infra_errors``) and ``accuracy``, with those counted as misses (never a smaller
     denominator) and None past 1% of the step's samples (``learner.evaluation.infra``)."""
     scores = samples.scores
-    failed = sum(procs.gather_ints(sum(map(bool, scores.infra_error))))
     total = sum(procs.gather_ints(len(scores.rewards)))
     passed = sum(procs.gather_ints(sum(bool(p) and not f for p, f in
                                        zip(scores.passed, scores.infra_error, strict=True))))

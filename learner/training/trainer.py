@@ -26,6 +26,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.learner_env import LearnerEnv
+from learner import run_layout
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.env_setup import make_env, ray_scorer
 from learner.evaluation.during_training import heldout_metrics
@@ -49,7 +50,7 @@ from learner.training.distributed import (
 from learner.training.loop import Step, TrainLoop
 from learner.training.policy_setup import prepare_policy
 from learner.training.samples import StepSamples
-from learner.training.step_metrics import StepTimes, step_metrics
+from learner.training.step_metrics import StepTimes, infra_errors, step_metrics
 from learner.training.stops import InfraWatch, out_of_memory_as
 from learner.training.update import PolicyUpdate
 
@@ -58,8 +59,11 @@ class GRPOTrainer:
     def __init__(self, config: Config, *, model: PreTrainedModel | None = None,
                  tokenizer: PreTrainedTokenizerBase | None = None, env: LearnerEnv | None = None,
                  accelerator: Accelerator | None = None, scorer: RemoteScorer | None = None,
-                 engine: SyncedEngine | None = None):
+                 engine: SyncedEngine | None = None, save_at_end: bool = True):
         self.config = c = config
+        #: Whether ``train`` checkpoints the last step. The command line passes
+        #: --keep-final-checkpoint: a finished run's final/ holds its weights.
+        self.save_at_end = save_at_end
         # A process group that exists already (a vLLM engine's, or the caller's accelerator's)
         # is not the run's to end: ``close`` leaves it to its owner.
         self._group_is_ours = not (torch.distributed.is_available()
@@ -161,15 +165,18 @@ class GRPOTrainer:
         self.step += 1
         flags, shaping = hack_monitor.step_counts(self.env, samples, self.config.group_size,
                                                   self.procs)
+        failed = infra_errors(samples, self.procs)
         metrics = step_metrics(samples, batch, stats, flags, shaping,
                                StepTimes(time.perf_counter() - start, train_s),
-                               lr=self.update.scheduler.get_last_lr()[0], procs=self.procs)
+                               lr=self.update.scheduler.get_last_lr()[0], procs=self.procs,
+                               infra_errors=failed)
         if self.engine is not None and sync_s is not None:
             metrics["time/engine_sync_s"] = sync_s
         if self.ahead is not None:
             metrics["rollout/staleness"] = staleness
             metrics["time/sample_wait_s"] = wait_s  # 0 when the draw kept up with training
-        return Step(self.step, samples, advantages, batch, stats, flags, shaping, metrics)
+        return Step(self.step, samples, advantages, batch, stats, flags, shaping, metrics,
+                    failed)
 
     def draw_ahead(self) -> float | None:
         """Start drawing the next step's samples with the policy's weights now; returns how
@@ -253,7 +260,7 @@ class GRPOTrainer:
         self.saved_step = self.step
 
     def resume(self) -> bool:
-        path = checkpoint.latest(self.config.output_dir)
+        path = run_layout.latest(self.config.output_dir)
         if path is None:
             return False
         state = checkpoint.load(self.accelerator, path)
@@ -273,10 +280,6 @@ class GRPOTrainer:
             with sharding.full_weights(self.accelerator, self.update.model) as policy:
                 self.engine.sync(policy)
             self._synced_version = self.update.version
-
-    #: Whether ``train`` checkpoints the last step. The command line turns it off unless
-    #: --keep-final-checkpoint: a finished run's final/ holds its weights.
-    save_at_end: bool = True
 
     def train(self) -> dict[str, Any]:
         """Run to ``config.steps`` (``loop.TrainLoop``); returns held-out metrics before (if
