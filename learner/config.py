@@ -61,6 +61,15 @@ def _opt(default: Any, help: str, **extra: Any) -> Any:
     return field(default=default, metadata=meta)
 
 
+def sampling_engine(choice: str, device_type: str) -> str:
+    """What samples the completions, the one place it is decided: ``--rollout-engine``, with
+    auto as vllm on a CUDA device where vLLM is installed and hf elsewhere (on CPU the
+    learner's loop is the faster). ``sampling.engine`` builds what this names."""
+    if choice != "auto":
+        return choice
+    return "vllm" if device_type == "cuda" and importlib.util.find_spec("vllm") else "hf"
+
+
 @dataclass
 class Config:
     # -- what to train, where to write ---------------------------------------------------------
@@ -298,12 +307,13 @@ class Config:
 
     @property
     def engine_is_vllm(self) -> bool:
-        """Whether vLLM samples the completions: ``--rollout-engine vllm``, or auto where it
-        picks vLLM (a CUDA GPU visible and vLLM installed, as ``sampling.engine`` decides)."""
-        if self.rollout_engine != "auto":
-            return self.rollout_engine == "vllm"
-        cuda = cuda_visible() if self.device == "auto" else self.device.split(":")[0] == "cuda"
-        return cuda and importlib.util.find_spec("vllm") is not None
+        """Whether vLLM samples the completions (``sampling_engine`` on the device the run
+        will get: --device, or auto's CUDA GPU where one is visible)."""
+        if self.device == "auto":
+            device_type = "cuda" if cuda_visible() else "cpu"
+        else:
+            device_type = self.device.split(":")[0]
+        return sampling_engine(self.rollout_engine, device_type) == "vllm"
 
     @property
     def is_mode(self) -> str:
@@ -472,6 +482,7 @@ def flag_kwargs(name: str) -> dict[str, Any]:
 
 
 def field_default(name: str) -> Any:
+    """``Config``'s default for field ``name`` (what the flags and ``resume_command`` take)."""
     f = _field(name)
     return f.default_factory() if f.default is dataclasses.MISSING else f.default
 

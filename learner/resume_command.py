@@ -8,14 +8,10 @@ import dataclasses
 import json
 import shlex
 
-from learner.config import Config
+from learner.config import Config, field_default
 
 #: Flags that say how to start, not what the run is: ``--resume`` replaces them.
 _NOT_REPEATED = {"resume", "overwrite", "output_dir"}
-
-
-def _default(f: dataclasses.Field) -> object:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 def resume_command(config: Config) -> str:
@@ -24,7 +20,7 @@ def resume_command(config: Config) -> str:
     for f in dataclasses.fields(Config):
         value = getattr(config, f.name)
         # Internal fields (what a recipe applied, provenance) are records, not flags.
-        if f.name in _NOT_REPEATED or f.metadata.get("internal") or value == _default(f):
+        if f.name in _NOT_REPEATED or f.metadata.get("internal") or value == field_default(f.name):
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):

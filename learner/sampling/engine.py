@@ -16,14 +16,13 @@ CPU the learner's loop is the faster of the two; see the README).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.config import Config
+from learner.config import Config, sampling_engine
 from learner.sampling.decoding import Decoded, Stop, decode, eos_ids
 from learner.sampling.kernels.onednn_linear import packed_weights
 
@@ -71,15 +70,9 @@ class HFEngine:
         return decode(self.model, ids, mask, **kwargs)
 
 
-def vllm_installed() -> bool:
-    return importlib.util.find_spec("vllm") is not None
-
-
 def engine_name(choice: str, device: torch.device) -> str:
-    """``--rollout-engine``: auto is vllm on a CUDA device where vLLM is installed, else hf."""
-    if choice != "auto":
-        return choice
-    return "vllm" if device.type == "cuda" and vllm_installed() else "hf"
+    """``--rollout-engine`` on ``device`` (``config.sampling_engine`` decides)."""
+    return sampling_engine(choice, device.type)
 
 
 class SyncedEngine(SamplingEngine, Protocol):
