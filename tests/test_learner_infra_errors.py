@@ -1,4 +1,4 @@
-"""Infrastructure failures are never a way out (issue 31, section 1): held-out accuracy counts
+"""Infrastructure failures are never a way out: held-out accuracy counts
 them as misses beside their number and refuses any figure past 1% of the samples; training
 counts them per step (``samples/infra_errors``) and stops, in one line with a checkpoint, past
 ``--max-infra-error-rate`` of the last steps' samples. Figures below are computed by hand from

@@ -339,8 +339,8 @@ def test_internal_errors_are_generic_to_the_client_and_detailed_in_the_log(monke
     from envs.openenv_server.environment import ServedEnv
 
     with served(MATH, ARITH) as url:
-        # OpenEnv's own session_id (and func) no longer reach its internal call: a TypeError
-        # whose text was sent as EXECUTION_ERROR.
+        # OpenEnv's own session_id (and func) must not reach its internal call: a TypeError
+        # whose text would go to the client as EXECUTION_ERROR.
         for extra in ({"session_id": "abc"}, {"func": 1}):
             reply = first_reply(url, {"type": "reset", "data": {"seed": 0, **extra}})
             assert reply["type"] == "observation", reply
