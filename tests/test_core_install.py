@@ -10,6 +10,7 @@ installed after the size is measured, without its dependencies, as set-up instal
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -20,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 CORE_LIMIT_MB = 300
 PIP = ("-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-warn-conflicts")
@@ -61,6 +61,25 @@ def _copy_project(to: Path) -> Path:
     return to
 
 
+def test_the_core_packages_import_nothing_of_the_learner_extra_anywhere():
+    # Lazy imports included: a core module may not reach for torch on any path.
+    import learner
+
+    extra = set(learner.EXTRA_MODULES)
+    found = []
+    for package in ("envs", "sandbox", "tasks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                         and not node.level else [])
+                found += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                          if n.split(".")[0] in extra]
+    assert found == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
 def test_the_core_install_plays_math_and_grades_code_without_torch(tmp_path):
     start = time.monotonic()
     source = _copy_project(tmp_path / "src")
