@@ -26,7 +26,7 @@ image: docker
 	$(PYTHON) -m sandbox image build
 
 # A short GRPO run of the embedded SmolLM2-135M-Instruct on single-digit addition,
-# printing held-out accuracy before and after. Installs the core only.
+# printing held-out accuracy before and after. Installs the core and the learner extra only.
 demo: install
 	$(PYTHON) -m learner.demo
 
