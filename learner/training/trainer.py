@@ -194,6 +194,8 @@ class GRPOTrainer:
     def advantages(self, samples: StepSamples) -> Tensor:
         """(B,) group-relative advantages of the graded samples; 0 for the others."""
         c = self.config
+        if c.reward_norm == "normalize_then_sum":
+            return self._normalize_then_sum(samples)
         graded, rewards = samples.graded, samples.rewards
         batch_std = None
         if c.reward_scaling == "batch" and self.procs.world > 1:
@@ -204,6 +206,27 @@ class GRPOTrainer:
             adv[graded] = grpo.group_advantages(rewards[graded], samples.groups[graded],
                                                 samples.moments, c.reward_scaling,
                                                 batch_std=batch_std)
+        return adv
+
+    def _normalize_then_sum(self, samples: StepSamples) -> Tensor:
+        """GDPO's advantages (``grpo.normalize_then_sum``) of the graded samples; 0 for the
+        others. The batch's moments are over every process's samples (a collective)."""
+        from learner.training.reward_components import reward_components
+
+        graded = samples.graded
+        values, weights, _ = reward_components(samples, self.env.reward_weights)
+        values, groups = values[graded], samples.groups[graded]
+        moments = None
+        if self.procs.world > 1:
+            summed = grpo.group_normalized_sum(values, weights, groups, len(samples.tasks))
+            every = torch.tensor([v for part in self.procs.gather_objects(summed.tolist())
+                                  for v in part], dtype=torch.float64)
+            moments = (float(every.mean()) if every.numel() else 0.0,
+                       float(every.std()) if every.numel() > 1 else 0.0)
+        adv = torch.zeros(len(graded), dtype=torch.float32, device=samples.device)
+        if graded.any():
+            adv[graded] = grpo.normalize_then_sum(values, weights, groups, len(samples.tasks),
+                                                  batch_moments=moments).to(adv.device)
         return adv
 
     def batch(self, samples: StepSamples, advantages: Tensor) -> Batch | None:
