@@ -87,6 +87,7 @@ def _eval_result(args: argparse.Namespace, env: LearnerEnv, model: PreTrainedMod
                   "top_p": settings.top_p, "max_new_tokens": settings.max_new_tokens,
                   "seed": settings.seed},
         extra={"env_kwargs": args.env_kwargs, "split": "test",
+               "versions": package_versions() | {"python": platform.python_version()},
                "created": datetime.now(UTC).isoformat(timespec="seconds")})
 
 
