@@ -319,8 +319,9 @@ def grpo_loss(
     kl_ratio: bool = False,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The GRPO loss to minimise, -(w * surrogate - beta * KL), and per-token diagnostics
-    (where the clip acted, each side apart; with ``loss_type="cispo"`` the surrogate is
-    ``cispo_surrogate``'s, ``eps_low`` unused, and ``clipped_high`` where its cap acted; the old->new ``approx_kl`` and the k3 KL).
+    (where the clip acted, each side apart, the old->new ``approx_kl`` and the k3 KL). With
+    ``loss_type="cispo"`` the surrogate is ``cispo_surrogate``'s (``eps_low`` unused) and
+    ``clipped_high`` is where its cap lowered a weight.
     ``is_weights`` (B, T), from ``truncated_is_weights``, weight the surrogate alone: the KL is
     a penalty on the trainer's own policy, not an estimate under the engine's samples (as TRL
     applies it). None leaves the loss exactly as without a correction. ``kl_ratio``: the
