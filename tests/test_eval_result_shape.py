@@ -206,3 +206,24 @@ def test_write_then_load_round_trip(tmp_path):
                           env="e", pack="p", pack_version="1", model={"name": "m"})
     path = write_result(result, tmp_path)
     assert path.name == "eval.json" and load_result(path) == result
+
+
+def test_a_training_run_writes_its_result_before_and_after(tmp_path):
+    from learner.evaluation.compare import paired_difference
+    from learner.training.trainer import GRPOTrainer
+    from tests import learner_helpers as h
+
+    cfg = h.config(tmp_path, steps=1, eval_size=3, eval_k=2)
+    GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv()).train()
+    run = tmp_path / "run"
+    start, end = load_result(run / "eval_start.json"), load_result(run)
+    assert (start["model"]["step"], end["model"]["step"]) == (0, 1)
+    assert start["model"]["run"] == str(run) and end["sampling"]["samples_per_task"] == 2
+    assert set(end["pass_at_k"]) == {"pass@1", "pass@2"}
+    # The rows are heldout.jsonl's records of the same evaluation, counted alike.
+    records = [json.loads(line) for line in (run / "heldout.jsonl").read_text().splitlines()]
+    last = [r for r in records if r["step"] == 1]
+    assert [(r["task_id"], r["n"], r["correct"], r["errors"]) for r in end["tasks"]] == \
+        [(r["task_id"], r["samples"], r["samples_correct"], r["samples_infra"]) for r in last]
+    assert end["samples"] == 6 and end["correct"] == sum(r["samples_correct"] for r in last)
+    assert paired_difference(start, end).shared == 3  # the two compare task by task

@@ -265,7 +265,19 @@ class GRPOTrainer:
                 sharding.full_weights(self.accelerator, self.update.model) as policy:
             metrics, self.heldout_records = heldout_metrics(
                 self.config, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
+        if self.accelerator.is_main_process:  # eval.json: the result in the field's shape
+            self._write_result()
         return metrics
+
+    def _write_result(self) -> None:
+        from learner.evaluation.during_training import run_result
+        from learner.evaluation.result_shape import RESULT_JSON, write_result
+
+        result = run_result(self.config, self.env, self.step, self.heldout_records)
+        out = Path(self.config.output_dir)
+        write_result(result, out / RESULT_JSON)
+        if self.step == 0:  # before training: compare eval_start.json eval.json
+            write_result(result, out / "eval_start.json")
 
     def save(self) -> None:
         # A draw in flight holds the next step's prompts: a resumed run draws them again.
