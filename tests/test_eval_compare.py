@@ -82,7 +82,7 @@ def test_compare_prints_the_difference(tmp_path, capsys):
     assert out[0].startswith(f"A: {a}  start  success 0.438 +- 0.100 (4 tasks")
     assert out[2] == "shared tasks: 4 (only in A: 0, only in B: 1); on them A 0.438, B 0.625"
     assert out[3] == ("B - A: +0.188 +- 0.062 (paired standard error over 4 tasks), z = +3.00: "
-                      "significant at 95% (|z| > 1.96)")
+                      "significant at 95% (needs |z| > 1.96)")
     assert out[4] == "note: the evaluations differ in pack_version: 1.1.0 vs 1.2.0"
 
 

@@ -106,7 +106,7 @@ def compare_lines(path_a: str | Path, path_b: str | Path) -> list[str]:
                  f"on them A {c.success_a:.3f}, B {c.success_b:.3f}")
     verdict = "significant" if c.significant else "not significant"
     lines.append(f"B - A: {c.diff:+.3f} +- {c.stderr:.3f} (paired standard error over "
-                 f"{c.shared} tasks), z = {c.z:+.2f}: {verdict} at 95% (|z| > 1.96)")
+                 f"{c.shared} tasks), z = {c.z:+.2f}: {verdict} at 95% (needs |z| > 1.96)")
     if notes := _differences(a, b):
         lines.append("note: the evaluations differ in " + "; ".join(notes))
     return lines
