@@ -14,6 +14,8 @@ Needs the ``openenv`` extra (``pip install -e ".[openenv]"``).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,15 +61,19 @@ class GrpoGymHarness(EvalHarness):
 
     def run(self, harness_version: str, library_versions: dict[str, str], dataset: str,
             eval_parameters: dict[str, Any]) -> dict[str, Any]:
-        from learner.eval import main  # torch and the model: only when an evaluation runs
-
+        # The command line itself, in its own process (this module sits below the entry
+        # points): what a user runs is what the harness runs.
         out_dir = eval_parameters.get("output_dir")
         with tempfile.TemporaryDirectory(prefix="grpo-gym-eval-") as tmp:
             out = Path(out_dir or tmp)
-            code = main(_argv(dataset, eval_parameters, out))
-            if code != 0:
-                raise HarnessError(f"python -m learner.eval exited {code} for {dataset} with "
-                                   f"{json.dumps(eval_parameters)} (its error is above)")
+            argv = _argv(dataset, eval_parameters, out)
+            done = subprocess.run([sys.executable, "-m", "learner.eval", *argv],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                lines = done.stderr.strip().splitlines() or ["no output"]
+                said = next((line for line in lines if "error" in line), lines[-1])
+                raise HarnessError(f"python -m learner.eval exited {done.returncode} for "
+                                   f"{dataset}: {said}")
             return load_result(out / RESULT_JSON)
 
 
