@@ -4,6 +4,7 @@ refused combinations, ``--recipe cispo``, and normalize_then_sum wired into the 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -185,3 +186,23 @@ def test_the_trainer_normalises_each_env_component(tmp_path):
     assert samples.shaping.abs().max() > 0  # the tiny model runs to the budget
     assert names[-1] == REST and weights[-1] == 1.0
     assert torch.allclose(values[:, -1], samples.shaping.double())
+
+
+def test_cispo_and_normalize_then_sum_train_on_the_lazy_device(tmp_path):
+    """``--recipe cispo --reward-norm normalize_then_sum`` through the command line, on the lazy
+    device (a CPU tensor mixed in raises, as on CUDA), with the overlong penalty as the rest
+    column."""
+    from learner.training.run_log import read_metrics
+    from tests.test_learner_device import _trained, cli
+
+    tiny = h.save_tiny(tmp_path / "tiny")
+    out = tmp_path / "run"
+    done = cli(tiny, out, "--steps", "1", "--no-eval", "--recipe", "cispo", "--reward-norm",
+               "normalize_then_sum", "--overlong-cache", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = read_metrics(out)
+    _trained([row])
+    assert row["reward/overlong"] < 0 and math.isfinite(row["loss"])
+    record = json.loads((out / "config.json").read_text())
+    assert (record["loss_type"], record["reward_norm"], record["beta"]) == \
+        ("cispo", "normalize_then_sum", 0.0)
