@@ -1,7 +1,7 @@
 """``python -m learner.eval``: evaluation gates for a policy, before and after training.
 
     python -m learner.eval --env ENV_ID [--env-kwargs JSON] [--model PATH_OR_HF_ID | --run DIR]
-        --limit N --group-size K --max-new-tokens T --output-dir OUT
+        --limit N --samples-per-task K [--pass-k 1,2,K] --max-new-tokens T --output-dir OUT
 
 The flags it shares with ``python -m learner.run`` (env, model, sampling, tokens, turns,
 grading, CPU kernel) are built from the same field definitions (``learner.config.Config``), so
@@ -195,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting model: {headline(report['baseline'])}")
     figures = {k: v for k, v in report.items() if k in ("accuracy", "pass_at_k")}
     print(json.dumps(figures, indent=1))
+    from learner.evaluation.result_shape import RESULT_JSON, load_result, summary_line
+
+    print(f"result: {path.parent / RESULT_JSON}: "
+          f"{summary_line(load_result(path.parent / RESULT_JSON))}")
     return 0
 
 

@@ -21,6 +21,7 @@ from learner.evaluation.result_shape import (
     parse_ks,
     pass_at_k,
     result_from_samples,
+    summary_line,
     task_rows,
     write_result,
 )
@@ -123,6 +124,7 @@ def test_infrastructure_errors_are_counted_apart_and_never_correct():
     assert refused["error_rate"] == pytest.approx(1 / 8)
     assert "1 of 8 samples were infrastructure failures" in refused["refused"]
     assert "container lost" in refused["refused"]
+    assert summary_line(refused) == refused["refused"]
 
 
 def test_fewer_samples_than_k_is_refused():
@@ -159,6 +161,10 @@ def test_learner_eval_writes_eval_json(tmp_path, capsys):
                  "--general-limit", "0", "--no-perturbations", "--output-dir", str(out)])
     assert code == 0
     result = load_result(out)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == f"result: {out / 'eval.json'}: {summary_line(result)}"
+    assert summary_line(result).startswith(f"success {result['success_rate']:.3f} +- ")
+    assert " over 3 tasks x 4 samples, pass@2 " in summary_line(result)
     assert result == json.loads((out / "eval.json").read_text())
     assert result["env"] == "grpo/MathExact-v0" and result["pack"] == "arith"
     assert result["pack_version"].startswith("1.1.0+")

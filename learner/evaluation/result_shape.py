@@ -183,6 +183,22 @@ def result_from_samples(samples: Sequence[Mapping[str, Any]], ks: Sequence[int],
     return build_result(task_rows(samples), ks, first_error=first_error, **kwargs)
 
 
+def summary_line(result: Mapping[str, Any]) -> str:
+    """``success 0.141 +- 0.051 over 16 tasks x 4 samples, pass@4 0.375, error rate 0.000``,
+    or the refusal."""
+    if result.get("refused"):
+        return str(result["refused"])
+    se = result.get("success_stderr")
+    n = (result.get("sampling") or {}).get("samples_per_task")
+    parts = [f"success {result['success_rate']:.3f}" + (f" +- {se:.3f}" if se is not None
+                                                         else "")
+             + f" over {result['n_tasks']} tasks" + (f" x {n} samples" if n else "")]
+    parts += [f"{k} {v:.3f}" for k, v in result.get("pass_at_k", {}).items()
+              if k != "pass@1" and v is not None]
+    parts.append(f"error rate {result.get('error_rate') or 0:.3f}")
+    return ", ".join(parts)
+
+
 # -- the model's identity -------------------------------------------------------------------
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 _SAMPLE = 1 << 20
