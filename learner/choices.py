@@ -7,7 +7,9 @@ the objective's). Each is a ``Literal`` type, which ``learner.config`` annotates
 from typing import Literal, get_args
 
 ScaleRewards = Literal["group", "batch", "none"]
-LossType = Literal["grpo", "dr_grpo", "dapo"]
+# cispo: MiniMax-M1's objective (the clipped weight, detached, times A times log-prob), with
+# dapo's aggregation (the token mean over the step), as TRL's loss_type="cispo".
+LossType = Literal["grpo", "dr_grpo", "dapo", "cispo"]
 ImportanceLevel = Literal["token", "sequence"]
 # The engine/trainer mismatch correction (importance sampling): auto (sequence_mask where the
 # engine is vLLM, as TRL defaults, else none), off, truncated at a level (token, sequence: the
@@ -23,7 +25,11 @@ VllmDtype = Literal["auto", "float32", "bfloat16", "float16"]
 # as DAPO filters on accuracy) or the shaped reward trained on.
 DynamicSamplingMetric = Literal["accuracy", "reward"]
 # --recipe: one paper's hyper-parameters together (learner.presets); unset: the flags alone.
-AlgorithmRecipe = Literal["grpo", "dapo", "dr_grpo", "gspo"]
+AlgorithmRecipe = Literal["grpo", "dapo", "dr_grpo", "gspo", "cispo"]
+# How named reward components become one advantage: the weighted sum normalised within the group
+# (GRPO), or each component normalised within the group, then the weighted sum, normalised over
+# the batch (GDPO; TRL's multi_objective_aggregation="normalize_then_sum").
+RewardNorm = Literal["sum_then_normalize", "normalize_then_sum"]
 EnvRecipe = Literal["auto", "cpu", "gpu", "off"]  # --env-recipe (learner.recipe)
 ToolRole = Literal["auto", "tool", "ipython", "user"]
 LrScheduler = Literal["constant", "cosine"]
@@ -31,6 +37,7 @@ AsyncSteps = Literal[0, 1]
 
 SCALE_REWARDS = get_args(ScaleRewards)
 LOSS_TYPES = get_args(LossType)
+REWARD_NORMS = get_args(RewardNorm)
 IMPORTANCE_LEVELS = get_args(ImportanceLevel)
 IS_CORRECTIONS = get_args(ISCorrection)
 IS_MODES = IS_CORRECTIONS[2:]  # what auto and none leave: the modes that weight the loss

@@ -30,6 +30,7 @@ from learner.choices import (
     ISCorrection,
     LossType,
     LrScheduler,
+    RewardNorm,
     RolloutEngine,
     ScaleRewards,
     ToolRole,
@@ -43,6 +44,10 @@ from learner.recipe import apply_recipe, cuda_visible
 #: which stay within about 1e-3 of 1 (a token-level range never clips them).
 GRPO_EPSILON = 0.2
 GSPO_EPSILON = (3e-4, 4e-4)
+#: CISPO's default upper range: the weight is capped at 1 + 4.0 = 5.0, ScaleRL's epsilon_max
+#: (Khatri et al. 2025) and TRL's recommended value for loss_type="cispo" (TRL's epsilon_high
+#: is the cap itself there; here it is the range above 1, as for every --loss-type).
+CISPO_EPSILON_HIGH = 4.0
 #: --max-infra-error-rate is measured over this many steps' samples: one unlucky step of a
 #: small batch does not stop a run, a lasting share of lost containers does.
 INFRA_WINDOW_STEPS = 5
@@ -83,7 +88,8 @@ class Config:
         "(clip 0.2, beta 0.04, token mean per completion), dapo (clip-higher 0.2/0.28, beta 0, "
         "token mean over the step, dynamic sampling on correctness, overlong punishment over "
         "the last 20%% of the budget), dr_grpo (sum over P x G x L, no std scaling, beta 0), "
-        "gspo (sequence-level ratio, clip 3e-4/4e-4, beta 0); over --env-recipe, under "
+        "gspo (sequence-level ratio, clip 3e-4/4e-4, beta 0), cispo (MiniMax-M1: the weight "
+        "capped at 5 and detached, token mean over the step, beta 0); over --env-recipe, under "
         "explicit flags and --config keys; config.json records both (default: none, the flags "
         "alone)")
     device: str = _opt(
@@ -161,12 +167,23 @@ class Config:
     scale_rewards: ScaleRewards | None = _opt(
         None, "divide advantages by the group's reward std, the batch's, or none (default: "
         "group; none with --loss-type dr_grpo, as Dr. GRPO has no std scaling)")
+    reward_norm: RewardNorm = _opt(
+        "sum_then_normalize", "how the env's named reward components become an advantage: "
+        "sum_then_normalize (the weighted sum, normalised within the group: GRPO) or "
+        "normalize_then_sum (GDPO, TRL's multi_objective_aggregation: each component "
+        "normalised within its group, then the weighted sum normalised over the batch, so a "
+        "large component no longer drowns a small one; what the learner adds to the reward, "
+        "such as --overlong-cache, counts as one more component of weight 1; refused with "
+        "--scale-rewards and --loss-type dr_grpo)")
     loss_type: LossType = _opt(
         "grpo", "loss aggregation: grpo (token mean per completion, then the mean over the "
         "step's completions), dr_grpo (Dr. GRPO: token sum over the constant P x G x L, L the "
         "completion budget: --max-new-tokens, times the turns on a multi-turn env, capped by "
         "--max-episode-tokens; and no std scaling unless --scale-rewards says so), dapo (token "
-        "mean over the step)")
+        "mean over the step), cispo (MiniMax-M1's objective: the importance weight capped at "
+        "1 + --epsilon-high (default 4.0: a cap of 5) and detached, times the advantage and the "
+        "token's log-prob, so a token past PPO's clip keeps its gradient; dapo's token mean; "
+        "no lower bound, so --epsilon is refused)")
     importance_sampling_level: ImportanceLevel = _opt(
         "token", "importance ratio per token (GRPO) or per sequence (GSPO; refused with the "
         "token-level --loss-type dapo and dr_grpo, which would weight a sequence's one ratio "
@@ -288,6 +305,8 @@ class Config:
         """The upper clip range: ``--epsilon-high``, else ``--epsilon``, else the paper's."""
         if self.epsilon_high is not None:
             return self.epsilon_high
+        if self.loss_type == "cispo":
+            return CISPO_EPSILON_HIGH
         if self.epsilon is not None:
             return self.epsilon
         return GSPO_EPSILON[1] if self.importance_sampling_level == "sequence" else GRPO_EPSILON
@@ -398,10 +417,23 @@ class Config:
     def _combination_problems(self) -> list[str]:
         """Combinations that leave the papers, each refused in one line."""
         problems = []
-        if self.importance_sampling_level == "sequence" and self.loss_type in ("dapo", "dr_grpo"):
+        if self.importance_sampling_level == "sequence" and self.loss_type in ("dapo", "dr_grpo",
+                                                                                "cispo"):
             # GSPO's one ratio per sequence, summed per token, weighs a completion by its length.
             problems.append(f"--importance-sampling-level sequence (GSPO) needs a sequence-level "
                             f"aggregation: --loss-type grpo, not {self.loss_type} (token-level)")
+        if self.loss_type == "cispo" and self.epsilon is not None:
+            # CISPO caps the weight from above only (MiniMax-M1): a lower range would be ignored.
+            problems.append("--epsilon has no effect with --loss-type cispo, which caps the "
+                            "importance weight from above only: give --epsilon-high")
+        if self.reward_norm == "normalize_then_sum":
+            if self.scale_rewards is not None:
+                problems.append("--reward-norm normalize_then_sum scales each component by its "
+                                "group's std and the sum by the batch's (GDPO): drop "
+                                "--scale-rewards")
+            if self.loss_type == "dr_grpo":
+                problems.append("--reward-norm normalize_then_sum divides by reward stds, which "
+                                "Dr. GRPO removes: use --loss-type grpo, dapo or cispo")
         world = int(os.environ.get("WORLD_SIZE") or 1)
         if self.prompts_per_step < world:
             # Each process samples at least one prompt, so a step would draw `world` groups

@@ -1,17 +1,21 @@
 """``python -m learner.eval``: evaluation gates for a policy, before and after training.
 
     python -m learner.eval --env ENV_ID [--env-kwargs JSON] [--model PATH_OR_HF_ID | --run DIR]
-        --limit N --group-size K --max-new-tokens T --output-dir OUT
+        --limit N --samples-per-task K [--pass-k 1,2,K] --max-new-tokens T --output-dir OUT
 
 The flags it shares with ``python -m learner.run`` (env, model, sampling, tokens, turns,
 grading, CPU kernel) are built from the same field definitions (``learner.config.Config``), so
 their types, choices and help agree; ``SHARED`` says where learner.eval defaults differently.
     python -m learner.eval --compare OUT_A OUT_B
+    python -m learner.evaluation compare OUT_A OUT_B   (paired difference of eval.json's)
 
 Without ``--model`` the embedded default model is evaluated. With ``--run DIR`` the latest
 checkpoint of that training run is evaluated next to the model the run started from, and the
 report carries both and their deltas. Output: ``OUT/report.json``, ``OUT/report.html`` (plots in
-``OUT/plots``) and every graded completion in ``OUT/samples.jsonl``.
+``OUT/plots``), every graded completion in ``OUT/samples.jsonl``, and ``OUT/eval.json``, the
+result in the field's shape (success rate +- standard error, pass@k for each ``--pass-k``,
+error rate, per-task rows; ``learner.evaluation.result_shape``; with ``--run`` also
+``OUT/eval_start.json`` for the starting model).
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ def _at_least(low: int) -> Callable[[str], int]:
 _non_negative, _positive = _at_least(0), _at_least(1)
 
 
+def _pass_ks(text: str) -> list[int]:
+    """argparse type of --pass-k: ``1,4,8`` -> [1, 4, 8]."""
+    from learner.evaluation.result_shape import parse_ks  # torch-free
+
+    try:
+        return parse_ks(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _shared(parser: argparse._ActionsContainer, name: str) -> None:
     default, note = SHARED[name]
     kwargs = flag_kwargs(name)
@@ -97,8 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and the model it started from")
     p.add_argument("--limit", type=_non_negative, default=50,
                    help="held-out tasks to evaluate (0 = the whole test split; default 50)")
-    p.add_argument("--group-size", type=_positive, default=4,
-                   help="K: samples per task for pass@k and the reward statistics (default 4)")
+    p.add_argument("--samples-per-task", "--group-size", dest="group_size", type=_positive,
+                   default=4, help="n: samples per task for pass@k, eval.json's success rate "
+                   "and the reward statistics (default 4)")
+    p.add_argument("--pass-k", type=_pass_ks, default=None, metavar="K[,K...]",
+                   help="the k of eval.json's unbiased pass@k, e.g. 1,4,8; each at most "
+                        "--samples-per-task (default: 1 and --samples-per-task)")
     for name in ("max_new_tokens", "max_turns", "max_episode_tokens", "tool_role"):
         _shared(p, name)
     p.add_argument("--output-dir", default="runs/eval", help="default runs/eval")
@@ -155,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(*args.compare)
     if problems := shared_problems(args):
         parser.error("; ".join(problems))
+    from learner.evaluation.result_shape import k_problem
+
+    if args.pass_k and (problem := k_problem(args.pass_k, args.group_size)):
+        parser.error(problem)
     if args.ray_address is not None and (problems := ray_address_problems(args.ray_address)):
         parser.error("; ".join(problems))
     args.max_new_tokens = resolve_max_new_tokens(args)
@@ -173,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting model: {headline(report['baseline'])}")
     figures = {k: v for k, v in report.items() if k in ("accuracy", "pass_at_k")}
     print(json.dumps(figures, indent=1))
+    from learner.evaluation.result_shape import RESULT_JSON, load_result, summary_line
+
+    print(f"result: {path.parent / RESULT_JSON}: "
+          f"{summary_line(load_result(path.parent / RESULT_JSON))}")
     return 0
 
 

@@ -14,6 +14,10 @@ user's own flags kept (``recipe_record``), beside the values themselves.
   KL, clip 0.2.
 - ``gspo`` (Zheng et al. 2025): the sequence-level ratio with its clip range (3e-4, 4e-4),
   sequence-mean aggregation (grpo) and no KL.
+- ``cispo`` (MiniMax-M1, Chen et al. 2025; TRL ``loss_type="cispo"``): the importance weight
+  capped and detached, at 1 + 4.0 = 5.0 (the paper gives no value; ScaleRL's epsilon_max and
+  TRL's recommended 5.0), the token mean over the step (the paper's eq. 4 and TRL), the group's
+  std (the paper's GRPO advantage) and no KL (the paper's objective has none).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "scale_rewards": "none", "epsilon": 0.2, "epsilon_high": 0.2, "beta": 0.0},
     "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence",
              "scale_rewards": "group", "epsilon": 3e-4, "epsilon_high": 4e-4, "beta": 0.0},
+    "cispo": {"loss_type": "cispo", "importance_sampling_level": "token", "epsilon_high": 4.0,
+              "beta": 0.0},
 }
 #: DAPO's L_cache / L_max: 4096 / 20480.
 DAPO_OVERLONG_SHARE = 0.2

@@ -26,10 +26,19 @@ from learner.evaluation.gates import GateSettings, run_gates
 from learner.evaluation.general import ARC_EASY
 from learner.evaluation.heldout import heldout_tasks
 from learner.evaluation.report import deltas, write_report
+from learner.evaluation.result_shape import (
+    RESULT_JSON,
+    model_identity,
+    result_from_samples,
+    write_result,
+)
 from learner.evaluation.run_dir import RunDirError, load_run_policy, run_config, run_env
 from learner.model import DEFAULT_MODEL, ModelLoadError, load_model, load_tokenizer
 from learner.provenance import package_versions
 from learner.sampling.kernels import onednn_linear
+
+#: With ``--run``: the starting model's result, beside the policy's ``eval.json``.
+START_RESULT = "eval_start.json"
 
 #: Set-up failures that ``learner.eval`` reports as one line (exit status 1).
 ERRORS = (SetupError, ModelLoadError, RunDirError)
@@ -60,6 +69,26 @@ def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for s in samples:
             fh.write(json.dumps(s, ensure_ascii=False) + "\n")
+
+
+def _eval_result(args: argparse.Namespace, env: LearnerEnv, model: PreTrainedModel, name: str,
+                 samples: list[dict[str, Any]], settings: GateSettings) -> dict[str, Any]:
+    """``eval.json``'s object (``learner.evaluation.result_shape``) from the sampled pass:
+    ``--samples-per-task`` completions per task at the sampling temperature."""
+    path = name if Path(name).is_dir() else getattr(model, "name_or_path", None)
+    identity = model_identity(name, path if path and Path(path).is_dir() else None,
+                              getattr(model.config, "_commit_hash", None))
+    ks = getattr(args, "pass_k", None) or sorted({1, settings.group_size})
+    sampled = [s for s in samples if s.get("source") == "sampled"]
+    return result_from_samples(
+        sampled, ks, env=env.env_id or args.env, pack=env.pack.name,
+        pack_version=env.pack.pack_version, model=identity,
+        sampling={"samples_per_task": settings.group_size, "temperature": settings.temperature,
+                  "top_p": settings.top_p, "max_new_tokens": settings.max_new_tokens,
+                  "seed": settings.seed},
+        extra={"env_kwargs": args.env_kwargs, "split": "test",
+               "versions": package_versions() | {"python": platform.python_version()},
+               "created": datetime.now(UTC).isoformat(timespec="seconds")})
 
 
 def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
@@ -129,15 +158,23 @@ def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_
         policy, policy_name = load_model(start_model), start_name
     report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer,
                        args.cpu_matmul)
-    _write_samples(out / "samples.jsonl", report.pop("samples"))
+    samples = report.pop("samples")
+    write_result(_eval_result(args, env, policy, policy_name, samples, settings),
+                 out / RESULT_JSON)
+    _write_samples(out / "samples.jsonl", samples)
     report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
     if args.run:
         report["metadata"]["run"] = str(args.run)
         report["metadata"]["start_model"] = start_name
         del policy  # two 135M+ models fit, but there is no need to hold both
-        baseline = _evaluate(load_model(start_model), tokenizer, env, tasks, settings,
+        start = load_model(start_model)
+        baseline = _evaluate(start, tokenizer, env, tasks, settings,
                              f"the starting model {start_name}", scorer, args.cpu_matmul)
-        _write_samples(out / "samples_start.jsonl", baseline.pop("samples"))
+        samples = baseline.pop("samples")
+        # The starting model's result beside the policy's: compare START_RESULT eval.json.
+        write_result(_eval_result(args, env, start, start_name, samples, settings),
+                     out / START_RESULT)
+        _write_samples(out / "samples_start.jsonl", samples)
         report["baseline"] = {"model": start_name, **baseline}
         report["deltas"] = deltas(report, baseline)
     return write_report(report, out)

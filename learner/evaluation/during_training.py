@@ -1,5 +1,7 @@
 """The held-out figures a training run logs as ``eval/*`` (accuracy, full marks, pass@k, and the
-perturbed prompts' scores with ``--eval-perturbations``), from the config's evaluation flags."""
+perturbed prompts' scores with ``--eval-perturbations``), from the config's evaluation flags, and
+the run's result in the field's shape (``run_result``: ``eval.json`` after each evaluation,
+``eval_start.json`` for the one before training)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.learner_env import LearnerEnv
 from learner.config import Config
 from learner.evaluation.heldout import evaluate
+from learner.evaluation.result_shape import TaskRow, build_result
+from learner.model_name import DEFAULT_MODEL
 from learner.sampling.scoring import RemoteScorer
 from tasks import Task
 
@@ -37,3 +41,28 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
             batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
             gather=gather))
     return metrics, result.records
+
+
+def run_result(c: Config, env: LearnerEnv, step: int, records: Sequence[dict[str, Any]]
+               ) -> dict[str, Any]:
+    """``eval.json``'s object for a training run's held-out evaluation at ``step``, from its
+    per-task records (``evaluate``'s): ``--eval-k`` samples per task at ``--temperature``, or
+    with ``--eval-k 1`` the greedy completion (then ``reward_mean`` is its reward; with more
+    samples only their counts are kept, so it is null)."""
+    rows = [TaskRow(task_id=str(r["task_id"]), n=int(r["samples"]),
+                    correct=int(r["samples_correct"]), errors=int(r.get("samples_infra", 0)),
+                    reward_mean=(None if r["samples"] > 1 or r.get("infra_error")
+                                 else float(r["reward"])))
+            for r in records]
+    ks = sorted({1, c.eval_k})
+    first = next((r.get("infra_reason") for r in records if r.get("infra_reason")), None)
+    return build_result(
+        rows, ks, env=env.env_id or c.env, pack=env.pack.name,
+        pack_version=env.pack.pack_version,
+        model={"name": c.model or DEFAULT_MODEL, "path": None, "revision": None,
+               "weights_key": None, "run": c.output_dir, "step": step},
+        sampling={"samples_per_task": c.eval_k,
+                  "decoding": "greedy" if c.eval_k == 1 else "sampled",
+                  "temperature": c.temperature, "top_p": c.top_p,
+                  "max_new_tokens": c.max_new_tokens, "seed": c.seed},
+        extra={"env_kwargs": c.env_kwargs, "split": "test"}, first_error=first)

@@ -235,7 +235,8 @@ def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
 # -- everything for one policy --------------------------------------------------------------
 def _public(sample: dict[str, Any]) -> dict[str, Any]:
     keep = ("task_id", "prompt", "completion", "reward", "rewards", "passed", "truncated",
-            "flags", "source", "transcript", "turns", "tool_calls")
+            "infra_error", "infra_reason", "flags", "source", "transcript", "turns",
+            "tool_calls")
     return {k: sample[k] for k in keep if k in sample}
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from math import comb
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -17,6 +16,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.learner_env import LearnerEnv
 from learner.evaluation.infra import InfraCount, counted_mean
+from learner.evaluation.result_shape import pass_at_k  # the one estimator (stable form)
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import HFEngine
 from learner.sampling.episodes import is_multi_turn
@@ -24,15 +24,6 @@ from learner.sampling.graded import sample_graded
 from learner.sampling.rollout import Rollout
 from learner.sampling.scoring import RemoteScorer, Scores, failure_reason
 from tasks import Task
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from ``n`` samples of which ``c`` are correct (Chen et al. 2021)."""
-    if not 0 <= c <= n or k < 1 or k > n:
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 @dataclass

@@ -14,6 +14,15 @@ function is stateless so it can be checked by hand; the trainer only wires them 
   ``ratio = pi_theta / pi_old`` per token (``eps_high > eps_low`` is DAPO's clip-higher), or with
   GSPO's sequence-level ratio ``exp(mean_t log(pi_theta / pi_old))`` shared by every token of a
   completion (Zheng et al. 2025, ``importance_sampling_level="sequence"``).
+- CISPO (MiniMax-M1, Chen et al. 2025, eq. 4; TRL's ``loss_type="cispo"``): the importance
+  weight is clipped, not the update: ``sg(min(ratio, 1 + eps_high)) * A * log pi_theta`` per
+  token, ``sg`` a stop-gradient, no lower bound. Its gradient is ``min(ratio, 1 + eps_high) * A *
+  grad log pi``: a token past PPO's clip (ratio > 1 + eps on A > 0, < 1 - eps on A < 0), whose
+  gradient PPO's ``min`` zeroes, keeps one, weighted at most by the cap.
+- GDPO-style multi-reward normalisation (``normalize_then_sum``, TRL's
+  ``multi_objective_aggregation``): each named reward component is normalised within its group
+  (``(c - mean) / (std + eps)``), the weighted sum of those is then normalised over the batch, so
+  a component with a large scale or spread no longer drowns a small one.
 - Engine/trainer mismatch (importance sampling, Yao et al. 2025, as TRL's
   ``vllm_importance_sampling_correction`` and verl's rollout IS): the tokens were sampled by an
   engine whose log-probs differ from the trainer's, so the policy-gradient term of each token is
@@ -26,7 +35,8 @@ function is stateless so it can be checked by hand; the trainer only wires them 
   counts when ``beta > 0``): ``grpo`` averages tokens within each sequence, then over the
   batch's sequences (the paper); ``dr_grpo`` divides the token sum by the constant ``P * G * L``
   (Liu et al. 2025; ``L`` from ``dr_grpo_max_tokens``); ``dapo`` averages over all tokens of the
-  batch (Yu et al. 2025). With ``beta == 0`` a zero-advantage row adds exactly nothing to the
+  batch (Yu et al. 2025), and so does ``cispo`` (MiniMax-M1's eq. 4 divides by the batch's
+  tokens). With ``beta == 0`` a zero-advantage row adds exactly nothing to the
   loss or gradient, so the trainer may skip computing it while the normalisers still count it.
 """
 
@@ -93,6 +103,40 @@ def group_advantages(rewards: Tensor, groups: Tensor, moments: GroupMoments,
     return torch.where(moments.count[groups] > 1, centred, 0.0).float()
 
 
+def group_normalized_sum(components: Tensor, weights: Tensor, groups: Tensor, n_groups: int,
+                         eps: float = 1e-4) -> Tensor:
+    """GDPO's first half, (B,) float64: each reward component of ``components`` (B, K)
+    normalised within its group, ``(c_k - mean_g(c_k)) / (std_g(c_k) + eps)`` (unbiased std,
+    as ``group_moments``), then summed with ``weights`` (K,). A group with fewer than two
+    samples has no baseline: 0 for each of its components."""
+    if components.dim() != 2 or weights.shape != components.shape[1:]:
+        raise ValueError(f"components must be (B, K) and weights (K,), got "
+                         f"{tuple(components.shape)} and {tuple(weights.shape)}")
+    components = components.double()
+    summed = components.new_zeros(components.shape[0])
+    for k in range(components.shape[1]):
+        m = group_moments(components[:, k], groups, n_groups)
+        normalised = (components[:, k] - m.mean[groups]) / (m.std[groups] + eps)
+        summed = summed + float(weights[k]) * torch.where(m.count[groups] > 1, normalised, 0.0)
+    return summed
+
+
+def normalize_then_sum(components: Tensor, weights: Tensor, groups: Tensor, n_groups: int,
+                       eps: float = 1e-4,
+                       batch_moments: tuple[float, float] | None = None) -> Tensor:
+    """GDPO-style advantages (B,) from named reward components (B, K) and their weights (K,):
+    ``group_normalized_sum``'s ``s``, normalised over the batch, ``(s - mean(s)) / (std(s) +
+    eps)`` (unbiased std), as TRL's ``multi_objective_aggregation="normalize_then_sum"``.
+    ``batch_moments``: (mean, std) of ``s`` over every process when the batch spans several."""
+    summed = group_normalized_sum(components, weights, groups, n_groups, eps)
+    if batch_moments is None:
+        mean = float(summed.mean()) if summed.numel() else 0.0
+        std = float(summed.std()) if summed.numel() > 1 else 0.0
+    else:
+        mean, std = batch_moments
+    return ((summed - mean) / (std + eps)).float()
+
+
 # -- the surrogate, the KL and the loss --------------------------------------------------------
 #: Bounds before ``exp``, as verl sets them: a log-ratio (policy/old, ref/policy) is clamped to
 #: +-LOG_RATIO_BOUND and k3 into [-K3_BOUND, K3_BOUND]. Unbounded, one overflowing token (a
@@ -150,6 +194,22 @@ def _surrogate(ratio: Tensor, advantages: Tensor, eps_low: float,
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
     active = clipped < unclipped
     return torch.minimum(unclipped, clipped), active & (adv < 0), active & (adv > 0)
+
+
+def cispo_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, eps_high: float,
+                    mask: Tensor | None = None, level: str = "token") -> tuple[Tensor, Tensor]:
+    """Per-token CISPO objective (to maximise), ``sg(min(ratio, 1 + eps_high)) * A * logp``,
+    and where the cap lowered the weight of a positive advantage (TRL's ``cispo_clip_ratio``).
+
+    The weight is detached: the gradient is ``min(ratio, 1 + eps_high) * A * grad logp``, never
+    0 where PPO's clip would silence the token. No lower bound (MiniMax-M1 sets none).
+    """
+    if mask is None:
+        mask = torch.ones_like(logp)
+    ratio = importance_ratio(logp, old_logp, mask, level)
+    weight = torch.clamp(ratio, max=1 + eps_high).detach()
+    adv = advantages.unsqueeze(-1)
+    return weight * adv * logp, (ratio > 1 + eps_high) & (adv > 0)
 
 
 def approx_kl(logp: Tensor, old_logp: Tensor) -> Tensor:
@@ -218,7 +278,7 @@ def aggregate(
         return ((per_token * mask).sum(-1) / lengths).sum() / _positive(total_sequences)
     if loss_type == "dr_grpo":
         return (per_token * mask).sum() / _positive(total_sequences * max_tokens)
-    if loss_type == "dapo":
+    if loss_type in ("dapo", "cispo"):
         return (per_token * mask).sum() / _positive(total_tokens)
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 
@@ -248,7 +308,9 @@ def grpo_loss(
     kl_ratio: bool = False,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The GRPO loss to minimise, -(w * surrogate - beta * KL), and per-token diagnostics
-    (where the clip acted, each side apart, the old->new ``approx_kl`` and the k3 KL).
+    (where the clip acted, each side apart, the old->new ``approx_kl`` and the k3 KL). With
+    ``loss_type="cispo"`` the surrogate is ``cispo_surrogate``'s (``eps_low`` unused) and
+    ``clipped_high`` is where its cap lowered a weight.
     ``is_weights`` (B, T), from ``truncated_is_weights``, weight the surrogate alone: the KL is
     a penalty on the trainer's own policy, not an estimate under the engine's samples (as TRL
     applies it). None leaves the loss exactly as without a correction. ``kl_ratio``: the
@@ -258,7 +320,12 @@ def grpo_loss(
     ``use_bias_correction_kl``); off, k3 is averaged under the sampling policy, an
     approximation that is exact on-policy."""
     ratio = importance_ratio(logp, old_logp, mask, importance_level)
-    surrogate, clipped_low, clipped_high = _surrogate(ratio, advantages, eps_low, eps_high)
+    if loss_type == "cispo":  # the weight clipped, not the update; no lower side
+        surrogate, clipped_high = cispo_surrogate(logp, old_logp, advantages, eps_high, mask,
+                                                  importance_level)
+        clipped_low = torch.zeros_like(clipped_high)
+    else:
+        surrogate, clipped_low, clipped_high = _surrogate(ratio, advantages, eps_low, eps_high)
     per_token = -surrogate
     if is_weights is not None:
         per_token = per_token * is_weights.detach()

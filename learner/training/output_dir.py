@@ -15,9 +15,11 @@ from learner import run_layout
 
 #: Everything a run writes at the top of its folder: ``config.json`` and ``final/`` (launch),
 #: ``metrics.jsonl``, ``samples.jsonl`` and ``tensorboard/`` (run_log, with the ``.tmp`` files
-#: of a resume cut short), ``checkpoints/`` (checkpoint) and ``plots/`` (learner.plot).
+#: of a resume cut short), ``checkpoints/`` (checkpoint), ``plots/`` (learner.plot) and the
+#: held-out results ``eval.json`` / ``eval_start.json`` (the trainer).
 RUN_FILES = ("config.json", "metrics.jsonl", "samples.jsonl", "metrics.jsonl.tmp",
-             "samples.jsonl.tmp", "tensorboard", "plots", "final", "checkpoints")
+             "samples.jsonl.tmp", "tensorboard", "plots", "final", "checkpoints", "eval.json",
+             "eval_start.json")
 
 
 def _listing(names: list[str], limit: int = 4) -> str:

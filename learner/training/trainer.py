@@ -201,6 +201,8 @@ class GRPOTrainer:
     def advantages(self, samples: StepSamples) -> Tensor:
         """(B,) group-relative advantages of the graded samples; 0 for the others."""
         c = self.config
+        if c.reward_norm == "normalize_then_sum":
+            return self._normalize_then_sum(samples)
         graded, rewards = samples.graded, samples.rewards
         batch_std = None
         if c.reward_scaling == "batch" and self.procs.world > 1:
@@ -211,6 +213,27 @@ class GRPOTrainer:
             adv[graded] = grpo.group_advantages(rewards[graded], samples.groups[graded],
                                                 samples.moments, c.reward_scaling,
                                                 batch_std=batch_std)
+        return adv
+
+    def _normalize_then_sum(self, samples: StepSamples) -> Tensor:
+        """GDPO's advantages (``grpo.normalize_then_sum``) of the graded samples; 0 for the
+        others. The batch's moments are over every process's samples (a collective)."""
+        from learner.training.reward_components import reward_components
+
+        graded = samples.graded
+        values, weights, _ = reward_components(samples, self.env.reward_weights)
+        values, groups = values[graded], samples.groups[graded]
+        moments = None
+        if self.procs.world > 1:
+            summed = grpo.group_normalized_sum(values, weights, groups, len(samples.tasks))
+            every = torch.tensor([v for part in self.procs.gather_objects(summed.tolist())
+                                  for v in part], dtype=torch.float64)
+            moments = (float(every.mean()) if every.numel() else 0.0,
+                       float(every.std()) if every.numel() > 1 else 0.0)
+        adv = torch.zeros(len(graded), dtype=torch.float32, device=samples.device)
+        if graded.any():
+            adv[graded] = grpo.normalize_then_sum(values, weights, groups, len(samples.tasks),
+                                                  batch_moments=moments).to(adv.device)
         return adv
 
     def batch(self, samples: StepSamples, advantages: Tensor) -> Batch | None:
@@ -249,7 +272,19 @@ class GRPOTrainer:
                 sharding.full_weights(self.accelerator, self.update.model) as policy:
             metrics, self.heldout_records = heldout_metrics(
                 self.config, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
+        if self.accelerator.is_main_process:  # eval.json: the result in the field's shape
+            self._write_result()
         return metrics
+
+    def _write_result(self) -> None:
+        from learner.evaluation.during_training import run_result
+        from learner.evaluation.result_shape import RESULT_JSON, write_result
+
+        result = run_result(self.config, self.env, self.step, self.heldout_records)
+        out = Path(self.config.output_dir)
+        write_result(result, out / RESULT_JSON)
+        if self.step == 0:  # before training: compare eval_start.json eval.json
+            write_result(result, out / "eval_start.json")
 
     def save(self) -> None:
         # A draw in flight holds the next step's prompts: a resumed run draws them again.
