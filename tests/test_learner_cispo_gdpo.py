@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from learner.config import Config, ConfigError, parse_config
+from learner.distribution import token_logprobs
 from learner.training import grpo
 from tests import learner_helpers as h
 
@@ -68,7 +69,7 @@ def test_cispo_on_policy_has_ppos_gradient():
     grads = []
     for loss_type in ("dapo", "cispo"):
         logits.grad = None
-        logp = grpo.token_logprobs(logits, tokens)
+        logp = token_logprobs(logits, tokens)
         loss, _ = grpo.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, eps_low=0.2,
                                  eps_high=0.2, loss_type=loss_type, total_sequences=2,
                                  total_tokens=5, max_tokens=3)
