@@ -119,7 +119,7 @@ def test_an_engine_lost_mid_run_stops_it_within_a_step_with_a_checkpoint(tmp_pat
     from envs.code_tests import CodeTestsEnv
     from learner.training.trainer import GRPOTrainer
     from sandbox import Sandbox
-    from sandbox.worker import INSTANCE_LABEL
+    from sandbox.worker import INSTANCE_LABEL, remove_container
 
     sock_dir = tempfile.mkdtemp(prefix="grpo-px-", dir="/tmp")  # a unix path fits 108 bytes
     proxy = EngineProxy(f"{sock_dir}/docker.sock")
@@ -156,7 +156,7 @@ def test_an_engine_lost_mid_run_stops_it_within_a_step_with_a_checkpoint(tmp_pat
         real = docker.from_env()
         for c in real.containers.list(all=True, filters={
                 "label": f"{INSTANCE_LABEL}={sandbox.instance}"}):
-            c.remove(force=True)
+            remove_container(real, c.id)  # auto_remove may already be removing it (409)
         real.close()
 
 
