@@ -197,6 +197,10 @@ class VLLMEngine:
         if not self.asleep:
             return
         t0 = time.perf_counter()
+        if self._device.type == "cuda":
+            # The update's freed blocks stay reserved by torch's caching allocator: handed back
+            # to the driver, vLLM can map its memory again.
+            torch.cuda.empty_cache()
         self.llm.wake_up(tags=tags)
         self.wake_s += time.perf_counter() - t0
         if tags is None or "kv_cache" in tags:
