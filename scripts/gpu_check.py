@@ -24,7 +24,7 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
    trainer (scripts/gpucheck/synthetic.py): a step's mean reward >= 0.9 within 60 steps;
 5. ``vllm``: where vLLM imports, one step with it as the sampling engine: it generates, and after
    the update its log-probs are the policy's; then, at the update's shape, the engine sized from
-   a step of P=64, G=8, prompts of 150 tokens, T=512 (``learner/sampling/vllm_sizing.py``):
+   a step of P=64, G=8, prompts of 150 tokens, T=512 (``learner/training/vllm_sizing.py``):
    its decode tokens/s with the 512 rows at once, and the seconds of a sleep, a wake and a
    weight sync from the fp32 policy (scripts/gpucheck/vllm_step.py; docs/gpu.md's step).
 

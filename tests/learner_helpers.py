@@ -153,6 +153,45 @@ def _replica_check(out: str) -> None:
         f"{t.update.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
 
 
+class Partitioned:
+    """Stands in for ZeRO-3: every parameter holds nothing (``ds_numel`` says its whole size)
+    until ``gather`` makes a list of them whole; counts the bytes whole at once."""
+
+    def __init__(self, model: Any):
+        import torch
+
+        self.full = {id(p): p.data for p in model.parameters()}
+        for p in model.parameters():
+            p.ds_numel = p.numel()
+            p.data = torch.empty(0, dtype=p.dtype)
+        self.live = self.peak = self.gathers = 0
+
+    def __call__(self, params):
+        import contextlib
+
+        import torch
+
+        @contextlib.contextmanager
+        def gathered():
+            assert len({id(p) for p in params}) == len(params)  # a tied weight once
+            for p in params:
+                p.data = self.full[id(p)]
+            self.live += sum(p.numel() * p.element_size() for p in params)
+            self.peak, self.gathers = max(self.peak, self.live), self.gathers + 1
+            try:
+                yield
+            finally:
+                self.live -= sum(p.numel() * p.element_size() for p in params)
+                for p in params:
+                    p.data = torch.empty(0, dtype=p.dtype)
+        return gathered()
+
+    def restore(self, model: Any) -> None:
+        """Every parameter whole again (to score with the model)."""
+        for p in model.parameters():
+            p.data = self.full[id(p)]
+
+
 SYNC_BUCKET = 2**20  # 1 MiB: the tiny model's embedding alone, the rest in a few buckets
 
 

@@ -155,7 +155,7 @@ def test_the_zero2_reference_takes_the_policys_dtype():
 
 def test_config_json_records_the_engines_derived_size(tmp_path):
     from learner.launch import run_record
-    from learner.sampling.vllm_sizing import EngineSize
+    from learner.training.vllm_sizing import EngineSize
 
     size = EngineSize(1024, 512, 0.22, ("max_model_len", "max_num_seqs"), 150, 512, 512)
     trainer = SimpleNamespace(device="cuda:0", accelerator=SimpleNamespace(num_processes=1),

@@ -269,6 +269,27 @@ def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_mode
     assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
 
 
+def test_a_sync_gathered_a_bucket_at_a_time_reaches_the_engine(vllm_engine, vllm_model,
+                                                               monkeypatch):
+    """The ZeRO-3 path of the sync (parameters partitioned, gathered in buckets, copied out)
+    into the real engine: after a change to the tied embedding and head, its log-probs are the
+    changed model's, with no more than one bucket whole at once."""
+    import learner.sampling.vllm_engine as module
+
+    vllm_engine.lora = "merged"
+    model, tok = _policy(vllm_model)
+    vllm_engine.sync(model)
+    _move(model, None)
+    assert _engine_vs_trainer(vllm_engine, model, tok) > 1000 * ATOL  # stale until synced
+    largest = max(p.numel() * p.element_size() for p in model.parameters())
+    monkeypatch.setattr(module, "SYNC_BUCKET_BYTES", largest)
+    gather = h.Partitioned(model)
+    vllm_engine.sync(model, gather=gather)
+    assert gather.gathers >= 3 and gather.peak <= largest and gather.live == 0
+    gather.restore(model)
+    assert _engine_vs_trainer(vllm_engine, model, tok) < ATOL
+
+
 def test_the_hf_loop_logs_the_same_mismatch_figures(tmp_path):
     """The baseline: the learner's own loop against its own loss passes."""
     cfg = h.config(tmp_path, steps=1, eval=False, beta=0.0)

@@ -11,8 +11,8 @@ import torch
 from transformers import Qwen2Config
 
 from learner.config import Config
-from learner.sampling import vllm_sizing
 from learner.sampling.vllm_engine import checkpoint_weights, weight_buckets
+from learner.training import vllm_sizing
 from tests import learner_helpers as h
 
 SHAPES = Path(__file__).resolve().parents[1] / "scripts/gpucheck/shapes"
@@ -96,42 +96,12 @@ def test_weight_buckets_by_hand():
     assert weight_buckets([9], 8) == [[0]]  # larger than a bucket: alone
 
 
-class Partitioned:
-    """Stands in for ZeRO-3: every parameter holds nothing (``ds_numel`` says its whole size)
-    until ``gather`` makes a list of them whole; counts the bytes whole at once."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.full = {id(p): p.data for p in model.parameters()}
-        for p in model.parameters():
-            p.ds_numel = p.numel()
-            p.data = torch.empty(0, dtype=p.dtype)
-        self.live = self.peak = self.gathers = 0
-
-    def __call__(self, params):
-        import contextlib
-
-        @contextlib.contextmanager
-        def gathered():
-            assert len({id(p) for p in params}) == len(params)  # a tied weight once
-            for p in params:
-                p.data = self.full[id(p)]
-            self.live += sum(p.numel() * p.element_size() for p in params)
-            self.peak, self.gathers = max(self.peak, self.live), self.gathers + 1
-            try:
-                yield
-            finally:
-                self.live -= sum(p.numel() * p.element_size() for p in params)
-                for p in params:
-                    p.data = torch.empty(0, dtype=p.dtype)
-        return gathered()
-
-
 def test_a_zero3_sync_gathers_one_bucket_at_a_time_and_sends_the_engines_precision():
     model = h.model()
     whole = {n: p.detach().clone() for n, p in model.named_parameters(remove_duplicate=False)}
     largest = max(p.numel() * p.element_size() for p in model.parameters())
     bucket = largest  # the embedding (tied to the head): the rest in a few buckets
-    gather = Partitioned(model)
+    gather = h.Partitioned(model)
     got = []
     for name, value in checkpoint_weights(model, dtype=torch.bfloat16, gather=gather,
                                           bucket_bytes=bucket):

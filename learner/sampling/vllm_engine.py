@@ -324,18 +324,20 @@ class VLLMEngine:
 
 def checkpoint_weights(model: torch.nn.Module, merge: bool = True,
                        dtype: torch.dtype | None = None, gather: Gather | None = None,
-                       bucket_bytes: int = SYNC_BUCKET_BYTES) -> Iterator[tuple[str, Tensor]]:
+                       bucket_bytes: int | None = None) -> Iterator[tuple[str, Tensor]]:
     """The model's weights under its checkpoint's names, which vLLM's loader maps to its own,
     cast to ``dtype`` if given (one tensor at a time). A PEFT model's LoRA layers are merged
     into their base weights (``merge``) with PEFT's own ``get_delta_weight``, leaving the
     trainer's weights as they are, or left out.
 
     ``gather`` (ZeRO-3: ``sharding.bucket_gather``): the parameters are partitioned, and are
-    gathered ``bucket_bytes`` at a time (``weight_buckets``); each tensor goes out as a copy
-    (in ``dtype``), which stays valid once its bucket is partitioned again."""
+    gathered ``bucket_bytes`` (default ``SYNC_BUCKET_BYTES``) at a time (``weight_buckets``);
+    each tensor goes out as a copy (in ``dtype``), which stays valid once its bucket is
+    partitioned again."""
     if gather is not None and not _is_peft(model):
         named = list(model.named_parameters(remove_duplicate=False))
-        for bucket in weight_buckets([_full_bytes(p) for _, p in named], bucket_bytes):
+        for bucket in weight_buckets([_full_bytes(p) for _, p in named],
+                                     bucket_bytes or SYNC_BUCKET_BYTES):
             params = list({id(p): p for _, p in (named[i] for i in bucket)}.values())
             with gather(params):
                 for i in bucket:

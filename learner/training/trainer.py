@@ -31,12 +31,19 @@ from learner.env_setup import make_env, ray_scorer
 from learner.evaluation.during_training import heldout_metrics
 from learner.evaluation.heldout import heldout_tasks
 from learner.model import load_model, load_tokenizer
-from learner.sampling import vllm_sizing
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine, engine_name
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.scoring import RemoteScorer
-from learner.training import checkpoint, grpo, hack_monitor, memory_plan, placement, sharding
+from learner.training import (
+    checkpoint,
+    grpo,
+    hack_monitor,
+    memory_plan,
+    placement,
+    sharding,
+    vllm_sizing,
+)
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector

@@ -33,8 +33,8 @@ def components(folder: Path, device: torch.device, *, prompts: int = 64, group: 
 
     from learner.config import Config
     from learner.model import load_model
-    from learner.sampling import vllm_sizing
     from learner.sampling.vllm_engine import VLLMEngine
+    from learner.training import vllm_sizing
 
     c = Config(prompts_per_step=prompts, group_size=group, max_new_tokens=tokens)
     model_config = AutoConfig.from_pretrained(folder)
