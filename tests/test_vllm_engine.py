@@ -85,16 +85,28 @@ def test_a_vllm_rollout_is_the_rollout_type_with_the_trainers_logprobs(vllm_engi
     model, tok = _policy(vllm_model)
     vllm_engine.sync(model)
     group, budget, temperature, top_p = 4, 12, 0.7, 0.9
-    vllm_engine.reseed(0)  # the engine's own generator: the global one is the update's
-    roll = generate(vllm_engine, tok, _templated(tok), group_size=group, max_new_tokens=budget,
-                    temperature=temperature, top_p=top_p)
-    torch.manual_seed(1)  # the global generator does not decide the engine's draws
+    def draw():
+        return generate(vllm_engine, tok, _templated(tok), group_size=group,
+                        max_new_tokens=budget, temperature=temperature, top_p=top_p)
+
+    # Seeded once (the run's default): vLLM draws from the device's generator, which reseed
+    # restarts (in this process also torch's), so a seeded run repeats.
     vllm_engine.reseed(0)
-    again = generate(vllm_engine, tok, _templated(tok), group_size=group,
-                     max_new_tokens=budget, temperature=temperature, top_p=top_p)
-    assert torch.equal(roll.completion_ids, again.completion_ids)  # a seeded run repeats
-    ref = generate(HFEngine(model), tok, _templated(tok), group_size=group,
-                   max_new_tokens=budget)
+    roll = draw()
+    vllm_engine.reseed(0)
+    assert torch.equal(roll.completion_ids, draw().completion_ids)
+    # A seed per request (--async-steps 1), from the engine's own generator: the global one,
+    # which the update draws from meanwhile, does not decide them.
+    vllm_engine.seed_requests = True
+    try:
+        vllm_engine.reseed(0)
+        seeded = draw()
+        torch.manual_seed(1)
+        vllm_engine._generator.manual_seed(0)  # the requests' seeds alone restart
+        assert torch.equal(seeded.completion_ids, draw().completion_ids)
+    finally:
+        vllm_engine.seed_requests = False
+    ref = generate(HFEngine(model), tok, _templated(tok), group_size=group, max_new_tokens=budget)
     assert roll.prompt_ids.shape == ref.prompt_ids.shape  # same prompts, same layout
     assert torch.equal(roll.prompt_ids, ref.prompt_ids)
     n = len(PROMPTS) * group
@@ -255,6 +267,27 @@ def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_mode
     assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
 
 
+def test_a_sync_gathered_a_bucket_at_a_time_reaches_the_engine(vllm_engine, vllm_model,
+                                                               monkeypatch):
+    """The ZeRO-3 path of the sync (parameters partitioned, gathered in buckets, copied out)
+    into the real engine: after a change to the tied embedding and head, its log-probs are the
+    changed model's, with no more than one bucket whole at once."""
+    import learner.sampling.vllm_engine as module
+
+    vllm_engine.lora = "merged"
+    model, tok = _policy(vllm_model)
+    vllm_engine.sync(model)
+    _move(model, None)
+    assert _engine_vs_trainer(vllm_engine, model, tok) > 1000 * ATOL  # stale until synced
+    largest = max(p.numel() * p.element_size() for p in model.parameters())
+    monkeypatch.setattr(module, "SYNC_BUCKET_BYTES", largest)
+    gather = h.Partitioned(model)
+    vllm_engine.sync(model, gather=gather)
+    assert gather.gathers >= 3 and gather.peak <= largest and gather.live == 0
+    gather.restore(model)
+    assert _engine_vs_trainer(vllm_engine, model, tok) < ATOL
+
+
 def test_the_hf_loop_logs_the_same_mismatch_figures(tmp_path):
     """The baseline: the learner's own loop against its own loss passes."""
     cfg = h.config(tmp_path, steps=1, eval=False, beta=0.0)
@@ -307,3 +340,158 @@ def test_is_correction_and_one_step_off_policy_with_the_engine(vllm_engine, vllm
         assert torch.isfinite(torch.tensor(r["loss"]))
     stale = [r for r in trained if r["rollout/staleness"] == 1]
     assert any(abs(r["rollout/is_weight_mean"] - 1) > 1e-3 for r in stale)
+
+
+class FakeLLM:
+    """Stands in for ``vllm.LLM`` (no engine starts): records what the learner's engine asks of
+    it, in order, and answers generate with one EOS-ended row per request."""
+
+    calls: list = []
+    kwargs: dict = {}
+
+    def __init__(self, **kwargs):
+        from types import SimpleNamespace
+
+        FakeLLM.kwargs, FakeLLM.calls = kwargs, []
+        config = SimpleNamespace(dtype=torch.float32, max_model_len=kwargs["max_model_len"] or 64,
+                                 hf_text_config=SimpleNamespace(tie_word_embeddings=False))
+        self.llm_engine = SimpleNamespace(model_config=config)
+
+    def generate(self, prompts, params, **kwargs):
+        from types import SimpleNamespace
+
+        self.calls.append(("generate", [p.seed for p in params]))
+        step = {7: SimpleNamespace(logprob=-0.5)}
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[7], finish_reason="stop",
+                                                         logprobs=[step])] * p.n)
+                for p in params]
+
+    def sleep(self, level):
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags=None):
+        self.calls.append(("wake_up", tags))
+        return True
+
+    def collective_rpc(self, method, kwargs):
+        self.calls.append((method, len(list(kwargs["weights_iterator"]))))
+
+    def apply_model(self, func):
+        return [False]
+
+    def reset_prefix_cache(self):
+        self.calls.append(("reset_prefix_cache", None))
+        return True
+
+
+def _fake_engine(monkeypatch, tmp_path, *, sleep, supported=True, **kwargs):
+    import vllm
+
+    import learner.sampling.vllm_engine as module
+
+    monkeypatch.setattr(vllm, "LLM", FakeLLM)
+    monkeypatch.setattr(module, "sleep_supported", lambda device: supported)
+    return module.VLLMEngine(str(tmp_path), sleep=sleep, max_model_len=64, **kwargs)
+
+
+def _fake_decode(engine, repeat=2, **kwargs):
+    ids, mask = torch.tensor([[1, 2, 3], [0, 4, 5]]), torch.tensor([[1, 1, 1], [0, 1, 1]])
+    return engine.decode(ids, mask, budgets=torch.tensor([4] * 2 * repeat),
+                         eos=torch.tensor([7]), pad_id=0, repeat=repeat, **kwargs)
+
+
+def test_a_colocated_engine_sleeps_for_the_update_and_wakes_weights_first(monkeypatch, tmp_path):
+    engine = _fake_engine(monkeypatch, tmp_path, sleep=True)
+    assert engine.sleeps and FakeLLM.kwargs["enable_sleep_mode"] is True
+    model = h.model()
+    _fake_decode(engine)
+    engine.sleep()
+    engine.sleep()  # asleep already: nothing more
+    engine.sync(model)
+    _fake_decode(engine)
+    engine.sleep()
+    _fake_decode(engine)  # the update was skipped: no sync, the draw wakes it whole
+    names = len(list(model.named_parameters(remove_duplicate=False)))
+    assert FakeLLM.calls == [
+        ("generate", [None, None]),
+        ("sleep", 1),
+        ("wake_up", ["weights"]),  # the new weights go in before the KV cache comes back
+        ("reload_weights", names),
+        ("wake_up", ["kv_cache"]),
+        ("reset_prefix_cache", None),
+        ("generate", [None, None]),
+        ("sleep", 1),
+        ("wake_up", None),
+        ("generate", [None, None]),
+    ]
+
+
+def test_no_sleep_without_the_flag_or_the_capability(monkeypatch, tmp_path):
+    for sleep, supported in ((False, True), (True, False)):
+        engine = _fake_engine(monkeypatch, tmp_path, sleep=sleep, supported=supported)
+        assert not engine.sleeps and "enable_sleep_mode" not in FakeLLM.kwargs
+        _fake_decode(engine)
+        engine.sleep()
+        engine.sync(h.model())
+        assert [c[0] for c in FakeLLM.calls] == ["generate", "reload_weights",
+                                                  "reset_prefix_cache"]
+    from learner.sampling.vllm_engine import sleep_supported
+
+    assert not sleep_supported(torch.device("cpu"))  # vLLM sleeps on CUDA only
+
+
+def test_the_engine_is_seeded_once_unless_requests_need_their_own(monkeypatch, tmp_path):
+    engine = _fake_engine(monkeypatch, tmp_path, sleep=False, seed=3, max_num_seqs=16)
+    assert FakeLLM.kwargs["seed"] == 3 and FakeLLM.kwargs["max_num_seqs"] == 16
+    _fake_decode(engine)
+    assert FakeLLM.calls[-1] == ("generate", [None, None])  # one batched draw, no per-row RNG
+    engine.seed_requests = True  # --async-steps 1: a draw beside the update's
+    _fake_decode(engine)
+    first = FakeLLM.calls[-1][1]
+    assert None not in first and first[1] == first[0] + 2  # a seed per context, G apart
+    engine.reseed(3)
+    _fake_decode(engine)
+    assert FakeLLM.calls[-1][1] == first  # restarted as a fresh engine's
+    _fake_decode(engine, repeat=1, greedy=True)
+    assert FakeLLM.calls[-1] == ("generate", [None, None])
+    with pytest.raises(ValueError, match="--vllm-max-model-len 65 or more"):
+        engine.decode(torch.ones(1, 61, dtype=torch.long), torch.ones(1, 61),
+                      budgets=torch.tensor([4]), eos=torch.tensor([7]), pad_id=0)
+
+
+class RecordingEngine(HFEngine):
+    """A synced engine over the learner's own loop that records the trainer's calls."""
+
+    name = "recording"
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.events, self.seed_requests = [], None
+
+    def decode(self, ids, mask, **kwargs):
+        self.events.append("decode")
+        return super().decode(ids, mask, **kwargs)
+
+    def sync(self, policy, gather=None):
+        self.events.append("sync")
+        self.model.load_state_dict(policy.state_dict())
+
+    def sleep(self):
+        self.events.append("sleep")
+
+    def close(self):
+        pass
+
+
+def test_the_trainer_puts_the_engine_to_sleep_between_sampling_and_the_update(tmp_path):
+    cfg = h.config(tmp_path, steps=1, eval=False, beta=0.0)
+    engine = RecordingEngine(h.model())
+    trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=h.ShortEnv(),
+                          engine=engine)
+    assert engine.seed_requests is False  # in order: the engine's one generator
+    assert engine.events == ["sync"]
+    metrics = trainer.train_step().metrics
+    assert not metrics["skipped"]
+    decodes = engine.events.count("decode")
+    assert decodes >= 1
+    assert engine.events == ["sync"] + ["decode"] * decodes + ["sleep", "sync"]

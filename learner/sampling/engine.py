@@ -76,24 +76,41 @@ def engine_name(choice: str, device: torch.device) -> str:
 
 
 class SyncedEngine(SamplingEngine, Protocol):
-    """An engine with its own copy of the weights (vLLM): loaded after every optimizer step."""
+    """An engine with its own copy of the weights (vLLM): loaded after every optimizer step.
 
-    def sync(self, policy: torch.nn.Module) -> None: ...
+    ``seed_requests``: a seed per request (a draw on a background thread needs it) rather than
+    the engine's one generator; ``sleep`` frees its memory while the trainer updates (a no-op
+    where it does not sleep), and the next ``sync`` or ``decode`` wakes it."""
+
+    seed_requests: bool
+
+    def sync(self, policy: torch.nn.Module, gather: Any = None) -> None: ...
+
+    def sleep(self) -> None: ...
 
     def close(self) -> None: ...
 
 
 def build_engine(config: Config, device: torch.device, *, rank: int = 0,
-                 processes: int = 1) -> SyncedEngine | None:
+                 processes: int = 1, size: Any = None) -> SyncedEngine | None:
     """The engine ``config.rollout_engine`` names, or None for hf (the learner's loop runs on
-    the policy itself, with its full weights gathered under ZeRO-3, each round)."""
+    the policy itself, with its full weights gathered under ZeRO-3, each round). ``size``:
+    the ``vllm_sizing.EngineSize`` derived from the step (None: the flags as they are)."""
     if engine_name(config.rollout_engine, device) == "hf":
         return None
     from learner.model import resolve
     from learner.sampling.vllm_engine import VLLMEngine
 
+    share = config.vllm_gpu_memory_utilization or 0.3
+    max_len, seqs = config.vllm_max_model_len or None, config.vllm_max_num_seqs or None
+    if size is not None:
+        share, max_len, seqs = size.gpu_memory_utilization, size.max_model_len, size.max_num_seqs
     return VLLMEngine(resolve(config.model), device=device, seed=config.seed + rank,
                       dtype=None if config.vllm_dtype == "auto" else config.vllm_dtype,
-                      gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-                      max_model_len=config.vllm_max_model_len or None, lora=config.vllm_lora,
-                      lora_rank=config.lora_r, processes=processes)
+                      gpu_memory_utilization=share, max_model_len=max_len, max_num_seqs=seqs,
+                      lora=config.vllm_lora, lora_rank=config.lora_r, processes=processes,
+                      # A draw on the background thread runs beside the update: sleeping,
+                      # the engine would be woken mid-update; its order against the
+                      # update's draws is not fixed, so each request carries its seed.
+                      sleep=config.vllm_sleep and not config.async_steps,
+                      seed_requests=bool(config.async_steps))

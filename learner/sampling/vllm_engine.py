@@ -15,6 +15,21 @@ score them). vLLM has no per-token callback, so the caller's stop rule (a tool c
 applied to the finished turn at every prefix, as ``decoding.decode`` applies it while it
 decodes: what the policy samples up to the stop does not depend on what came after, so the
 rows are the same distribution; the tokens past the cut are decoded for nothing.
+
+Seeding: the engine is seeded once (``LLM(seed=...)``) and its requests carry no seed, so vLLM
+samples every row from the device's one generator in one batched draw; a run is repeatable
+because the learner's steps run in one order. Per-request seeds (``seed_requests``) make vLLM
+draw row by row with a generator each (and leave FlashInfer's sampler): only a draw on a
+background thread (--async-steps 1), whose order against the update's draws is not fixed,
+needs them.
+
+Colocated on a CUDA GPU with ``sleep``, the engine sleeps while the trainer updates (vLLM's
+level 1: weights offloaded to pinned CPU memory, KV cache freed) and wakes for the weight
+sync, weights first and the KV cache after the new weights are in.
+
+The weight sync streams one tensor at a time in the engine's precision into vLLM's loader;
+under ZeRO-3 (``gather``) the partitioned weights are gathered a bucket of
+``SYNC_BUCKET_BYTES`` at a time, never the whole model at once.
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +55,23 @@ from learner.sampling.decoding import EOS, LENGTH, STOP, Decoded, Stop
 
 #: vLLM's LoRA kernels take these maximum ranks.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: Bytes of partitioned (ZeRO-3) weights gathered at once for a sync; a tensor larger than
+#: this is a bucket of its own.
+SYNC_BUCKET_BYTES = 512 * 2**20
+#: A gathering context: ``gather(params)`` makes those partitioned parameters whole inside it.
+Gather = Callable[[list[torch.nn.Parameter]], contextlib.AbstractContextManager[Any]]
+
+
+def sleep_supported(device: torch.device) -> bool:
+    """Whether vLLM can sleep and wake on ``device``: CUDA (its CuMem allocator), where the
+    installed vLLM says its platform has sleep mode."""
+    if device.type != "cuda":
+        return False
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_sleep_mode_available())
 
 
 class VLLMEngine:
@@ -51,7 +83,9 @@ class VLLMEngine:
     KV cache (``dtype`` overrides either: bf16 on CPU gives it a GPU engine's mismatch).
     ``lora_rank`` > 0 with ``lora="adapter"`` starts it with LoRA support.
     ``processes`` > 1: one engine per process of an ``accelerate launch`` run (vLLM's
-    external launcher, as TRL's colocate mode).
+    external launcher, as TRL's colocate mode). ``max_num_seqs``: rows decoded at once (None:
+    vLLM's default). ``sleep``: sleep between phases where ``sleep_supported`` (else ignored;
+    ``sleeps`` says which). ``seed_requests``: a seed per request instead of the engine's.
     """
 
     name = "vllm"
@@ -60,9 +94,15 @@ class VLLMEngine:
                  dtype: str | None = None, gpu_memory_utilization: float = 0.3,
                  kv_cache_gib: float | None = None, max_model_len: int | None = None,
                  lora: str = "merged", lora_rank: int = 0, enforce_eager: bool | None = None,
-                 processes: int = 1):
+                 processes: int = 1, max_num_seqs: int | None = None, sleep: bool = False,
+                 seed_requests: bool = False):
         self._device = torch.device(device)
+        self._seed = seed
         self._generator = torch.Generator().manual_seed(seed)  # the requests' seeds (decode)
+        self.seed_requests = seed_requests
+        self.sleeps = sleep and sleep_supported(self._device)
+        self.asleep = False
+        self.sleep_s = self.wake_s = 0.0  # the last sleep's and wake's seconds
         self.lora = lora  # "merged" or "adapter": how ``sync`` pushes a LoRA policy
         self.lora_enabled = lora == "adapter" and lora_rank > 0  # vLLM's LoRA support is on
         self._eos = _configured_eos(model_path)
@@ -78,6 +118,10 @@ class VLLMEngine:
             # Compiling the model takes minutes on CPU (cached afterwards), CUDA graphs pay off.
             "enforce_eager": cpu if enforce_eager is None else enforce_eager,
         }
+        if max_num_seqs:
+            kwargs["max_num_seqs"] = max_num_seqs
+        if self.sleeps:
+            kwargs["enable_sleep_mode"] = True
         if cpu:
             # On CPU vLLM reserves gpu_memory_utilization of the NUMA node's memory and refuses
             # to start when that much is not free; an explicit KV cache size skips that check.
@@ -104,6 +148,7 @@ class VLLMEngine:
             logging.getLogger("vllm.model_executor.models.utils").addFilter(_cast_warning)
             self.llm: Any = LLM(**kwargs)
         self.start_s = time.perf_counter() - t0
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         # The weights go over in the engine's precision: vLLM would cast them the same way
         # (round to nearest), but warn once per tensor on every sync.
         self.dtype: torch.dtype = self.llm.llm_engine.model_config.dtype
@@ -126,8 +171,40 @@ class VLLMEngine:
         return contextlib.nullcontext()
 
     def reseed(self, seed: int) -> None:
-        """Restart the generator the requests' seeds come from (as a fresh engine's)."""
+        """Restart the draws as a fresh engine's: the generator the requests' seeds come from,
+        or, engine-seeded, the device's default generator vLLM samples from (in this process
+        also torch's)."""
         self._generator.manual_seed(seed)
+        if not self.seed_requests:
+            if self._device.type == "cuda":
+                torch.cuda.manual_seed(seed)
+            else:
+                torch.manual_seed(seed)
+
+    # -- sleeping between phases -------------------------------------------------------------
+    def sleep(self) -> None:
+        """Free the GPU for the update (weights to the CPU, KV cache dropped); a no-op where
+        the engine does not sleep. The next ``sync`` or ``decode`` wakes it."""
+        if not self.sleeps or self.asleep:
+            return
+        t0 = time.perf_counter()
+        self.llm.sleep(level=1)
+        self.asleep = True
+        self.sleep_s = time.perf_counter() - t0
+
+    def _wake(self, tags: list[str] | None = None) -> None:
+        """Wake what ``tags`` name (None: all); ``asleep`` until the KV cache is back."""
+        if not self.asleep:
+            return
+        t0 = time.perf_counter()
+        if self._device.type == "cuda":
+            # The update's freed blocks stay reserved by torch's caching allocator: handed back
+            # to the driver, vLLM can map its memory again.
+            torch.cuda.empty_cache()
+        self.llm.wake_up(tags=tags)
+        self.wake_s += time.perf_counter() - t0
+        if tags is None or "kv_cache" in tags:
+            self.asleep = False
 
     def decode(self, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor, pad_id: int,
                repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
@@ -141,14 +218,23 @@ class VLLMEngine:
         budget = [int(b) for b in budgets.tolist()]
         if any(len(set(budget[i * repeat:(i + 1) * repeat])) > 1 for i in range(len(contexts))):
             raise ValueError("rows of one context must share a budget")
-        # A seed per request drawn from the engine's own generator: a seeded run samples the
-        # same rows, also when it draws on a background thread (--async-steps 1) while the
-        # update's dropout draws from torch's global one.
-        seed = int(torch.randint(0, 2**31 - 2**20, (), generator=self._generator))
+        longest = max((len(c) + budget[i * repeat] for i, c in enumerate(contexts)), default=0)
+        if longest > self.max_model_len:
+            raise ValueError(f"a context and its budget need {longest} tokens, over the vLLM "
+                             f"engine's max_model_len {self.max_model_len}: give "
+                             f"--vllm-max-model-len {longest} or more")
+        self._wake()  # a step whose update was skipped left it asleep, unsynced
+        seeds: list[int | None] = [None] * len(contexts)
+        if self.seed_requests and not greedy:
+            # A seed per request drawn from the engine's own generator: a seeded run samples
+            # the same rows, also when it draws on a background thread (--async-steps 1) while
+            # the update draws from torch's global one.
+            seed = int(torch.randint(0, 2**31 - 2**20, (), generator=self._generator))
+            seeds = [seed + i * repeat for i in range(len(contexts))]
         params = [SamplingParams(
             n=repeat, max_tokens=budget[i * repeat], logprobs=0, detokenize=False,
             stop_token_ids=eos.tolist(), temperature=0.0 if greedy else temperature,
-            top_p=1.0 if greedy else top_p, seed=None if greedy else seed + i * repeat)
+            top_p=1.0 if greedy else top_p, seed=seeds[i])
             for i in range(len(contexts))]
         outputs = self.llm.generate([{"prompt_token_ids": c} for c in contexts], params,
                                     use_tqdm=False, lora_request=self._lora_request)
@@ -175,9 +261,14 @@ class VLLMEngine:
 
     # -- weights -----------------------------------------------------------------------------
     @torch.no_grad()
-    def sync(self, policy: torch.nn.Module) -> None:
-        """Load ``policy``'s current weights (an unwrapped model, full weights under ZeRO-3)."""
+    def sync(self, policy: torch.nn.Module, gather: Gather | None = None) -> None:
+        """Load ``policy``'s current weights (an unwrapped model); ``gather``: under ZeRO-3,
+        what makes a bucket of its partitioned parameters whole (``checkpoint_weights``).
+        Every process of a ZeRO-3 run must call it together (the gathers are collectives)."""
         t0 = time.perf_counter()
+        self.wake_s = 0.0
+        # The weights' memory first: the KV cache is allocated once the new weights are in.
+        self._wake(["weights"])
         if self.lora == "adapter" and self.lora_enabled and _is_peft(policy):
             base = policy.get_base_model()
             if self._base is None or self._base() is not base:
@@ -186,8 +277,9 @@ class VLLMEngine:
                 self._base = weakref.ref(base)
             self._push_adapter(policy)
         else:
-            self._reload(checkpoint_weights(policy, dtype=self.dtype))
+            self._reload(checkpoint_weights(policy, dtype=self.dtype, gather=gather))
             self._base, self._lora_request = None, None
+        self._wake(["kv_cache"])
         # Cached prompts were computed with the old weights: a prompt seen before the sync
         # would be continued from them.
         if not self.llm.reset_prefix_cache():
@@ -231,13 +323,48 @@ class VLLMEngine:
 
 
 def checkpoint_weights(model: torch.nn.Module, merge: bool = True,
-                       dtype: torch.dtype | None = None) -> Iterator[tuple[str, Tensor]]:
+                       dtype: torch.dtype | None = None, gather: Gather | None = None,
+                       bucket_bytes: int | None = None) -> Iterator[tuple[str, Tensor]]:
     """The model's weights under its checkpoint's names, which vLLM's loader maps to its own,
     cast to ``dtype`` if given (one tensor at a time). A PEFT model's LoRA layers are merged
     into their base weights (``merge``) with PEFT's own ``get_delta_weight``, leaving the
-    trainer's weights as they are, or left out."""
+    trainer's weights as they are, or left out.
+
+    ``gather`` (ZeRO-3: ``sharding.bucket_gather``): the parameters are partitioned, and are
+    gathered ``bucket_bytes`` (default ``SYNC_BUCKET_BYTES``) at a time (``weight_buckets``);
+    each tensor goes out as a copy (in ``dtype``), which stays valid once its bucket is
+    partitioned again."""
+    if gather is not None and not _is_peft(model):
+        named = list(model.named_parameters(remove_duplicate=False))
+        for bucket in weight_buckets([_full_bytes(p) for _, p in named],
+                                     bucket_bytes or SYNC_BUCKET_BYTES):
+            params = list({id(p): p for _, p in (named[i] for i in bucket)}.values())
+            with gather(params):
+                for i in bucket:
+                    name, p = named[i]
+                    yield name, p.detach().to(dtype or p.dtype, copy=True)
+        return
     for name, value in _checkpoint_weights(model, merge):
         yield name, value if dtype is None or not value.is_floating_point() else value.to(dtype)
+
+
+def weight_buckets(sizes: list[int], bucket_bytes: int) -> list[list[int]]:
+    """Consecutive indices of tensors of ``sizes`` bytes, grouped so that no group holds more
+    than ``bucket_bytes`` (a tensor larger than that is a group of its own)."""
+    buckets: list[list[int]] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if not buckets or total + size > bucket_bytes:
+            buckets.append([])
+            total = 0
+        buckets[-1].append(i)
+        total += size
+    return buckets
+
+
+def _full_bytes(p: torch.nn.Parameter) -> int:
+    """A parameter's bytes when whole (a ZeRO-3 parameter's ``ds_numel``: it holds a shard)."""
+    return int(getattr(p, "ds_numel", p.numel())) * p.element_size()
 
 
 def _checkpoint_weights(model: torch.nn.Module, merge: bool) -> Iterator[tuple[str, Tensor]]:

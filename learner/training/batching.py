@@ -98,6 +98,37 @@ class Batch:
                      self.loss_mask[:, :end], self.advantages, self.groups, self.n_sequences,
                      self.n_tokens, None if behaviour is None else behaviour[:, :end])
 
+    @classmethod
+    def concat(cls, parts: list[Batch], n_sequences: float, n_tokens: float) -> Batch:
+        """The rows of ``parts`` (CPU batches, from any process) one after another, prompts
+        left-padded and completions right-padded to the widest (padding is masked, its ids 0),
+        each part's groups numbered anew after the previous part's."""
+        width = max(p.prompt_ids.shape[1] for p in parts)
+        length = max(p.completion_ids.shape[1] for p in parts)
+        fields: list[list[Tensor]] = [[] for _ in range(8)]
+        offset = 0
+        for p in parts:
+            left, right = width - p.prompt_ids.shape[1], length - p.completion_ids.shape[1]
+            behaviour = (p.sampling_logprobs if p.sampling_logprobs is not None
+                         else torch.zeros(p.completion_ids.shape))
+            for i, (t, pad) in enumerate(((p.prompt_ids, (left, 0)), (p.prompt_mask, (left, 0)),
+                                          (p.completion_ids, (0, right)),
+                                          (p.completion_mask, (0, right)),
+                                          (p.loss_mask, (0, right)), (behaviour, (0, right)))):
+                fields[i].append(torch.nn.functional.pad(t, pad))
+            fields[6].append(p.advantages)
+            _, runs = torch.unique_consecutive(p.groups, return_inverse=True)
+            fields[7].append(runs + offset)
+            offset += int(runs.max()) + 1 if len(runs) else 0
+        (prompt_ids, prompt_mask, completion_ids, completion_mask, loss_mask, behaviour,
+         advantages, groups) = (torch.cat(f) for f in fields)
+        return cls(prompt_ids, prompt_mask, completion_ids, completion_mask, loss_mask,
+                   advantages, groups, n_sequences, n_tokens, behaviour)
+
+    def rows(self, a: int, b: int) -> Batch:
+        """Rows ``a`` to ``b`` (exclusive)."""
+        return self._rows(a, b)
+
     def _rows(self, a: int, b: int) -> Batch:
         behaviour = self.sampling_logprobs
         return Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens,

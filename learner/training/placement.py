@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 from accelerate import Accelerator
@@ -109,16 +110,22 @@ class RunDevice:
         return self.device.type in ("cpu", "lazy")
 
 
-def make_accelerator(device: torch.device | None = None) -> Accelerator:
+def make_accelerator(device: torch.device | None = None, *,
+                     timeout_s: float | None = None) -> Accelerator:
     """The run's Accelerator: bf16 autocast on CUDA, several CPU processes over gloo, and its
     gradient accumulation pinned to 1 (see ``distributed.check_accumulation``). ``device``:
     the one ``--device`` named (None: accelerate's choice); accelerate places the model on CPU
-    and CUDA devices (``resolve`` made ``cuda:N`` the current one), the run on any other."""
+    and CUDA devices (``resolve`` made ``cuda:N`` the current one), the run on any other.
+    ``timeout_s`` (--dist-timeout): how long a collective waits for the other processes
+    (None: torch's default for the backend)."""
     cuda = torch.cuda.is_available() if device is None else device.type == "cuda"
     # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
     # DeepSpeed refuses cpu=True; on CPU it is told to use gloo instead.
     deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
-    handlers = [InitProcessGroupKwargs(backend="gloo")] if deepspeed and not cuda else []
+    init: dict = {"backend": "gloo"} if deepspeed and not cuda else {}
+    if timeout_s:
+        init["timeout"] = timedelta(seconds=timeout_s)
+    handlers = [InitProcessGroupKwargs(**init)] if init else []
     # A plugin, not gradient_accumulation_steps=1: accelerate lets the environment's
     # ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by `accelerate launch
     # --gradient_accumulation_steps`) override the argument, but not a plugin.
@@ -130,15 +137,17 @@ def make_accelerator(device: torch.device | None = None) -> Accelerator:
         gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
 
 
-def run_device(choice: str, accelerator: Accelerator | None = None) -> RunDevice:
+def run_device(choice: str, accelerator: Accelerator | None = None, *,
+               timeout_s: float | None = None) -> RunDevice:
     """The run's device for ``--device choice``, with its Accelerator (``accelerator``: the
-    caller's; with ``auto`` its device is the run's)."""
+    caller's, whose process group is its own; with ``auto`` its device is the run's;
+    ``timeout_s``: --dist-timeout for one made here)."""
     device = resolve(choice)
     if device is not None and int(os.environ.get("WORLD_SIZE") or 1) > 1 and not (
             device.type in ("cpu", "cuda") and device.index is None):
         raise DeviceError(f"--device {choice}: under accelerate launch each process takes "
                           "its own device; give --device auto, cpu or cuda")
-    accelerator = accelerator or make_accelerator(device)
+    accelerator = accelerator or make_accelerator(device, timeout_s=timeout_s)
     if device is None or device.type == accelerator.device.type:
         # accelerate's own (with its index: each process's GPU under accelerate launch), or
         # the cuda:N that ``resolve`` made current

@@ -54,7 +54,8 @@ def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
         num_training_steps=c.steps * c.num_iterations)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     if ref_model is not None:
-        ref_model = sharding.prepare_reference(accelerator, ref_model, device)
+        ref_model = sharding.prepare_reference(accelerator, ref_model, device,
+                                               policy_dtype=next(model.parameters()).dtype)
     if not deepspeed:  # ZeRO-3 wraps the Linear layers' products itself
         for m in (model, ref_model):
             if m is not None:

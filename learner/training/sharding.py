@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from accelerate import Accelerator
@@ -83,10 +84,16 @@ def reference_copy(model: torch.nn.Module, source: str | None) -> torch.nn.Modul
 
 
 def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module,
-                      device: torch.device | None = None) -> torch.nn.Module:
+                      device: torch.device | None = None, *,
+                      policy_dtype: torch.dtype | None = None) -> torch.nn.Module:
     """The frozen reference: sharded with ZeRO-3 (an inference engine, no optimizer),
-    otherwise a plain copy on the run's ``device`` (default: the accelerator's)."""
+    otherwise a plain copy on the run's ``device`` (default: the accelerator's). Under ZeRO-1/2
+    it takes the prepared policy's ``policy_dtype``: DeepSpeed runs the policy's forward in
+    its bf16 (or fp16) copy, so an fp32 reference would hold twice the memory and put the
+    precision gap into the KL at step 0."""
     if zero_stage(accelerator) != 3:
+        if zero_stage(accelerator) in (1, 2) and policy_dtype is not None:
+            return ref_model.to(device or accelerator.device, dtype=policy_dtype)
         return ref_model.to(device or accelerator.device)
     import deepspeed
 
@@ -114,6 +121,18 @@ def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[t
 
     with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
         yield unwrapped
+
+
+def bucket_gather(accelerator: Accelerator) -> Callable[[list], Any] | None:
+    """Under ZeRO-3, what gathers a list of partitioned parameters whole for the duration (read
+    only; every process must gather the same lists in the same order); None otherwise, where
+    every process holds its weights whole. The weight sync gathers a bucket at a time with it,
+    never the whole model (``vllm_engine.checkpoint_weights``)."""
+    if zero_stage(accelerator) != 3:
+        return None
+    import deepspeed
+
+    return lambda params: deepspeed.zero.GatheredParameters(params, modifier_rank=None)
 
 
 def full_state_dict(accelerator: Accelerator, model: torch.nn.Module) -> dict | None:

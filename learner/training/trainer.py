@@ -33,17 +33,27 @@ from learner.evaluation.during_training import heldout_metrics
 from learner.evaluation.heldout import heldout_tasks
 from learner.model import load_model, load_tokenizer
 from learner.sampling.chat import ChatBridge
-from learner.sampling.engine import SyncedEngine, build_engine
+from learner.sampling.engine import SyncedEngine, build_engine, engine_name
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.scoring import RemoteScorer
-from learner.training import checkpoint, grpo, hack_monitor, memory_plan, placement, sharding
+from learner.training import (
+    checkpoint,
+    grpo,
+    hack_monitor,
+    memory_plan,
+    placement,
+    sharding,
+    vllm_sizing,
+)
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
 from learner.training.data import PromptStream
 from learner.training.distributed import (
     Processes,
+    balance_rows,
     check_accumulation,
+    check_shared_folder,
     cpu_threads,
     share_quota,
 )
@@ -70,10 +80,11 @@ class GRPOTrainer:
                                    and torch.distributed.is_initialized())
         # The one place the run's device is decided (--device): every tensor of a step is
         # created there (the rollout, and the masks and advantages made from it).
-        where = placement.run_device(c.device, accelerator)
+        where = placement.run_device(c.device, accelerator, timeout_s=c.dist_timeout)
         self.accelerator, self.device = where.accelerator, where.device
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
+        check_shared_folder(self.procs, c.output_dir)  # checkpoints need one folder for all
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
         sharding.configure_deepspeed(self.accelerator, c.max_grad_norm)
         if where.computes_on_cpu and not c.num_threads:
@@ -104,10 +115,17 @@ class GRPOTrainer:
                 "--async-steps 1 runs in one process without DeepSpeed: the background draw's "
                 "collectives would interleave with the update's")
         # --rollout-engine vllm: an engine with its own weights, synced after every update
-        # (None: the learner's own loop samples from the policy itself).
+        # (None: the learner's own loop samples from the policy itself), sized from the step.
+        self.engine_size = None
+        if engine is None and engine_name(c.rollout_engine, self.device) == "vllm":
+            self.engine_size = self.size_engine()
         self.engine = engine if engine is not None else build_engine(
-            c, self.device, rank=self.procs.rank, processes=self.procs.world)
+            c, self.device, rank=self.procs.rank, processes=self.procs.world,
+            size=self.engine_size)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
+        if self.engine is not None:
+            # Only a draw on a background thread needs a seed per request (vllm_engine).
+            self.engine.seed_requests = bool(c.async_steps)
         self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
         self.stream = PromptStream(self.env, "train", seed=c.seed)
@@ -127,6 +145,22 @@ class GRPOTrainer:
             world=self.procs.world, max_tokens=self.max_tokens,
             device=self.device, main=self.accelerator.is_main_process)
 
+    def size_engine(self) -> vllm_sizing.EngineSize:
+        """The vLLM engine's max_model_len, max_num_seqs and GPU share, derived from the step
+        where the flags leave them at 0 (one line says what; config.json records it)."""
+        c, policy = self.config, self.policy
+        card = (torch.cuda.get_device_properties(self.device).total_memory
+                if self.device.type == "cuda" else 0)
+        size = vllm_sizing.size_engine(
+            c, policy.config, params=sum(int(getattr(p, "ds_numel", p.numel()))
+                                         for p in policy.parameters()),
+            prompt_tokens=vllm_sizing.longest_prompt(self.env, self.tokenizer),
+            completion_tokens=self.max_tokens, world=self.procs.world,
+            multi_turn=self.bridge is not None, card_bytes=card)
+        if self.accelerator.is_main_process:
+            print(size.line(), flush=True)
+        return size
+
     @property
     def policy(self) -> PreTrainedModel:
         """The policy without its process wrapper (DDP), as generation and saving take it."""
@@ -143,6 +177,8 @@ class GRPOTrainer:
             wait_s = time.perf_counter() - start
             if drawn is None:
                 drawn = Drawn(self.collect(), self.update.version)  # sample -> score
+                if self.engine is not None and self.ahead is None:
+                    self.engine.sleep()  # the update has the card (a no-op unless colocated)
             samples = drawn.samples
             sync_s = None
             if self.ahead is not None and self.step + 1 < c.steps:
@@ -150,6 +186,8 @@ class GRPOTrainer:
         staleness = self.update.version - drawn.version  # optimizer steps since the draw
         advantages = self.advantages(samples)
         batch = self.batch(samples, advantages)
+        if batch is not None:  # whole groups, even in tokens over the processes
+            batch = balance_rows(batch, self.procs)
         t0 = time.perf_counter()
         # The loss passes and optimizer steps (none when no process has a row to train on).
         with out_of_memory_as("training", f"--micro-batch-tokens "
@@ -310,10 +348,14 @@ class GRPOTrainer:
 
     def sync_engine(self) -> None:
         """Load the policy's current weights into the sampling engine (vllm; hf samples from
-        the policy itself), gathered in full under ZeRO-3."""
+        the policy itself): streamed a tensor at a time, gathered a bucket at a time under
+        ZeRO-3 (never the whole model at once)."""
         if self.engine is not None:
-            with sharding.full_weights(self.accelerator, self.update.model) as policy:
-                self.engine.sync(policy)
+            gather = sharding.bucket_gather(self.accelerator)
+            if gather is None:
+                self.engine.sync(self.policy)
+            else:
+                self.engine.sync(self.policy, gather=gather)
             self._synced_version = self.update.version
 
     def train(self) -> dict[str, Any]:
