@@ -1,6 +1,4 @@
-"""The pipes of a running job, relayed by the agent: its stdin from the host's channel, its
-stdout and stderr collected up to the job's output limit, until it exits or runs out of time.
-"""
+"""A running job's pipes, pumped by the agent until the job exits or hits a limit (``Relay``)."""
 
 from __future__ import annotations
 
