@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import time
 
 TERM_GRACE_S = 0.1
+#: How a job ended: its wait status and resource usage (None when it was never seen exiting).
+Exit = tuple[int, "resource.struct_rusage | None"]
 
 
 def oom_kills() -> int:
@@ -72,7 +75,7 @@ def _reap(spare):
             os.waitpid(p, os.WNOHANG)
 
 
-def try_wait(pid: int):
+def try_wait(pid: int) -> Exit | None:
     """(status, rusage) once the job has exited, else None. Until its short-lived parent in the
     zygote has exited, the job is not yet our child; that also reads as "not yet"."""
     try:
@@ -82,7 +85,7 @@ def try_wait(pid: int):
     return (status, rusage) if got == pid else None
 
 
-def wait(pid: int, timeout: float):
+def wait(pid: int, timeout: float) -> Exit | None:
     """``try_wait`` until the job has exited or ``timeout`` seconds have passed."""
     end = time.monotonic() + timeout
     while True:
@@ -92,7 +95,7 @@ def wait(pid: int, timeout: float):
         time.sleep(0.002)
 
 
-def stop(pid: int):
+def stop(pid: int) -> Exit:
     """(status, rusage) of a job that is still running: its group is asked to stop (SIGTERM,
     ``TERM_GRACE_S``), then everything in it is killed."""
     with contextlib.suppress(OSError):

@@ -104,7 +104,7 @@ def _job(cpu, disk, fds):
     os._exit(code & 0xFF)
 
 
-def main():
+def main() -> None:
     global _prctl
     try:
         import ctypes
