@@ -33,12 +33,10 @@ import json
 import secrets
 import threading
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
+from sandbox.bundle import bundle
 from sandbox.limits import Limits, RunResult
 
-_INSIDE = Path(__file__).with_name("inside")
 BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 #: Per-case reasons in ``TestReport.reasons``.
 CASE_REASONS = ("passed", "failed", "timeout", "unserializable_return", "program_exited",
@@ -118,41 +116,6 @@ def find_entry_points(tests: list[str], setup: str = "") -> list[str]:
                     and node.func.id not in defined | own and node.func.id not in found):
                 found.append(node.func.id)
     return found
-
-
-@cache
-def _module_source(name: str) -> str:
-    """The module's code without docstrings and comments: every job compiles it, twice."""
-    tree = ast.parse((_INSIDE / f"{name}.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
-
-
-@cache
-def bundle(entry: str, modules: tuple[str, ...]) -> str:
-    """One self-contained program that defines ``sandbox.inside.<m>`` for each of ``modules``
-    (in order, from their source files) and runs ``<entry>.main()``: the job ships no files."""
-    lines = [
-        "import sys, types",
-        "for _name in ('sandbox', 'sandbox.inside'):",
-        "    _pkg = types.ModuleType(_name)",
-        "    _pkg.__path__ = []",
-        "    sys.modules[_name] = _pkg",
-        "sys.modules['sandbox'].inside = sys.modules['sandbox.inside']",
-        "def _define(name, source):",
-        "    module = types.ModuleType('sandbox.inside.' + name)",
-        "    module.__file__ = name + '.py'",
-        "    sys.modules[module.__name__] = module",
-        "    setattr(sys.modules['sandbox.inside'], name, module)",
-        "    exec(compile(source, module.__file__, 'exec'), module.__dict__)",
-    ]
-    lines += [f"_define({m!r}, {_module_source(m)!r})" for m in modules]
-    lines.append(f"sys.modules['sandbox.inside.{entry}'].main()")
-    return "\n".join(lines) + "\n"
 
 
 def judge_source() -> str:

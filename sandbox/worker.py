@@ -1,8 +1,8 @@
 """One warm sandbox container and the framed channel to its agent.
 
 Every isolation control is set here, when the container is created; nothing about a container can
-be loosened later. The agent (``sandbox/agent.py``) is injected as the command line, so the image
-only needs Python 3. The channel is the container's own stdin/stdout through a Docker attach
+be loosened later. The agent (``sandbox.inside.agent``, bundled with its modules) is injected as
+the command line, so the image only needs Python 3. The channel is the container's own stdin/stdout through a Docker attach
 socket: 4-byte length + JSON frames, wrapped by the engine in its stdout multiplexing header.
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 import docker
 from docker.types import LogConfig
 
+from sandbox.bundle import bundle
 from sandbox.limits import PROGRAM_STATUSES, Limits, RunResult
 
 LABEL = "grpo-sandbox"
@@ -31,7 +32,13 @@ OWNER_LABEL = "grpo-sandbox.owner"  # the host process (for removing stale conta
 INSTANCE_LABEL = "grpo-sandbox.instance"  # the Sandbox object (several may share a process)
 LIMITS_LABEL = "grpo-sandbox.limits"  # the container limits (its pool)
 UID_LABEL = "grpo-sandbox.uid"  # the container's own uid (no two live containers share one)
-AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text(encoding="utf-8")
+# The container's PID 1 and its zygote, each one program of ``sandbox.inside`` modules (a
+# module's imports before it): the image needs nothing of ours.
+AGENT_MODULES = ("layout", "channel", "processes", "clean_up", "baseline", "zygote_link", "relay",
+                 "job", "agent")
+ZYGOTE_MODULES = ("layout", "seccomp", "job_filter", "zygote")
+AGENT_SOURCE = bundle("agent", AGENT_MODULES)
+ZYGOTE_SOURCE = bundle("zygote", ZYGOTE_MODULES)  # the agent's argument: it starts the zygote
 # Every container runs as a uid of its own: the kernel keeps some quotas per uid across all
 # containers (POSIX message queue bytes, inotify instances, pending signals and POSIX timers,
 # processes), so under one shared uid a job could exhaust them for every other container. The
@@ -40,7 +47,7 @@ UID_BASE = 0x70000000
 UID_SPAN = 1 << 27
 START_TIMEOUT_S = 60.0
 # Seconds the host waits past a job's wall limit before it declares the container hung: more
-# than the agent takes to stop a job and clean up after it (at most about 6 s: agent.CLEAN_UP_S).
+# than the agent takes to stop a job and clean up after it (at most about 6 s: clean_up.CLEAN_UP_S).
 REPLY_GRACE_S = 10.0
 # The slowest input rate the host tolerates before it declares the agent stuck (bytes/s).
 INPUT_FLOOR_BPS = 1 << 20
@@ -97,7 +104,7 @@ def container_config(
     )
     return dict(
         image=image,
-        command=["python3", "-I", "-S", "-c", AGENT_SOURCE],
+        command=["python3", "-I", "-S", "-c", AGENT_SOURCE, ZYGOTE_SOURCE],
         user=f"{uid}:{uid}",
         working_dir="/scratch",
         hostname="sandbox",

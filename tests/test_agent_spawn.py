@@ -1,7 +1,7 @@
-"""The agent's spawn handshake with its zygote (``sandbox.agent.Zygote.spawn``), on the host with
-a stand-in zygote: a job that stops the zygote between its pid and the zygote's "ok" has
-started, and must be reported as started (a "not started" reply would have the host retry it
-and, after three tries, call it an infrastructure error: a grade the job chose)."""
+"""The agent's spawn handshake with its zygote (``sandbox.inside.zygote_link.Zygote.spawn``), on
+the host with a stand-in zygote: a job that stops the zygote between its pid and the zygote's
+"ok" has started, and must be reported as started (a "not started" reply would have the host
+retry it and, after three tries, call it an infrastructure error: a grade the job chose)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sandbox import agent
+from sandbox.inside import zygote_link as agent
 
 
 def stand_in(after_pid: str) -> agent.Zygote:

@@ -9,7 +9,6 @@ program. Reading the owner and setting ``O_ASYNC`` alone still work.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import os
@@ -18,9 +17,8 @@ import struct
 
 import pytest
 
-from sandbox.agent import seccomp_program
 from sandbox.harness import run_tests
-from sandbox.inside import no_signals
+from sandbox.inside import job_filter, no_signals, seccomp
 
 F_SETOWN_EX, F_OWNER_PID = 15, 1
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
@@ -107,17 +105,7 @@ REFUSED = ("F_SETOWN=EPERM F_SETOWN_EX=EPERM F_SETSIG=EPERM FIOSETOWN=EPERM SIOC
 
 
 def _install_agent_filter() -> None:
-    code = seccomp_program()
-
-    class Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    buf = ctypes.create_string_buffer(code, len(code))
-    prog = Fprog(len(code) // 8, ctypes.addressof(buf))
-    libc = ctypes.CDLL(None, use_errno=True)
-    arg = ctypes.c_ulong
-    assert libc.prctl(38, arg(1), arg(0), arg(0), arg(0)) == 0
-    assert libc.prctl(22, arg(2), ctypes.byref(prog), arg(0), arg(0)) == 0
+    seccomp.install(job_filter.program())  # as the zygote does
 
 
 needs_known_arch = pytest.mark.skipif(not no_signals.supported(),

@@ -23,9 +23,10 @@ import pytest
 
 import sandbox.worker
 from sandbox import Limits, Sandbox
-from sandbox import agent as agent_module
-from sandbox.agent import _Budget, _empty, _OverBudget, _wipe
+from sandbox.bundle import INSIDE, compact, module_source, program
 from sandbox.harness import read_reports
+from sandbox.inside import clean_up, layout
+from sandbox.inside.clean_up import Budget, OverBudget, empty, wipe
 from sandbox.limits import INFRA_STATUSES, PROGRAM_STATUSES, RunResult
 from sandbox.worker import JobInput, Worker, writable_mb
 
@@ -324,10 +325,13 @@ wrong()
 
 # -- what the agent cannot clean or check is the job's verdict ---------------------------------
 
-def _agent_with(monkeypatch, old: str, new: str) -> None:
-    source = sandbox.worker.AGENT_SOURCE
-    assert source.count(old) == 1, old
-    monkeypatch.setattr(sandbox.worker, "AGENT_SOURCE", source.replace(old, new))
+def _agent_with(monkeypatch, module: str, old: str, new: str) -> None:
+    """New containers run an agent whose ``sandbox/inside/<module>.py`` has ``old`` replaced."""
+    text = (INSIDE / f"{module}.py").read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    sources = {name: module_source(name) for name in sandbox.worker.AGENT_MODULES}
+    sources[module] = compact(text.replace(old, new))
+    monkeypatch.setattr(sandbox.worker, "AGENT_SOURCE", program("agent", sources))
 
 
 def _one_container(limits: Limits):
@@ -338,7 +342,7 @@ def _one_container(limits: Limits):
 def test_beyond_the_clean_up_budget_the_job_fails_as_dirty_container(monkeypatch):
     # No job can reach the real budget (the tmpfs inodes run out first): an agent with a small
     # one shows the path end to end.
-    _agent_with(monkeypatch, "WIPE_ENTRIES = 20_000", "WIPE_ENTRIES = 300")
+    _agent_with(monkeypatch, "clean_up", "WIPE_ENTRIES = 20_000", "WIPE_ENTRIES = 300")
     with _one_container(QUICK) as own:
         hostile = PRELUDE + "for i in range(400):\n    open('/dev/shm/f%d' % i, 'w').close()\n"
         for code in (hostile + "wrong()\n", hostile + "print('planted')\n"):  # wrong and right
@@ -353,8 +357,8 @@ def test_beyond_the_clean_up_budget_the_job_fails_as_dirty_container(monkeypatch
 def test_an_agent_broken_by_the_job_state_is_the_jobs_verdict(monkeypatch):
     # The issue's failure in kind: the clean-up raising (as the recursive one did) must not be
     # a sandbox_error, wherever in the reply path it happens.
-    _agent_with(monkeypatch, "        leftover = _kill_all(zygote.pid)\n",
-                "        leftover = _kill_all(zygote.pid)\n"
+    _agent_with(monkeypatch, "job", "        leftover = processes.kill_all(zygote.pid)\n",
+                "        leftover = processes.kill_all(zygote.pid)\n"
                 "        if os.path.exists('/scratch/boom'):\n"
                 "            raise RecursionError('maximum recursion depth exceeded')\n")
     with _one_container(QUICK) as own:
@@ -367,15 +371,15 @@ def test_an_agent_broken_by_the_job_state_is_the_jobs_verdict(monkeypatch):
 @docker
 def test_a_clean_up_that_hangs_is_abandoned_at_its_deadline(monkeypatch):
     # The agent replies at the deadline, then exits: the thread it could not stop goes with it.
-    line = "            done.append(_wipe(roots, _Budget(WIPE_ENTRIES, CLEAN_UP_S)))\n"
-    _agent_with(monkeypatch, line,
+    line = "            done.append(wipe(roots, Budget(WIPE_ENTRIES, CLEAN_UP_S)))\n"
+    _agent_with(monkeypatch, "clean_up", line,
                 "            if os.path.exists('/scratch/hang'):\n"
                 "                time.sleep(60)\n" + line)
     with _one_container(QUICK) as own:
         start = time.monotonic()
         r = own.run(PRELUDE + "os.mkdir('/scratch/hang')\nwrong()\n")
         assert r.status == "dirty_container" and "did not finish" in r.error, r
-        assert time.monotonic() - start < agent_module.CLEAN_UP_S + 4
+        assert time.monotonic() - start < clean_up.CLEAN_UP_S + 4
         assert own.run(PROBE).stdout == PRISTINE
 
 
@@ -412,7 +416,7 @@ def test_walk_removes_any_depth_and_path_length(tmp_path):
     (tmp_path / "wide").mkdir()
     fd = _deep(tmp_path / "wide", 40, "x" * 255)  # 10 KB paths
     os.close(fd)
-    assert _empty(str(tmp_path), _Budget(100_000, 30.0)) and _tree_is_gone(tmp_path)
+    assert empty(str(tmp_path), Budget(100_000, 30.0)) and _tree_is_gone(tmp_path)
 
 
 def test_walk_never_follows_links_and_leaves_their_targets(tmp_path):
@@ -427,7 +431,7 @@ def test_walk_never_follows_links_and_leaves_their_targets(tmp_path):
     os.symlink("..", root / "d" / "up")
     os.symlink("loop", root / "loop")
     os.mkfifo(root / "d" / "fifo")  # never opened: opening would block
-    assert _empty(str(root), _Budget(1000, 10.0)) and _tree_is_gone(root)
+    assert empty(str(root), Budget(1000, 10.0)) and _tree_is_gone(root)
     assert (outside / "keep").read_text() == "x"
 
 
@@ -439,7 +443,7 @@ def test_walk_takes_back_locked_directories(tmp_path):
     for d, mode in (("a/b/c", 0), ("a/b", 0o100), ("a", 0o500)):
         os.chmod(tmp_path / d, mode)
     try:
-        assert _empty(str(tmp_path), _Budget(1000, 10.0)) and _tree_is_gone(tmp_path)
+        assert empty(str(tmp_path), Budget(1000, 10.0)) and _tree_is_gone(tmp_path)
     finally:
         for d in ("a", "a/b", "a/b/c"):
             if (tmp_path / d).exists():
@@ -448,20 +452,20 @@ def test_walk_takes_back_locked_directories(tmp_path):
 
 @pytest.mark.parametrize("entries, seconds", [(100, 10.0), (100_000, 0.0)])
 def test_walk_stops_at_its_budget(tmp_path, monkeypatch, entries, seconds):
-    monkeypatch.setattr(agent_module, "MQUEUE", str(tmp_path / "no-mqueue"))  # not the host's
+    monkeypatch.setattr(layout, "MQUEUE", str(tmp_path / "no-mqueue"))  # not the host's
     for i in range(600):
         (tmp_path / f"f{i}").touch()
-    with pytest.raises(_OverBudget):
-        _empty(str(tmp_path), _Budget(entries, seconds))
-    assert _wipe([(str(tmp_path), 0o755)], _Budget(entries, seconds)) == 2
+    with pytest.raises(OverBudget):
+        empty(str(tmp_path), Budget(entries, seconds))
+    assert wipe([(str(tmp_path), 0o755)], Budget(entries, seconds)) == 2
 
 
 def test_wipe_gives_the_root_back_its_mode_and_no_notes(tmp_path, monkeypatch):
-    monkeypatch.setattr(agent_module, "MQUEUE", str(tmp_path / "no-mqueue"))
+    monkeypatch.setattr(layout, "MQUEUE", str(tmp_path / "no-mqueue"))
     (tmp_path / "f").touch()
     os.setxattr(tmp_path, "user.note", b"x")
     os.chmod(tmp_path, 0)
-    assert _wipe([(str(tmp_path), 0o755)], _Budget(100, 5.0)) == 0
+    assert wipe([(str(tmp_path), 0o755)], Budget(100, 5.0)) == 0
     assert stat.S_IMODE(os.stat(tmp_path).st_mode) == 0o755 and os.listxattr(tmp_path) == []
     assert _tree_is_gone(tmp_path)
 

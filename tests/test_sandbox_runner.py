@@ -110,6 +110,17 @@ def test_files_and_imports(sb):
 
 
 @pytest.mark.docker
+def test_a_job_sees_a_plain_interpreter_not_the_agents_modules(sb):
+    # Jobs are forked from the zygote, itself a bundle of sandbox.inside modules: a job finds
+    # none of them, and its own package of that name is the one it imports.
+    code = ("import builtins, sys\n"
+            "print([n for n in sys.modules if n.startswith(('sandbox', '__future__'))])\n"
+            "import sandbox\nprint(sandbox.MINE, __builtins__ is builtins)\n")
+    r = sb.run(code, files={"sandbox/__init__.py": "MINE = 'mine'\n"})
+    assert r.status == "ok" and r.stdout == "[]\nmine True\n", r
+
+
+@pytest.mark.docker
 def test_main_module_semantics(sb):
     code = textwrap.dedent("""
         import atexit, pickle, sys, threading

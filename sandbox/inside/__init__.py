@@ -1,6 +1,7 @@
-"""Code that runs inside a sandbox container, next to the graded program (stdlib only).
+"""Code that runs inside a sandbox container (stdlib only).
 
-These modules are never imported by the host at run time for grading: their source is shipped
-with each test job as files under the job's scratch space (see ``sandbox.harness``). The host
-imports them only to test them.
+Two sets of modules, each shipped as one program (``sandbox.bundle``): the container's agent
+(PID 1: ``agent`` and what it imports) with its zygote (``zygote``, which installs the jobs'
+``job_filter``), and a code-test job's judge (``judge``) with the graded program's side
+(``candidate``); ``seccomp`` assembles both filters. The host imports them only to test them.
 """

@@ -1,8 +1,9 @@
 """The seccomp-BPF pieces both filters share: the opcodes and return values they use, the
 assembler that turns labelled jumps into offsets, and the call that installs a program.
 
-Standard library only: the judge's bundle ships this module into the container (see
-``sandbox.harness.bundle``), and ``sandbox.host_confine`` uses it on the host.
+Standard library only: it is shipped into the container (see ``sandbox.bundle``) for the judge's
+filter (``no_signals``) and the jobs' own (``job_filter``, installed by the zygote), and
+``sandbox.host_confine`` uses it on the host.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def assemble(code: list[tuple | str]) -> list[tuple[int, int, int, int]]:
             body.append(item)
 
     def offset(i: int, target: str | None) -> int:
-        return 0 if target is None else labels[target] - i - 1
+        jump = 0 if target is None else labels[target] - i - 1
+        if not 0 <= jump <= 255:  # a jump is one byte, forward only
+            raise ValueError(f"seccomp program: jump to {target!r} out of reach ({jump})")
+        return jump
 
     return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(body)]
 
