@@ -232,6 +232,56 @@ _ALTERNATIVE_AFTER = re.compile(
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 
 
+# After the final answer, on the rest of its line or the next line (one blank line between is
+# allowed), a sentence that opens by offering another value ("Or maybe 19.", "Alternatively, it
+# could be 19.", "(or 19)"): that value competes with the answer, as "5 or \\boxed{6}" does
+# before it. It is a competing group, so the worker compares it: a restatement of the same value
+# ("Or, equivalently, 18") stands, a computation ("Or, to check: 9 + 9 = 18") is a statement.
+_HEDGE_OPENING = re.compile(
+    r"^(?:[^\w\\]|\\(?:text|mathrm|mbox|textbf|textit)\s*\{|\\[()\[\]\\,;: ])*"
+    r"(?:[A-Za-z]+[^\w\n]+){0,2}?"
+    r"(?:or|maybe|perhaps|possibly|probably|likely|alternatively|otherwise|approx(?:imately)?|about|"
+    r"around|roughly|nearly|could|might)(?![A-Za-z])", re.I)
+_AFTER_SENTENCE = re.compile(r"(?<!\d)[.!?;](?!\d)|\n")
+MAX_AFTER_CHARS = 400
+
+
+def competing_after(text: str, end: int) -> tuple[str, ...]:
+    """The value offered as an alternative right after the final answer that ends at ``end``,
+    as a competing group, or ``()``."""
+    rest = text[end : end + MAX_AFTER_CHARS]
+    lines = rest.split("\n")
+    spans = [lines[0]]
+    following = [ln for ln in lines[1:3] if ln.strip()]
+    if following and (lines[1].strip() or len(lines) > 2):
+        spans.append(following[0])
+    for span in spans:
+        for sentence in _sentences(span):
+            opening = _HEDGE_OPENING.match(sentence)
+            if opening is None:
+                continue
+            offered = sentence[opening.end() :]
+            if _STATING.search(offered):
+                continue
+            segs = _segments(offered)
+            value = segs[-1][2] if segs else None
+            if value is None:
+                nums = [m.group(0) for m in _NUMBER.finditer(offered)]
+                value = nums[-1] if nums else None
+            if value is not None and value.strip():
+                return (value.strip(),)
+    return ()
+
+
+def _sentences(span: str) -> list[str]:
+    out, start = [], 0
+    for m in _AFTER_SENTENCE.finditer(span):
+        out.append(span[start : m.start()])
+        start = m.end()
+    out.append(span[start:])
+    return [x for x in out if x.strip()]
+
+
 def _unclosed_brace_before(text: str, pos: int) -> bool:
     """Whether a ``{`` before ``pos`` is never closed: what follows it is inside a group that
     never ends, not an answer."""
@@ -486,14 +536,23 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
         got = _answer_from_marker_tail(tail) if tail.strip() else None
         if got is not None and got[0][-1] and all(a.strip() for a in got[0][-1]):
-            return _finish(got[0], "marker")
+            groups = got[0]
+            if not gold:  # "The answer is 18.\nOr maybe 19."
+                tail_at = text.find(tail, marker_end)
+                after = competing_after(text, tail_at + len(tail)) if tail_at >= 0 else ()
+                if after:
+                    groups = (*groups[:-1], after, groups[-1])
+            return _finish(groups, "marker")
 
     if box_groups:
         groups = [tuple(c for _, _, c in g) for g in box_groups]
         if gold:
             groups = groups[-1:]
-        else:  # "5 or \boxed{6}": the box is one of two answers
+        else:  # "5 or \boxed{6}", "\boxed{6}\nor 7": the box is one of two answers
             groups[-1:] = _with_competing(text, box_groups[-1])
+            after = competing_after(text, box_groups[-1][-1][1])
+            if after:
+                groups[-1:-1] = [after]
         return _finish(tuple(groups), "boxed")
 
     got = _answer_from_span(scan)
