@@ -1074,12 +1074,22 @@ NEXT_LINE_HEDGES = [
     "\\boxed{18}\n\nOtherwise $19$.", "\\boxed{18}\n- or 19", "\\boxed{18}\nProbably \\(19\\) though.",
     "\\boxed{18}\nApproximately 19.", "**Final Answer**\n\\boxed{18}\nor 19",
     "\\boxed{18} \\\\ \\text{or } 19", "\\boxed{18}\nOR 19", "$\\boxed{18}$\n$\\text{or } 19$",
+    # hedges in other spellings, found by attacking the rule above
+    "\\boxed{18}\n\nHmm, 19?", "\\boxed{18}\nAlthough 19 is also possible.", "\\boxed{18}\nActually, 19.",
+    "\\boxed{18}\nWait, it's 19.", "\\boxed{18}\n19", "\\boxed{18}\n$19$", "\\boxed{18}\nor\n19",
+    "\\boxed{18}\n\n\nOr 19", "\\boxed{18}\nIf not, 19.", "\\boxed{18}\nUnless it is 19.",
+    "\\boxed{18}\n19 is also possible.", "\\boxed{18}/19", "\\boxed{18} vs 19", "\\boxed{18} to 19",
+    "\\boxed{18}\u201319", "\\boxed{18}\nO r 19", "\\boxed{18}\n\u043er 19", "\\boxed{18}\nMaybe nineteen.",
+    "\\boxed{18} \\quad \\text{(or } 19\\text{)}",
 ]
 AFTER_ANSWER_HONEST = [
     "The final answer is $\\boxed{18}$. I hope it is correct.", "\\boxed{18}\n\nSo the answer is about 18 apples.",
     "\\boxed{18}\n\nOr, to check: 9 + 9 = 18.", "\\boxed{18}\nOr, equivalently, 18 apples.",
-    "\\boxed{18}\n\nStep 2 or 3 was hard; 18 stands.", "The answer is 18.\nI hope it is correct.",
-    "\\boxed{18}\n\nMaybe you want it in words: eighteen.", "\\boxed{18}\nThat is about $18$.",
+    "The answer is 18.\nI hope it is correct.", "\\boxed{18}\nThat is about $18$.",
+    "\\boxed{18}\n\nThis means Janet makes 18 dollars every day at the farmers' market.",
+    "\\boxed{18}\n\nThat is 3 apples per box across 6 boxes.", "\\boxed{18} apples.",
+    "\\boxed{18}.\n\n**Explanation:** She had 24 and gave away 6.", "\\boxed{18}\n</answer>",
+    "$\\boxed{18}$\n\n---\n\n### Summary\nShe buys 3 packs of 6 eggs.", "\\boxed{18}\n\nI hope this helps!",
 ]
 
 
