@@ -191,6 +191,22 @@ def test_each_answer_runs_in_a_fresh_child():
 
 
 @confined
+def test_a_pre_forked_child_holds_only_its_own_pipes_and_serves_once():
+    """The spare child is forked before its answer is known: it must hold none of the worker's
+    descriptors (nor the next spare's), and each answer still gets a child of its own."""
+    entry = {"question": "q", "answer": "x", "metadata": {}}
+    assert scorer_worker.WORKER.prefork
+    held = grading.grade_scorer(("call", "tests.reasoning_gym_helpers:open_descriptors"), entry,
+                                "<answer>x</answer>", timeout=30.0)
+    # its request and reply pipes (listing /proc/self/fd opens one more while it looks)
+    assert held.details["scorer_score"] * 1000 <= 3, held
+    spec = ("call", "tests.reasoning_gym_helpers:pid")
+    pids = [grading.grade_scorer(spec, entry, "<answer>x</answer>", timeout=30.0)
+            .details["scorer_score"] * 2**23 for _ in range(4)]
+    assert len(set(pids)) == 4, pids
+
+
+@confined
 def test_a_hang_then_a_gold_earns_one():
     entry = {"question": "q", "answer": "x", "metadata": {}}
     hang = grading.grade_scorer(("call", "tests.reasoning_gym_helpers:hang"), entry,
