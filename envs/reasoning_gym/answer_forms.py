@@ -181,9 +181,9 @@ FORMS: dict[str, Form] = {
     "spell_backward": WORD,
     "sudoku": INTEGER_GRID,
     "survo": INTEGER_GRID,
-    "time_intervals": _match(r"[0-9]+\s+days?(?:,\s*[0-9]+:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?"
+    "time_intervals": _match(r"-?[0-9]+\s+days?(?:,\s*[0-9]+:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?"
                              r"|[0-9]+:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?",
-                             "N days, a duration HH:MM[:SS], or both"),
+                             "N days, a duration HH:MM[:SS], or both"),  # "-1 days, 16:01:00" too
     "tower_of_hanoi": _lines(r"Move disk [0-9]+ from Peg [0-9]+ to Peg [0-9]+",
                              "lines such as Move disk 1 from Peg 1 to Peg 3", re.I),
     "tsumego": _match(r"[A-Za-z][0-9]+", "a board point such as D4"),
