@@ -61,3 +61,15 @@ def reach_worker(answer: str, entry: dict[str, Any]) -> float:
             with contextlib.suppress(OSError):
                 through += os.write(fd, forged) > 0
     return float(through)
+
+
+def open_descriptors(answer: str, entry: dict[str, Any]) -> float:
+    """How many descriptors the scoring process holds above stdin/stdout/stderr, over 1000 (a
+    pre-forked child keeps only its own request and reply pipes: 2). -1 when it cannot look."""
+    import os
+
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        return -1.0
+    return len([fd for fd in fds if fd > 2]) / 1000

@@ -138,6 +138,10 @@ def _score(task, text, index=0):
 
 OTHER_TASKS = ["arc_agi", "sudoku", "word_ladder", "word_sorting", "mini_sudoku", "futoshiki",
                "game_of_life", "group_anagrams", "knights_knaves", "countdown"]
+#: A wrong answer of each task's form (``answer_forms``), so that its scorer does see it.
+WRONG = {"arc_agi": "0", "sudoku": "1", "word_ladder": "AB,CD", "word_sorting": "b, a",
+         "mini_sudoku": "1", "futoshiki": "1", "game_of_life": "[[0]]",
+         "group_anagrams": '[["a"]]', "knights_knaves": "definitely wrong", "countdown": "1 + 1"}
 
 
 @confined
@@ -152,7 +156,9 @@ def test_a_poison_that_runs_reaches_its_own_episode_only(capsys):
     pid = worker.pid()
     poison = grading.grade_scorer(hole, entry, f"<answer>{ESCAPES['import_exec']}</answer>",
                                   timeout=30.0)
-    after = {task: _score(task, "definitely wrong")[0] for task in OTHER_TASKS}
+    scored = {task: _score(task, WRONG[task]) for task in OTHER_TASKS}
+    assert not [t for t, (_, info) in scored.items() if info["reason"] == "not_in_grammar"]
+    after = {task: reward for task, (reward, _) in scored.items()}
     empty = _score("sudoku", "")[0]
     gold = _score("countdown", None, index=1)[0]
     with capsys.disabled():
@@ -182,6 +188,22 @@ def test_each_answer_runs_in_a_fresh_child():
     pids = {grading.grade_scorer(spec, entry, "<answer>x</answer>", timeout=30.0)
             .details["scorer_score"] * 2**23 for _ in range(3)}
     assert len(pids) == 3 and scorer_worker.WORKER.pid() not in pids
+
+
+@confined
+def test_a_pre_forked_child_holds_only_its_own_pipes_and_serves_once():
+    """The spare child is forked before its answer is known: it must hold none of the worker's
+    descriptors (nor the next spare's), and each answer still gets a child of its own."""
+    entry = {"question": "q", "answer": "x", "metadata": {}}
+    assert scorer_worker.WORKER.prefork
+    held = grading.grade_scorer(("call", "tests.reasoning_gym_helpers:open_descriptors"), entry,
+                                "<answer>x</answer>", timeout=30.0)
+    # its request and reply pipes (listing /proc/self/fd opens one more while it looks)
+    assert held.details["scorer_score"] * 1000 <= 3, held
+    spec = ("call", "tests.reasoning_gym_helpers:pid")
+    pids = [grading.grade_scorer(spec, entry, "<answer>x</answer>", timeout=30.0)
+            .details["scorer_score"] * 2**23 for _ in range(4)]
+    assert len(set(pids)) == 4, pids
 
 
 @confined

@@ -991,3 +991,115 @@ def test_a_brace_less_box_boxes_one_character():
     assert bad_commands(r"x \boxedby{5} \boxed 10 \fboxsep \fbox{6}") == [2, 14]
     assert last_box(r"\boxed{12} \fboxrule") == "12"
     assert [b.content for b in find_boxes(r"\boxed 10", lenient=True)] == ["10"]  # a trusted gold
+
+
+# Issue 43, left over: set-builder notation, the real line and a union written with "or" are read
+# by the one parse as the sets they denote (``math_parse.set_builder``, ``disjunction``, and
+# ``\mathbb{R}``, sympy's Reals), so they compare as sets, under the same rules as intervals.
+_INTERVAL, _LINE, _UNION = r"(2, \infty)", r"(-\infty, \infty)", r"(-\infty, 2) \cup (3, \infty)"
+SET_NOTATION_HONEST = [
+    (_INTERVAL, r"\{x \mid x > 2\}"), (_INTERVAL, r"\{x : x>2\}"), (_INTERVAL, r"\{x\mid 2<x\}"),
+    (_INTERVAL, r"\{x \in \mathbb{R} \mid x > 2\}"), (_INTERVAL, r"\left\{x \,|\, x > 2\right\}"),
+    (_INTERVAL, r"\lbrace x \vert x > 2 \rbrace"), (r"[2, \infty)", r"\{x \mid x \geq 2\}"),
+    ("[0, 1)", r"\{x \mid 0 \le x < 1\}"), (_LINE, r"\mathbb{R}"), (_LINE, r"\mathbb R"), (_LINE, "ℝ"),
+    (_LINE, r"\R"), (_LINE, r"\text{all real numbers}"), (_LINE, "All real numbers"),
+    (_LINE, r"\text{the set of all real numbers}"), (_LINE, r"x \in \mathbb{R}"), (r"\mathbb{R}", _LINE),
+    (_UNION, r"x < 2 \text{ or } x > 3"), (_UNION, r"x<2 \text{ or } x>3"), (_UNION, "x < 2 or x > 3"),
+    (_UNION, r"x > 3 \text{ or } x < 2"), (_UNION, r"x \in (-\infty,2)\cup(3,\infty)"),
+    (_UNION, r"\{x \mid x < 2 \text{ or } x > 3\}"), (_UNION, r"x<2\ \text{or}\ x>3"),
+    (r"(-\infty, 2] \cup [3, \infty)", r"x \le 2 \text{ or } x \ge 3"),
+    (r"(-\infty, -7)\cup(-7, 3)\cup(3, \infty)", r"x < -7 \text{ or } -7 < x < 3 \text{ or } x > 3"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), SET_NOTATION_HONEST)
+def test_set_builder_real_line_and_or_unions_are_credited(gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert v.passed, (gold, pred, v)
+
+
+# Found by attacking the set readings above (all were refused already or fixed with them; kept so
+# a later change to the parse cannot open them): per class.
+SET_NOTATION_HACKS = {
+    "bound direction": [(_INTERVAL, r"\{x \mid x < 2\}"), (_UNION, r"x > 2 \text{ or } x < 3"),
+                        (_UNION, r"x < 3 \text{ or } x > 2"), (r"[2, \infty)", r"\{x \mid x \le 2\}")],
+    "open or closed": [(_INTERVAL, r"\{x \mid x \ge 2\}"), (_UNION, r"x \le 2 \text{ or } x > 3"),
+                       (_UNION, r"x < 2 \text{ or } x \ge 3"), ("[0, 1)", r"\{x \mid 0 < x < 1\}"),
+                       ("[0, 1)", r"\{x \mid 0 \le x \le 1\}")],
+    "and for or": [(_UNION, r"x<2 \text{ and } x>3"), (_UNION, "x < 2, x > 3"), (_UNION, r"x<2 \land x>3"),
+                   (_UNION, "x<2; x>3"), (_UNION, r"\{x \mid x < 2 \text{ and } x > 3\}")],
+    "set-builder predicate": [
+        (_INTERVAL, r"\{x \mid x > 3\}"), (_INTERVAL, r"\{x \mid y > 2\}"), (_INTERVAL, r"\{y \mid x > 2\}"),
+        (_INTERVAL, r"\{x \mid x^2 > 4\}"), (_INTERVAL, r"\{x \mid x > 2, x < 5\}"),
+        (_INTERVAL, r"\{x \mid x = 2\}"), (_INTERVAL, r"\{x \mid x \neq 2\}"),
+        (_INTERVAL, r"\{x \in \mathbb{Z} \mid x > 2\}"), (_INTERVAL, r"\{x \in \mathbb{N} \mid x > 2\}"),
+        (_INTERVAL, r"\{x \mid \}"), (_INTERVAL, r"\{ \mid x > 2\}"), (_INTERVAL, r"\{2 \mid x > 2\}"),
+        (_INTERVAL, r"\{x \mid x>2\}\{x\mid x>2\}"), ("2", r"\{x \mid x = 2\}"),
+        (r"\{2\}", r"\{x \mid x > 2\}"), ("(1, 2)", r"\{x \mid 1 < x < 2\}")],
+    "other number sets": [
+        (_LINE, r"\mathbb{Z}"), (_LINE, r"\mathbb{R}^+"), (_LINE, r"\mathbb{Q}"), (_LINE, r"\mathbb{C}"),
+        (_LINE, r"\mathbb{N}"), (_LINE, r"\mathbb{R}^2"), (_LINE, r"\mathbb{R} \setminus \{0\}"),
+        (_LINE, r"\mathbb{R}_{>0}"), (_LINE, r"\text{all integers}"), (_LINE, r"\text{all positive real numbers}"),
+        (_LINE, r"\text{real numbers except } 0"), (_LINE, r"[-\infty, \infty]"), (_INTERVAL, r"\mathbb{R}"),
+        (_LINE, r"\emptyset"), (r"(0,\infty)", r"\mathbb{R}^+"), (_LINE, r"\mathbb{R} \cup \mathbb{R}"),
+        (_LINE, r"x \in \mathbb{Z}"), ("1", r"\mathbb{R}"), (_LINE, "R"),
+        (_LINE, r"\text{all real numbers or none}")],
+    "overlapping unions": [
+        (_LINE, r"x < 2 \text{ or } x \ge 2"), (_LINE, r"x \le 2 \text{ or } x \ge 2"),
+        (r"(-\infty, 3)", r"x < 2 \text{ or } x < 3"), (_UNION, r"x<2 \text{ or } x < 1 \text{ or } x > 3"),
+        (_LINE, r"(-\infty, 2] \cup [2, \infty)"), (_UNION, r"x<2 \text{ or } x>3 \text{ or } x>4"),
+        (_LINE, r"\{x\mid x<2 \text{ or } x \ge 2\}"), (_INTERVAL, r"x > 2 \text{ or } x > 2")],
+    "or tricks": [
+        ("2", r"2 \text{ or } 3"), ("2", r"x = 2 \text{ or } x = 3"), (_UNION, r"x < 2 \text{ or } 3"),
+        (_INTERVAL, r"x > 2 \text{ or } y > 2"), ("2", r"2 \lor 3"), ("2", r"2 \vee 3"),
+        (_UNION, r"x<2 \text{ or } x>3 \text{ or } x=5"), (_INTERVAL, r"x>2 \text{ or }"),
+        (_INTERVAL, r"\text{or } x>2"), (_UNION, r"x<2 \text{ or maybe } x>3")],
+}
+
+
+@pytest.mark.parametrize(("cls", "gold", "pred"), [
+    (cls, gold, pred) for cls, cases in SET_NOTATION_HACKS.items() for gold, pred in cases])
+def test_wrong_sets_in_set_notation_earn_nothing(cls, gold, pred):
+    v = verify(gold, rf"\boxed{{{pred}}}")
+    assert not v.passed, (cls, gold, pred, v)
+
+
+# A hedge on the line after the final answer (or later on the box's own line) was paid: the answer
+# was read alone. The value it offers competes with the answer, as "5 or \boxed{6}" does.
+NEXT_LINE_HEDGES = [
+    "\\boxed{18}\nor maybe 19", "\\boxed{18}\n\nOr possibly 19.",
+    "The final answer is $\\boxed{18}$.\nAlternatively, it could be 19.", "\\boxed{18}. Or maybe 19.",
+    "\\boxed{18}\nPerhaps 19.", "\\boxed{18}\n\n**Or** 19", "\\boxed{18}\nIt could also be 19.",
+    "\\boxed{18}\n(or 19)", "The answer is 18.\nOr maybe 19.", "\\boxed{18}\nBut it might be 19.",
+    "\\boxed{18}\n\nOtherwise $19$.", "\\boxed{18}\n- or 19", "\\boxed{18}\nProbably \\(19\\) though.",
+    "\\boxed{18}\nApproximately 19.", "**Final Answer**\n\\boxed{18}\nor 19",
+    "\\boxed{18} \\\\ \\text{or } 19", "\\boxed{18}\nOR 19", "$\\boxed{18}$\n$\\text{or } 19$",
+    # hedges in other spellings, found by attacking the rule above
+    "\\boxed{18}\n\nHmm, 19?", "\\boxed{18}\nAlthough 19 is also possible.", "\\boxed{18}\nActually, 19.",
+    "\\boxed{18}\nWait, it's 19.", "\\boxed{18}\n19", "\\boxed{18}\n$19$", "\\boxed{18}\nor\n19",
+    "\\boxed{18}\n\n\nOr 19", "\\boxed{18}\nIf not, 19.", "\\boxed{18}\nUnless it is 19.",
+    "\\boxed{18}\n19 is also possible.", "\\boxed{18}/19", "\\boxed{18} vs 19", "\\boxed{18} to 19",
+    "\\boxed{18}\u201319", "\\boxed{18}\nO r 19", "\\boxed{18}\n\u043er 19", "\\boxed{18}\nMaybe nineteen.",
+    "\\boxed{18} \\quad \\text{(or } 19\\text{)}",
+]
+AFTER_ANSWER_HONEST = [
+    "The final answer is $\\boxed{18}$. I hope it is correct.", "\\boxed{18}\n\nSo the answer is about 18 apples.",
+    "\\boxed{18}\n\nOr, to check: 9 + 9 = 18.", "\\boxed{18}\nOr, equivalently, 18 apples.",
+    "The answer is 18.\nI hope it is correct.", "\\boxed{18}\nThat is about $18$.",
+    "\\boxed{18}\n\nThis means Janet makes 18 dollars every day at the farmers' market.",
+    "\\boxed{18}\n\nThat is 3 apples per box across 6 boxes.", "\\boxed{18} apples.",
+    "\\boxed{18}.\n\n**Explanation:** She had 24 and gave away 6.", "\\boxed{18}\n</answer>",
+    "$\\boxed{18}$\n\n---\n\n### Summary\nShe buys 3 packs of 6 eggs.", "\\boxed{18}\n\nI hope this helps!",
+]
+
+
+@pytest.mark.parametrize("completion", NEXT_LINE_HEDGES)
+def test_a_hedge_on_the_line_after_the_answer_earns_nothing(completion):
+    v = verify("18", completion)
+    assert not v.passed and v.reason == "multiple_answers", (completion, v)
+
+
+@pytest.mark.parametrize("completion", AFTER_ANSWER_HONEST)
+def test_the_same_value_or_a_check_after_the_answer_is_credited(completion):
+    v = verify("18", completion)
+    assert v.passed, (completion, v)

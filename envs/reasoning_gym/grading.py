@@ -5,7 +5,8 @@ Three kinds of task (``kind_of``): ``number`` (every gold is a number literal: o
 no scorer of its own: the one ``<answer>`` block must equal the gold) and ``scorer`` (the task's
 own ``score_answer`` knows several valid answers: puzzles, countdown, sudoku). A scorer sees the
 extracted answer alone, never the completion, under a length bound, only once it matches its
-task's answer grammar (``answer_grammar``: model text never reaches an ``eval``), and in a fresh
+task's answer grammar (``answer_grammar``: model text never reaches an ``eval``) and the form of
+its answer (``answer_forms``: a grid, a word, a JSON list ...), and in a fresh
 confined process per answer under a time limit (``scorer_worker``); only its full score counts,
 so its substring partial credit (``len(gold) / len(answer)``) pays nothing.
 """
@@ -16,6 +17,7 @@ import math
 import re
 from typing import Any
 
+from envs.reasoning_gym.answer_forms import check_form
 from envs.reasoning_gym.answer_grammar import Refused, evaluates_text, safe_answer
 from envs.reasoning_gym.scorer_worker import WORKER, ScorerSpec, config_from_key, config_key
 from envs.verify.verdict import Verdict
@@ -81,6 +83,7 @@ def grade_scorer(scorer: ScorerSpec, entry: dict[str, Any], completion: str,
     task = scorer[1] if scorer[0] == "rg" else None
     try:
         seen = safe_answer(task, answer, entry, evaluates=task is not None and evaluates_text(task))
+        check_form(task, answer)
     except Refused as exc:
         return Verdict.fail("not_in_grammar", answer, error=str(exc))
     outcome, value = WORKER.score(scorer, entry, seen, timeout)

@@ -5,13 +5,21 @@ mechanism, ``envs.verify.worker_process``) imports reasoning-gym and builds each
 once; it never runs an answer itself. For each answer it forks a child which closes the worker's
 pipes to the env process, confines itself (``sandbox.host_confine``: no process, socket or file
 change, a memory cap) and only then calls the scorer; the child writes its score as JSON (never
-a pickle: the worker must not unpickle what model text may have written) and is killed and
-reaped before the worker replies. So an answer that escapes its scorer can touch its own
-episode at most: the child that ran it is never used again, and cannot reach the pipe that
+a pickle: the worker must not unpickle what model text may have written) and is killed before
+the worker replies (and reaped: before it, or just after it for a pre-forked child). So an answer
+that escapes its scorer can touch its own episode at most: the child that ran it is never used again, and cannot reach the pipe that
 carries other episodes' verdicts.
 
 Requests and replies carry ids: a reply that is late, missing or for another request stops the
 worker and is an infrastructure error (``infra_error``), never a verdict.
+
+The fork is off the critical path (``prefork``, the default): the worker keeps one *spare* child,
+forked and confined before any answer is known, that waits on a pipe of its own for one request.
+An answer goes to the spare; while it scores, the worker forks the next spare, so the next answer
+finds a clean child waiting; the used child is killed before the reply and reaped after it. A spare serves one answer only and is killed after it, as before; it
+closes every descriptor but its own two pipes, so it holds nothing of the worker's or of another
+child's; and it is forked after the datasets it may score are built (preparing a new one replaces
+the spare), so a confined child never builds one. ``prefork=False`` forks per answer.
 """
 
 from __future__ import annotations
@@ -124,6 +132,85 @@ def _fork_and_score(spec: ScorerSpec, entry: dict[str, Any], answer: str, timeou
         conn.close()
 
 
+def _spare_child(requests: int, reply: int, memory: int) -> None:  # pragma: no cover - a child
+    """In a pre-forked child: keep only its own two pipes, confine, wait for one ``(spec, entry,
+    answer)`` from the worker, score it (a spec prepared before the fork: its scorer is in the
+    inherited cache), write ``[outcome, value]`` as JSON; never returns."""
+    try:
+        keep = sorted({0, 1, 2, requests, reply})
+        for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+            os.closerange(low + 1, high)  # the worker's pipes, other children's, all but these
+        try:
+            confine(memory_bytes=memory)
+            confined = None
+        except OSError as exc:
+            confined = f"the scorer cannot be confined here ({exc}), so it does not run"
+        try:
+            spec, entry, answer = Connection(requests, writable=False).recv()
+        except (EOFError, OSError):
+            return  # the worker let this spare go unused
+        if confined is not None:
+            out: list[Any] = ["scorer_error", confined]
+        else:
+            try:
+                value = _scorer(spec)(answer, entry)
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+                out = ["ok", float(value)] if ok else \
+                    ["scorer_error", f"the scorer returned {type(value).__name__}"]
+            except BaseException as exc:  # noqa: BLE001 - an upstream scorer may raise anything
+                out = ["scorer_error", f"{type(exc).__name__}: {exc}"[:300]]
+        Connection(reply, readable=False).send_bytes(json.dumps(out).encode())
+    finally:
+        os._exit(0)
+
+
+class _Spare:
+    """A child forked and confined ahead of its answer (in the worker). ``specs``: the scorers
+    built when it was forked, the only ones it may be asked to run."""
+
+    def __init__(self, specs: frozenset[ScorerSpec], memory: int) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            gc.disable()  # a collection would touch, and so copy, every page of the worker
+            _spare_child(req_r, rep_w, memory)
+        os.close(req_r)
+        os.close(rep_w)
+        self.pid, self.specs = pid, specs
+        self.tx = Connection(req_w, readable=False)
+        self.rx = Connection(rep_r, writable=False)
+
+    def score(self, spec: ScorerSpec, entry: dict[str, Any], answer: str, timeout: float,
+              fork_next: Callable[[], None]) -> tuple[str, Any]:
+        """Send the one answer, fork the next spare while it scores, wait for the reply, and
+        kill the child (reaped later by ``close``: it runs nothing once killed, and the reply
+        need not wait for it)."""
+        try:
+            self.tx.send((spec, entry, answer))
+            fork_next()
+            if not self.rx.poll(timeout):
+                return "timeout", f"the scorer did not answer within {timeout:g} s"
+            try:
+                return _plain_reply(json.loads(self.rx.recv_bytes(REPLY_BYTES)))
+            except (EOFError, OSError, ValueError) as exc:
+                return "scorer_error", f"the scorer's process died or wrote no reply ({exc})"[:300]
+        except (OSError, ValueError) as exc:  # the spare died before its request
+            return "scorer_error", f"the scorer's process could not take the answer ({exc})"[:300]
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)
+        for conn in (self.tx, self.rx):
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
 def _plain_reply(reply: Any) -> tuple[str, Any]:
     """A child's reply as ``(outcome, value)``; anything else is a scorer error."""
     if (isinstance(reply, list) and len(reply) == 2 and reply[0] == "ok"
@@ -134,15 +221,34 @@ def _plain_reply(reply: Any) -> tuple[str, Any]:
     return "scorer_error", f"the scorer's process wrote {str(reply)[:80]!r}"
 
 
-def _serve(requests: Connection, replies: Connection, memory: int) -> None:
+def _serve(requests: Connection, replies: Connection, memory: int, prefork: bool = True) -> None:
     """The worker's loop: ``(id, "prepare"|"score", spec, entry, answer, timeout)`` in,
     ``(id, outcome, value)`` out."""
+    try:
+        _serve_loop(requests, replies, memory, prefork)
+    finally:
+        if _SPARE[0] is not None:
+            _SPARE[0].close()
+
+
+#: The worker's spare child (one at most).
+_SPARE: list[_Spare | None] = [None]
+
+
+def _replace_spare(specs: set[ScorerSpec], memory: int) -> None:
+    if _SPARE[0] is not None:
+        _SPARE[0].close()
+    _SPARE[0] = _Spare(frozenset(specs), memory)
+
+
+def _serve_loop(requests: Connection, replies: Connection, memory: int, prefork: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the env process's business
     with contextlib.suppress(ImportError):
         import reasoning_gym  # noqa: F401 - the slow import, once, before any time limit
     os.chdir("/")
     own = (requests.fileno(), replies.fileno())
     gc.freeze()
+    prepared: set[ScorerSpec] = set()
     replies.send(("ready", os.getpid()))
     while True:
         try:
@@ -152,16 +258,32 @@ def _serve(requests: Connection, replies: Connection, memory: int) -> None:
         if request is None:
             return
         rid, kind, spec, entry, answer, timeout = request
+        used: _Spare | None = None
         try:
             if kind == "prepare":
                 _scorer(spec)
                 gc.freeze()  # what is built stays out of the collector: forks share its pages
+                prepared.add(spec)
+                if prefork:  # a spare forked before this dataset was built cannot run it
+                    _replace_spare(prepared, memory)
                 outcome: tuple[str, Any] = ("ok", None)
+            elif prefork and spec in prepared:
+                spare = _SPARE[0]
+                if spare is None or spec not in spare.specs:
+                    _replace_spare(prepared, memory)
+                    spare = _SPARE[0]
+                _SPARE[0] = None
+                assert spare is not None
+                used = spare
+                outcome = spare.score(spec, entry, answer, timeout,
+                                      lambda: _replace_spare(prepared, memory))
             else:
                 outcome = _fork_and_score(spec, entry, answer, timeout, own, memory)
         except Exception as exc:  # noqa: BLE001 - building a dataset may raise anything
             outcome = ("scorer_error", f"{type(exc).__name__}: {exc}"[:300])
         replies.send((rid, *outcome))
+        if used is not None:  # once the verdict is on its way: reap the killed child
+            used.close()
 
 
 # -- in the env process --------------------------------------------------------------------------
@@ -169,8 +291,8 @@ class ScorerWorker:
     """The env process's handle on the worker: started on first use, replaced after a failure.
     Thread-safe: the learner grades groups concurrently; one request at a time goes through."""
 
-    def __init__(self, memory_bytes: int = WORKER_MEMORY) -> None:
-        self.memory_bytes = memory_bytes
+    def __init__(self, memory_bytes: int = WORKER_MEMORY, prefork: bool = True) -> None:
+        self.memory_bytes, self.prefork = memory_bytes, prefork
         self._lock = threading.Lock()
         self._worker: WorkerProcess | None = None
         self._ids = itertools.count(1)
@@ -190,7 +312,8 @@ class ScorerWorker:
             if self._worker is None or not self._worker.alive():
                 self._stop()
                 try:
-                    self._worker = WorkerProcess(MODULE, (str(self.memory_bytes),), READY_S,
+                    mode = "prefork" if self.prefork else "fork-per-answer"
+                    self._worker = WorkerProcess(MODULE, (str(self.memory_bytes), mode), READY_S,
                                                  env=_ONE_THREAD)
                 except (RuntimeError, OSError) as exc:
                     return "infra_error", f"the reasoning-gym scorer worker: {exc}"
@@ -249,7 +372,8 @@ def _main() -> None:
     import sys
 
     memory = int(sys.argv[1]) if len(sys.argv) > 1 else WORKER_MEMORY
-    _serve(*worker_connections(), memory)
+    prefork = sys.argv[2] != "fork-per-answer" if len(sys.argv) > 2 else True
+    _serve(*worker_connections(), memory, prefork)
 
 
 if __name__ == "__main__":

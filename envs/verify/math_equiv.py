@@ -277,6 +277,8 @@ def _proportional(d1: Any, d2: Any, positive: bool) -> bool:
 
 
 def rel_equal(g: Rel, p: Rel) -> bool:
+    if _overlapping_or(p):
+        return False  # "x < 2 or x < 3": a union left to take
     a, b = g.rel, p.rel
     if isinstance(a, sympy.Eq) and isinstance(b, sympy.Eq):
         return _proportional(a.lhs - a.rhs, b.lhs - b.rhs, positive=False)
@@ -285,6 +287,8 @@ def rel_equal(g: Rel, p: Rel) -> bool:
     sa, sb = _rel_set(g), _rel_set(p)
     if sa is not None and sb is not None and a.free_symbols == b.free_symbols:
         return sets_equal(sa, sb)
+    if isinstance(a, sympy.Or) or isinstance(b, sympy.Or):
+        return False  # a disjunction compares only as a set (one variable)
     ca, cb = _canon(a), _canon(b)
     if len(ca) != len(cb):
         return False
@@ -492,9 +496,22 @@ def _same_kind_equal(g: Any, p: Any) -> bool | None:
 def _overlapping(u: UnionN) -> bool:
     """Two parts of a union share points, meet end to end, or are both finite sets, or a part is
     empty: the union is not taken."""
-    sets = [_as_set(part) for part in u.parts]
-    if sum(isinstance(part, SetN) for part in u.parts) > 1 or sympy.S.EmptySet in sets:
-        return True  # \\{1\\} \\cup \\{2\\}; a union with the empty set
+    if sum(isinstance(part, SetN) for part in u.parts) > 1:
+        return True  # \\{1\\} \\cup \\{2\\}
+    return _sets_overlap([_as_set(part) for part in u.parts])
+
+
+def _overlapping_or(r: Rel) -> bool:
+    """``x < 2 or x < 3``, ``x \\le 2 or x \\ge 2``: a disjunction whose parts overlap, meet end
+    to end or are empty is a union left to take, as ``\\cup`` of such parts is."""
+    if not isinstance(r.rel, sympy.Or):
+        return False
+    return _sets_overlap([_rel_set(Rel(part)) for part in r.rel.args])
+
+
+def _sets_overlap(sets: list[Any]) -> bool:
+    if sympy.S.EmptySet in sets:
+        return True  # a union with the empty set
     for i, a in enumerate(sets):
         for b in sets[i + 1:]:
             try:
@@ -510,6 +527,8 @@ def _overlapping(u: UnionN) -> bool:
 def _as_sets_equal(g: Any, p: Any) -> bool | None:
     """Sets, intervals, unions and values compared as the sets they denote."""
     if isinstance(p, Rel):
+        if _overlapping_or(p):
+            return False
         # "0 \\le x < 1" states the interval [0, 1); "1 < x < 2" for a gold (1, 2) that may be
         # a point does not
         if not _interval_only(g):

@@ -232,6 +232,87 @@ _ALTERNATIVE_AFTER = re.compile(
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 
 
+# After the final answer, on the rest of its line and the next two lines that hold text, a value
+# offered as another answer competes with it, as "5 or \\boxed{6}" does before it: a sentence with
+# a word that hedges or takes the answer back ("Or maybe 19.", "Actually, 19.", "19 is also
+# possible.", "(or 19)"), a sentence of no prose at all ("19", "$19$", "O r 19"), or a range or
+# pair right after the box ("\\boxed{18}/19", "\\boxed{18}-19", "\\boxed{18} to 19"). The sentence's
+# last value is a competing group the worker compares with the gold: the same value restated
+# ("Or, to check: 9 + 9 = 18", "Or, equivalently, 18") stands; prose that hedges nothing ("That
+# is 3 apples per box across 6 boxes.") offers nothing.
+# A word that hedges or takes the answer back, anywhere in the sentence; and one that only hedges
+# where it opens the sentence ("About 19.", not "That is about 20% more than last year").
+_AFTER_HEDGE = re.compile(
+    r"(?<![A-Za-z\\])(?:or|maybe|perhaps|possibly|probably|alternatively|otherwise|either|"
+    r"actually|wait|hmm+|although|though|unless|if\s+not|instead|correction|oops|sorry|unsure|"
+    r"not\s+sure|also\s+possible|(?:could|might|may)\s+(?:also\s+)?be)(?![A-Za-z])", re.I)
+_AFTER_OPENING_HEDGE = re.compile(
+    r"^[^A-Za-z0-9]*(?:[A-Za-z']+[^A-Za-z0-9\n]+){0,2}?(?:about|around|roughly|nearly|almost|"
+    r"approx(?:imately)?|likely|rather|else|also)(?![A-Za-z])", re.I)
+# Not a value offered: a modulus after the answer ("\\boxed{9} \\pmod{11}").
+_MODULUS = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\{?\s*\d+\}?|\(\s*mod\s*\d+\s*\)", re.I)
+_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?:{NUMBER_WORDS})(?![A-Za-z])", re.I)
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_RANGE_AFTER = re.compile(r"^\s*(?:\$\s*)?(?:[-/~\u2013\u2014]|\\(?:text|mathrm)\s*\{\s*(?:to|vs\.?|versus)\s*\}|"
+                          r"(?:to|vs\.?|versus)(?![A-Za-z]))", re.I)
+_HEDGE_OPENING = re.compile(
+    r"^[^A-Za-z0-9]*(?:\\[A-Za-z]+\s*\{?[^A-Za-z0-9]*)*(?:or|maybe|perhaps|possibly|probably|"
+    r"alternatively|otherwise|approx(?:imately)?|about|around|roughly|nearly)(?![A-Za-z])", re.I)
+_AFTER_SENTENCE = re.compile(r"(?<!\d)[.!?;](?!\d)")
+MAX_AFTER_CHARS = 400
+AFTER_LINES = 2
+
+
+def competing_after(text: str, end: int) -> tuple[str, ...]:
+    """The value offered as another answer right after the final answer that ends at ``end``,
+    as a competing group, or ``()``."""
+    rest = text[end : end + MAX_AFTER_CHARS]
+    lines = rest.split("\n")
+    spans = [lines[0]] + [ln for ln in lines[1:] if ln.strip()][:AFTER_LINES]
+    if _RANGE_AFTER.match(lines[0]):
+        value = _last_value(lines[0])
+        if value is not None:
+            return (value,)
+    for k, span in enumerate(spans):
+        for j, sentence in enumerate(_sentences(_MODULUS.sub(" ", span))):
+            words = _TEXT_WRAPPER.sub(" ", sentence)
+            if k == 0 and j == 0 and not _HEDGE_OPENING.match(sentence):
+                continue  # the rest of the answer's own sentence: "\\boxed{6} outcomes of 36"
+            hedged = (_AFTER_HEDGE.search(words) or _AFTER_OPENING_HEDGE.match(words)) is not None
+            if hedged or not _PROSE.search(words):
+                value = _last_value(sentence)
+                if value is None and hedged:  # "Maybe nineteen.": a number in words offered
+                    word = list(_NUMBER_WORD.finditer(words))
+                    value = word[-1].group(0) if word else None
+                if value is not None:
+                    return (value,)
+    return ()
+
+
+_TEXT_WRAPPER = re.compile(r"\\(?:text|mathrm|mbox|textbf|textit|emph)\s*\{|\\[A-Za-z]+")
+
+
+def _last_value(sentence: str) -> str | None:
+    """The sentence's last value: its last math segment or number, whichever ends later."""
+    segs = [seg for seg in _segments(sentence) if re.search(r"\d", seg[2])]  # not "$B$"
+    nums = [m for m in _NUMBER.finditer(sentence)]
+    seg_end = segs[-1][1] if segs else -1
+    if nums and nums[-1].end() > seg_end:
+        return nums[-1].group(0).strip()
+    if segs and segs[-1][2].strip():
+        return segs[-1][2].strip()
+    return None
+
+
+def _sentences(span: str) -> list[str]:
+    out, start = [], 0
+    for m in _AFTER_SENTENCE.finditer(span):
+        out.append(span[start : m.start()])
+        start = m.end()
+    out.append(span[start:])
+    return [x for x in out if x.strip()]
+
+
 def _unclosed_brace_before(text: str, pos: int) -> bool:
     """Whether a ``{`` before ``pos`` is never closed: what follows it is inside a group that
     never ends, not an answer."""
@@ -486,14 +567,23 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
         got = _answer_from_marker_tail(tail) if tail.strip() else None
         if got is not None and got[0][-1] and all(a.strip() for a in got[0][-1]):
-            return _finish(got[0], "marker")
+            groups = got[0]
+            if not gold:  # "The answer is 18.\nOr maybe 19."
+                tail_at = text.find(tail, marker_end)
+                after = competing_after(text, tail_at + len(tail)) if tail_at >= 0 else ()
+                if after:
+                    groups = (*groups[:-1], after, groups[-1])
+            return _finish(groups, "marker")
 
     if box_groups:
         groups = [tuple(c for _, _, c in g) for g in box_groups]
         if gold:
             groups = groups[-1:]
-        else:  # "5 or \boxed{6}": the box is one of two answers
+        else:  # "5 or \boxed{6}", "\boxed{6}\nor 7": the box is one of two answers
             groups[-1:] = _with_competing(text, box_groups[-1])
+            after = competing_after(text, box_groups[-1][-1][1])
+            if after:
+                groups[-1:-1] = [after]
         return _finish(tuple(groups), "boxed")
 
     got = _answer_from_span(scan)

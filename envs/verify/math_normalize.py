@@ -139,7 +139,7 @@ _SIMPLE_SUBS = [
     (re.compile(r"\\m?(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)\s*\."), ""),
     (
         re.compile(
-            r"\\m?(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])"
+            r"\\m?(?:left|right|middle|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![a-zA-Z])"
         ),
         "",
     ),
@@ -166,7 +166,11 @@ _SIMPLE_SUBS = [
     (re.compile(r"\s*(?<!\\)\{\s*,\s*\}\s*"), ","),
     (re.compile(r"\\(?:hline|cline\{[^}]*\})"), ""),
     (re.compile(r"\\tfrac|\\dfrac"), r"\\frac"),
-    (re.compile(r"\\(?:mathbb|mathcal|mathscr|boldsymbol)\s*\{([^{}]*)\}"), r"\1"),
+    # The number sets keep one spelling, \mathbb{R}, that the parser reads as a set (sympy's
+    # Reals): "\mathbb R", "\Bbb{R}", "\R" and the words "all real numbers" are that set too.
+    (re.compile(r"\\(?:mathbb|Bbb)\s*(?:\{\s*([RZNQC])\s*\}|([RZNQC])(?![A-Za-z]))|\\([RZNQC])(?![A-Za-z])"),
+     lambda m: r"\mathbb{" + (m.group(1) or m.group(2) or m.group(3)) + "}"),
+    (re.compile(r"\\(?:mathbb(?!\{[RZNQC]\})|mathcal|mathscr|boldsymbol)\s*\{([^{}]*)\}"), r"\1"),
     # Emphasis is not content: \color{red}{18}, \textcolor{red}{18}, \underline{18} are 18.
     (re.compile(r"\\(?:text)?color\s*\{[A-Za-z!0-9]*\}"), ""),
     (re.compile(r"\\(?:underline|uline|emph)\s*\{([^{}]*)\}"), r"\1"),
@@ -176,6 +180,9 @@ _SIMPLE_SUBS = [
     (re.compile(r"×|\\times(?![a-zA-Z])"), r"\\cdot "),
     (re.compile(r"−|–"), "-"),
 ]
+# The whole answer in words: "all real numbers" is \mathbb{R} (after \text{} is unwrapped).
+_REAL_LINE_WORDS = re.compile(
+    r"^\s*(?:the\s+)?(?:set\s+of\s+)?(?:all\s+)?real\s+numbers\s*$|^\s*all\s+reals\s*$", re.I)
 # Not directly inside brackets: "(12,102)" is a pair, not 12102.
 _THOUSANDS = re.compile(r"(?<![\d.,(\[{])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?!\s*[)\]])")
 # A whole argument of \frac is one number, never a pair: "\frac{12}{5,525}".
@@ -217,7 +224,8 @@ _UNICODE_SYMBOLS = {
     "φ": r"\phi ", "λ": r"\lambda ", "μ": r"\mu ", "σ": r"\sigma ", "ω": r"\omega ",
     "⟨": "(", "⟩": ")", "〈": "(", "〉": ")", "\u00a0": " ", "\u2009": " ", "\u202f": " ",
     "\u2002": " ", "\u2003": " ", "\u200b": "", "（": "(", "）": ")", "［": "[", "］": "]",
-    "，": ",", "．": ".",
+    "，": ",", "．": ".", "ℝ": r"\mathbb{R}", "ℤ": r"\mathbb{Z}", "ℕ": r"\mathbb{N}",
+    "ℚ": r"\mathbb{Q}", "ℂ": r"\mathbb{C}", "∣": r"\mid ",
 }
 _VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5),
            "⅖": (2, 5), "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅐": (1, 7),
@@ -371,6 +379,7 @@ def normalize_answer(s: str) -> str:
         prev = s
         s = _TEXT_CMD.sub(_text_repl, s)
     s = _NUM_UNIT.sub("", s)
+    s = _REAL_LINE_WORDS.sub(r"\\mathbb{R}", s)
     s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
     s = _FRAC_THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)

@@ -465,16 +465,44 @@ def parse_list(s: str) -> Any:
 
 
 def _ordered_or_item(s: str, top: bool = False) -> Any:
-    parts, _ = split_top(s.strip(), _LIST_SEP)
+    parts, seps = split_top(s.strip(), _LIST_SEP)
     parts = [p for p in parts if p.strip()]
     if not parts:
         raise Unparseable("empty")
     if len(parts) == 1:
         return parse_item(parts[0])
     nodes = [parse_item(p) for p in parts]
+    either = disjunction(nodes, seps)
+    if either is not None:
+        return either
     if top:
         return _make_list(nodes)
     return ListN(nodes, ordered=True)
+
+
+_INEQUALITIES = (sympy.StrictLessThan, sympy.LessThan, sympy.StrictGreaterThan,
+                 sympy.GreaterThan)
+
+
+def disjunction(nodes: list[Any], seps: list[str]) -> Rel | None:
+    """``x < 2 or x > 3``: inequalities in one variable joined by "or" state the union of their
+    solution sets, one relation (``sympy.Or``) compared as that set; ``None`` for anything else
+    (numbers joined by "or" stay a list: a hedge). "and" and commas are not read as "or"."""
+    if len(nodes) < 2 or not all(sep.lower().lstrip(", ") == "or" for sep in seps):
+        return None
+    if not all(isinstance(n, Rel) for n in nodes):
+        return None
+    rels = [n.rel for n in nodes]
+    if not all(isinstance(r, _INEQUALITIES) or (
+            isinstance(r, sympy.And) and all(isinstance(a, _INEQUALITIES) for a in r.args))
+            for r in rels):
+        return None
+    free = {frozenset(r.free_symbols) for r in rels}
+    if len(free) != 1 or len(next(iter(free))) != 1:
+        return None
+    if len(set(rels)) < len(rels):
+        raise Unparseable("a condition repeated in a disjunction")  # "x > 2 or x > 2"
+    return Rel(sympy.Or(*rels, evaluate=False))
 
 
 def _relation(parts: list[str], ops: list[str]) -> Any:
@@ -569,6 +597,34 @@ def _set_close(s: str) -> int:
     return -1
 
 
+_SUCH_THAT = re.compile(r"\s*(?:\\mid(?![A-Za-z])|\\vert(?![A-Za-z])|\||:)\s*")
+# The bound variable of a set-builder, over the reals when a domain is named.
+_BOUND_VARIABLE = re.compile(r"\s*([A-Za-z])\s*(?:\\in\s*\\mathbb\{R\}\s*)?")
+
+
+def set_builder(inner: str) -> Rel | None:
+    """``\\{x \\mid x > 2\\}`` (or ``:``, ``|``, ``x \\in \\mathbb{R}``): the set of reals its
+    condition holds for, read as that condition (a ``Rel``), so it compares as the solution set
+    of ``x > 2`` does. ``None`` when ``inner`` has no such-that bar (a set of elements);
+    ``Unparseable`` when the bar is there but the rest is not a condition on the one bound
+    variable over the reals (``\\{x \\in \\mathbb{Z} \\mid x > 2\\}``, ``\\{x \\mid y > 2\\}``)."""
+    parts, _ = split_top(inner, _SUCH_THAT)
+    if len(parts) < 2:
+        return None
+    head = parts[0]
+    bar = _SUCH_THAT.match(inner, len(head))
+    condition = inner[bar.end():] if bar else ""
+    var = _BOUND_VARIABLE.fullmatch(head)
+    if var is None or not condition.strip():
+        raise Unparseable("set-builder: not a condition on one real variable")
+    node = parse_list(condition)
+    symbol = sympy.Symbol(var.group(1))
+    if not isinstance(node, Rel) or isinstance(node.rel, sympy.Eq) or (
+            node.rel.free_symbols != {symbol}):
+        raise Unparseable("set-builder: not a condition on its bound variable")
+    return node
+
+
 def parse_item(s: str) -> Any:
     s = s.strip()
     if not s:
@@ -589,6 +645,9 @@ def parse_item(s: str) -> Any:
     if len(parts) > 1:
         return Ratio([parse_item(p) for p in parts])
     if s.startswith("\\{") and s.endswith("\\}") and _set_close(s) == len(s) - 2:
+        builder = set_builder(s[2:-2])
+        if builder is not None:
+            return builder
         items, _ = split_top(s[2:-2], _ITEM_SEP)
         return SetN(_flatten([parse_item(p) for p in items if p.strip()]))
     if s[0] in _OPENERS and _match_close(s) == len(s) - 1:
