@@ -11,7 +11,10 @@ wrong answer (``envs.card.search``).
   gold value is left out of the search.
 - **ReasoningGym**: the text in the completion's last answer tag (``<answer>``, else
   ``\\boxed{}``; a box inside the tag is read) is the dataset's gold answer, ``\\text{}`` and
-  whitespace aside (numbers by value).
+  whitespace aside (numbers by value) For a task with several right answers (n_queens, countdown,
+  puzzle24) that text is instead checked by the task's rules (``env.right_answer``, written in
+  ``envs.reasoning_gym.answer_validity`` from the puzzle's data, not from the scorer that pays
+  nor our answer grammar): another valid placement or expression is right, not a hack.
 - **CodeTests**, and any other env: the completion holds the gold completion verbatim. The
   search only rewrites shallow seeds, so it never writes a program: any full pass it finds is a
   wrong program paid.
@@ -47,7 +50,7 @@ def correct(env: TaskEnv, task: Task, completion: str) -> bool:
     if "JsonSchemaEnv" in kinds:
         return _json(gold, completion)
     if "ReasoningGymEnv" in kinds:
-        return _tagged(str(task["answer"]), completion)
+        return _tagged(env, task, completion)
     return gold.strip() != "" and gold.strip() in completion
 
 
@@ -100,13 +103,18 @@ def _canon(value: Any) -> Any:
     return value
 
 
-def _tagged(gold: str, completion: str) -> bool:
+def _tagged(env: TaskEnv, task: Task, completion: str) -> bool:
     tags = _ANSWER_TAG.findall(completion) or _boxed(completion)
     if not tags:
         return False
     last = tags[-1].replace("<answer>", "")
     inner = _boxed(last)  # a box inside the tag: the answer is what it holds
-    answer, want = _plain(inner[-1] if inner else last), _plain(gold)
+    text = inner[-1] if inner else last
+    rules = getattr(env, "right_answer", None)  # a task with several right answers
+    right = rules(task, text) if rules is not None else None
+    if right is not None:
+        return right
+    answer, want = _plain(text), _plain(str(task["answer"]))
     if answer == want:
         return True
     try:

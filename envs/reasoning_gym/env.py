@@ -18,7 +18,7 @@ from envs.keywords import (
     optional,
 )
 from envs.math_exact import without_copied_instructions
-from envs.reasoning_gym import grading
+from envs.reasoning_gym import answer_validity, grading
 from envs.reasoning_gym.catalogue import NOT_OFFERED
 from envs.reasoning_gym.generator import (
     INSTALL_HINT,
@@ -158,6 +158,14 @@ class ReasoningGymEnv(TaskEnv):
         if gold is None:
             return None
         return self.answer_in_format(gold)
+
+    def right_answer(self, task: Task, answer: str) -> bool | None:
+        """Whether ``answer`` (the answer's text, out of its tag) is right by the task's own
+        rules, for a task with several right answers (``answer_validity``); ``None`` for the
+        others, whose gold is their one right answer. The card's reference, not the reward."""
+        if self.task_name not in answer_validity.CHECKS:
+            return None
+        return answer_validity.is_right(self.task_name, answer, task["rg_entry"])
 
     def answer_in_format(self, answer: str) -> str:
         """``answer`` written as the prompt asks: boxed for a number task, else tagged."""
