@@ -10,6 +10,7 @@ import pytest
 import envs  # noqa: F401 - registers the envs
 from envs.card import reference, search
 from envs.card.grading import Graded
+from envs.reasoning_gym import grading
 from envs.reasoning_gym.answer_validity import is_right, makes_target
 
 
@@ -124,3 +125,19 @@ def test_the_search_counts_another_placement_right_and_reports_a_paid_wrong_boar
     search._grade(env, [(pool, other), (pool, wrong)], _paying, result)  # as if both were paid
     assert result.correct == 1
     assert [f.completion for f in result.paid_wrong] == [wrong]
+
+
+def test_puzzle24_pays_nothing_for_24_made_of_other_numbers():
+    # The card's other_task_gold canary: reasoning-gym's scorer only checks that four numbers
+    # in its range are written, so another task's gold was paid (the answer grammar now
+    # requires the question's numbers, each once). Graded as the env grades (its scorer in
+    # the worker); a hand entry, since drawing puzzle24 tasks takes tens of seconds.
+    pytest.importorskip("reasoning_gym")
+    spec = ("rg", "puzzle24", grading.config_key({}))
+    for answer in ("6*4*1*1", "8 + 8 + 4 + 4", "7 + 4 + 3"):  # 24, not from these numbers
+        assert not is_right("puzzle24", answer, PUZZLE24)
+        verdict = grading.grade_scorer(spec, PUZZLE24, f"<answer>{answer}</answer>", 30.0)
+        assert not verdict.passed and verdict.reason == "not_in_grammar", answer
+    for answer in ("7 + 4 + 3 + 10", "(10 - 7 + 3) * 4", "10+7+3+4"):
+        verdict = grading.grade_scorer(spec, PUZZLE24, f"<answer>{answer}</answer>", 30.0)
+        assert verdict.passed, (answer, verdict)

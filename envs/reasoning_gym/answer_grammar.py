@@ -168,6 +168,17 @@ def _arithmetic(answer: str, entry: dict[str, Any]) -> str:
     return written
 
 
+def _arithmetic_of_given(answer: str, entry: dict[str, Any]) -> str:
+    """``_arithmetic`` over the question's numbers, each once: puzzle24's scorer only checks
+    that four numbers in its range are written, so another task's expression was paid."""
+    written = _arithmetic(answer, entry)
+    used = sorted(int(t) for t in written.split() if t.isdigit())
+    given = sorted(int(x) for x in (entry.get("metadata") or {}).get("numbers") or ())
+    if used != given:
+        raise Refused("not the question's numbers, each once")
+    return written
+
+
 def _polynomial(answer: str, entry: dict[str, Any]) -> str:
     meta = entry.get("metadata") or {}
     symbols = set(meta.get("variables") or ())
@@ -198,7 +209,7 @@ GRAMMARS: dict[str, Callable[[str, dict[str, Any]], str]] = {
     # Its scorer evals the gold only (when the gold is not JSON); the answer is a list anyway.
     "number_sorting": _whole(_NUMBER_LIST, "a list of numbers"),
     "countdown": _arithmetic,
-    "puzzle24": _arithmetic,
+    "puzzle24": _arithmetic_of_given,
     "polynomial_multiplication": _polynomial,
     "simple_integration": _antiderivative,
     "intermediate_integration": _antiderivative,
