@@ -127,14 +127,16 @@ def test_the_search_counts_another_placement_right_and_reports_a_paid_wrong_boar
     assert [f.completion for f in result.paid_wrong] == [wrong]
 
 
-def test_puzzle24_pays_nothing_for_24_made_of_other_numbers():
+def test_puzzle24_pays_nothing_for_other_numbers_or_a_value_truncated_to_24():
     # The card's other_task_gold canary: reasoning-gym's scorer only checks that four numbers
     # in its range are written, so another task's gold was paid (the answer grammar now
-    # requires the question's numbers, each once). Graded as the env grades (its scorer in
+    # requires the question's numbers, each once); and it truncates the value with int(), so
+    # 74/3 was paid (the grammar now requires exactly 24). Graded as the env grades (its scorer in
     # the worker); a hand entry, since drawing puzzle24 tasks takes tens of seconds.
     pytest.importorskip("reasoning_gym")
     spec = ("rg", "puzzle24", grading.config_key({}))
-    for answer in ("6*4*1*1", "8 + 8 + 4 + 4", "7 + 4 + 3"):  # 24, not from these numbers
+    for answer in ("6*4*1*1", "8 + 8 + 4 + 4", "7 + 4 + 3",  # 24, not from these numbers
+                   "(10*7 + 4)/3", "7*4 - 10/3"):  # both 74/3: the scorer truncates (were paid)
         assert not is_right("puzzle24", answer, PUZZLE24)
         verdict = grading.grade_scorer(spec, PUZZLE24, f"<answer>{answer}</answer>", 30.0)
         assert not verdict.passed and verdict.reason == "not_in_grammar", answer

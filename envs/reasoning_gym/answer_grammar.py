@@ -26,6 +26,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from functools import cache
 from typing import Any
 
@@ -179,6 +180,35 @@ def _arithmetic_of_given(answer: str, entry: dict[str, Any]) -> str:
     return written
 
 
+def _makes_24(answer: str, entry: dict[str, Any]) -> str:
+    """``_arithmetic_of_given`` whose exact value is 24: puzzle24's scorer reads the value
+    through ``int()``, which truncates, so ``(10*7 + 4)/3`` (74/3) was paid as 24."""
+    written = _arithmetic_of_given(answer, entry)
+    if _exact(ast.parse(written, mode="eval").body) != 24:
+        raise Refused("its value is not exactly 24")
+    return written
+
+
+def _exact(node: ast.AST) -> Fraction:
+    """The value of an expression ``expression`` accepted with no symbols and no powers
+    (integers, signs, + - * /), in fractions."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return Fraction(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return -_exact(node.operand) if isinstance(node.op, ast.USub) else _exact(node.operand)
+    if isinstance(node, ast.BinOp):
+        left, right = _exact(node.left), _exact(node.right)
+        ops: dict[type, Callable[[Fraction, Fraction], Fraction]] = {
+            ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+            ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b}
+        if type(node.op) in ops:
+            try:
+                return ops[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise Refused("a division by zero") from None
+    raise Refused(f"{type(node).__name__} is not in the grammar")
+
+
 def _polynomial(answer: str, entry: dict[str, Any]) -> str:
     meta = entry.get("metadata") or {}
     symbols = set(meta.get("variables") or ())
@@ -209,7 +239,7 @@ GRAMMARS: dict[str, Callable[[str, dict[str, Any]], str]] = {
     # Its scorer evals the gold only (when the gold is not JSON); the answer is a list anyway.
     "number_sorting": _whole(_NUMBER_LIST, "a list of numbers"),
     "countdown": _arithmetic,
-    "puzzle24": _arithmetic_of_given,
+    "puzzle24": _makes_24,
     "polynomial_multiplication": _polynomial,
     "simple_integration": _antiderivative,
     "intermediate_integration": _antiderivative,
