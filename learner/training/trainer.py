@@ -66,8 +66,9 @@ class GRPOTrainer:
                                    and torch.distributed.is_initialized())
         # The one place the run's device is decided (--device): every tensor of a step is
         # created there (the rollout, and the masks and advantages made from it).
-        where = placement.run_device(c.device, accelerator)
+        where = placement.run_device(c.device, accelerator, c.autocast)
         self.accelerator, self.device = where.accelerator, where.device
+        c.autocast = where.autocast  # auto resolved, as config.json records it
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
         sharding.check_supported(self.accelerator, lora=c.lora_r > 0)
