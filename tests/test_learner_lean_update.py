@@ -104,3 +104,32 @@ def test_under_bf16_autocast_no_matmul_of_the_update_runs_in_fp32(tmp_path):
     assert {"mm"} <= names and any("dot_product" in n for n in names)
     fp32 = [(n, d) for n, d in seen.dtypes if torch.float32 in d]
     assert fp32 == []
+
+
+def test_the_trainer_turns_checkpointing_on_when_only_then_the_plan_fits(tmp_path, capsys,
+                                                                        monkeypatch):
+    """Free memory between the plan with checkpointing and the plan without: one line says
+    so, the run has it on (config.json records it) and its steps train."""
+    from learner.training import memory_plan
+
+    real = memory_plan.within
+
+    def squeezed(make, available, checkpointing):
+        return real(make, (make(False).peak + make(True).peak) / 2, checkpointing)
+
+    monkeypatch.setattr(memory_plan, "within", squeezed)
+    cfg = h.config(tmp_path, eval=False, max_new_tokens=24, micro_batch_tokens=4096)
+    t = GRPOTrainer(cfg, model=h.model(layers=6), tokenizer=h.tokenizer(), env=h.ShortEnv())
+    lines = [x for x in capsys.readouterr().out.splitlines() if "checkpointing" in x]
+    assert len(lines) == 1 and lines[0].startswith("note: turning on --gradient-checkpointing")
+    assert t.memory_plan.checkpointing and t.config.gradient_checkpointing
+    assert t.config.to_dict()["gradient_checkpointing"] is True
+    assert t.policy.is_gradient_checkpointing
+    step = t.train_step()
+    assert not step.update.skipped and t.update.version == 1
+    # With room for the plan without it, nothing is said and nothing changes.
+    monkeypatch.setattr(memory_plan, "within", real)
+    t = GRPOTrainer(h.config(tmp_path / "roomy", eval=False), model=h.model(),
+                    tokenizer=h.tokenizer(), env=h.ShortEnv())
+    assert not t.config.gradient_checkpointing and not t.policy.is_gradient_checkpointing
+    assert "checkpointing" not in capsys.readouterr().out

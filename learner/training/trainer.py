@@ -47,7 +47,7 @@ from learner.training.distributed import (
     share_quota,
 )
 from learner.training.loop import Step, TrainLoop
-from learner.training.policy_setup import prepare_policy
+from learner.training.policy_setup import enable_checkpointing, prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, step_metrics
 from learner.training.stops import InfraWatch, out_of_memory_as
@@ -122,7 +122,16 @@ class GRPOTrainer:
         self.memory_plan = memory_plan.check(
             c, self.env, self.tokenizer, self.policy, reference=self.update.ref_model is not None,
             world=self.procs.world, max_tokens=self.max_tokens,
-            device=self.device, main=self.accelerator.is_main_process)
+            device=self.device, main=self.accelerator.is_main_process,
+            autocast=c.autocast == "bf16")
+        turn_on = self.memory_plan.checkpointing and not c.gradient_checkpointing
+        # Every process alike (the plans of processes sharing a host may differ).
+        if self.procs.world > 1:
+            turn_on = any(self.procs.gather_ints(int(turn_on)))
+        if turn_on:
+            # The plan fits only so (its line said it): on for the run, as config.json records.
+            enable_checkpointing(self.policy)
+            c.gradient_checkpointing = True
 
     @property
     def policy(self) -> PreTrainedModel:
