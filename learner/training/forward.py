@@ -128,8 +128,9 @@ def _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, c
                     with torch.no_grad():
                         ents.append(token_entropy(picked, temperature, top_p))
             else:
-                for rows_h, rows_t in zip(picked.split(logit_chunk), tokens.split(logit_chunk),
-                                          strict=True):
+                # Slices, not split(): torch's lazy backend mis-runs a matmul on split's views.
+                for i in range(0, picked.shape[0], logit_chunk):
+                    rows_h, rows_t = picked[i:i + logit_chunk], tokens[i:i + logit_chunk]
                     score = _ChunkScore(head, temperature, top_p, entropy)
                     if recompute:
                         lp, ent = checkpoint(score, rows_h, rows_t, use_reentrant=False,
