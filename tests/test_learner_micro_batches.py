@@ -114,15 +114,17 @@ def test_the_memory_estimate_by_hand():
     assert plan.resident == 4 * (100 + 300 + 100)
     assert plan.sampling == 4 * 2 * 10 * 30 * 2 * 3 * 64 + 4 * 2 * 49152 * 4
     # fp32 activations per layer and position, the final hidden states twice, and the logits
-    # of the 4 scored positions (one chunk: never more than 2^27 / 49152 = 2730 rows).
+    # of the 4 scored positions (one chunk: never more than 2^27 / 49152 = 2730 rows), in 2
+    # copies, and 2 copies of the head's gradient (full fine-tuning: 100 of 100 trained).
     per_position = 4 * (30 * (14 * 576 + 5 * 1536) + 2 * 576)
-    logits = 4 * 4 * 4 * 49152
+    logits = 2 * 4 * 4 * 49152 + 2 * 4 * 49152 * 576
     assert plan.per_position == per_position
     assert plan.loss_pass == pytest.approx(8 * per_position + logits)
     whole = memory_plan.estimate(SMOL, trainable=100, total=100, reference=True, rows=2,
                                  context=10, micro_batch_tokens=0, completion_share=0.5)
     # rows x context positions, 10 of them scored
-    assert whole.loss_pass == pytest.approx(20 * per_position + 4 * 4 * 10 * 49152)
+    assert whole.loss_pass == pytest.approx(20 * per_position + 2 * 4 * 10 * 49152
+                                            + 2 * 4 * 49152 * 576)
     assert plan.peak == memory_plan.BASE_BYTES + plan.resident + max(plan.sampling,
                                                                       plan.loss_pass)
 
@@ -164,8 +166,9 @@ def test_the_memory_estimate_by_hand_under_autocast_and_checkpointing():
     # The norms and residual stream stay fp32; the rest of a layer's activations halve.
     layer = 4 * 576 * 4 + 10 * 576 * 2 + 5 * 1536 * 2
     assert bf16.per_position == 30 * layer + 2 * 576 * 4
-    # autocast's bf16 copies of the weights, and one chunk of 500 scored positions' logits
-    assert bf16.loss_pass == 1000 * bf16.per_position + 2 * 50_000_000 + 16 * 500 * 49152
+    # autocast's bf16 copies of the weights, one chunk of 500 scored positions' logits (2
+    # fp32 copies); only 100 of the weights train: no head gradient
+    assert bf16.loss_pass == 1000 * bf16.per_position + 2 * 50_000_000 + 8 * 500 * 49152
     no_reference = memory_plan.estimate(SMOL, autocast=True, **{**kwargs, "reference": False})
     assert bf16.resident - no_reference.resident == 2 * (50_000_000 - embedding) + 4 * embedding
     # Checkpointing: each layer's fp32 input, one layer recomputed, the final hidden states;
@@ -178,7 +181,7 @@ def test_the_memory_estimate_by_hand_under_autocast_and_checkpointing():
     # A step of 2500 positions under a 1000-position budget runs in 3 passes of 834.
     split = memory_plan.estimate(SMOL, step_positions=2500, **kwargs)
     assert split.loss_pass - fp32.loss_pass == pytest.approx(
-        (834 - 1000) * fp32.per_position + (417 - 500) * 16 * 49152)
+        (834 - 1000) * fp32.per_position + (417 - 500) * 8 * 49152)
 
 
 def test_the_plan_turns_checkpointing_on_only_when_it_then_fits():

@@ -20,8 +20,9 @@ V words; c the compute dtype's bytes: 2 under bf16 autocast, else 4):
   layer's activations while it is recomputed, and the prompts repeated per row (the shared
   prompt pass and checkpointing do not mix: ``update.PolicyUpdate.logprobs``); then
   constants: one chunk of logits (``forward.LOGIT_CHUNK_ELEMENTS``, ``LOGIT_COPIES`` fp32
-  copies alive at its backward: never the pass's whole logits) and, under autocast, the bf16
-  copies of the weights autocast makes for the matmuls (2N, saved for the backward).
+  copies: never the pass's whole logits), the head's and embedding's weight gradients being
+  summed (``HEAD_GRAD_COPIES`` x V x h in fp32, full fine-tuning) and, under autocast, the
+  bf16 copies of the weights autocast makes for the matmuls (2N, saved for the backward).
 
 The per-position constants were measured on SmolLM2-135M on CPU (fp32: 14 x h + 5 x i floats a
 layer); ``benchmarks/memory_plan_check.py`` compares the plan with a measured peak.
@@ -44,10 +45,14 @@ if TYPE_CHECKING:  # torch-free at import
 FP32_HIDDEN, COMPUTE_HIDDEN, COMPUTE_INTERMEDIATE = 4, 10, 5
 # The older names, in fp32: 14 x hidden and 5 x intermediate floats.
 HIDDEN_COPIES, INTERMEDIATE_COPIES = FP32_HIDDEN + COMPUTE_HIDDEN, COMPUTE_INTERMEDIATE
-# fp32 copies of a chunk's (rows, vocabulary) logits alive at its backward: the head's output
-# and its cast (bf16 under autocast), the scaled logits, the softmax of the log-sum-exp's
-# backward and the logits' gradient.
-LOGIT_COPIES = 4
+# fp32 copies of a chunk's (rows, vocabulary) logits alive at once (the head's output, then
+# in the backward the softmax of the log-sum-exp and the logits' gradient), fitted on CPU
+# (benchmarks/memory_plan_check.py).
+LOGIT_COPIES = 2
+# fp32 (vocabulary, hidden) gradients of the head's and the embedding's weight alive at once
+# beside the one the gradients' term counts, when they train: each chunk's head gradient, and
+# their sum into the tied weight's (measured on CPU: 2).
+HEAD_GRAD_COPIES = 2
 # Elements of a chunk of logits (``forward.LOGIT_CHUNK_ELEMENTS``, kept here torch-free).
 LOGIT_CHUNK_ELEMENTS = 2**27
 # The interpreter, torch, the env and the allocator's slack, measured at about 1.5 GB before
@@ -116,7 +121,8 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
     scored = max(1, int(positions * completion_share))
     logits = LOGIT_COPIES * 4 * min(scored, max(1, LOGIT_CHUNK_ELEMENTS // vocab)) * vocab
     casts = 2 * total if autocast else 0
-    return MemoryPlan(resident, sampling, positions * per_position + logits + casts,
+    head_grads = HEAD_GRAD_COPIES * b * vocab * hidden if trainable >= total else 0
+    return MemoryPlan(resident, sampling, positions * per_position + logits + casts + head_grads,
                       per_position, sampling / max(rows, 1) if rows else 0.0, checkpointing)
 
 
