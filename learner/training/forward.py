@@ -98,8 +98,9 @@ def _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, c
     if bucket_overhead is None:
         bucket_overhead = BUCKET_OVERHEAD.get(device.type, BUCKET_OVERHEAD["default"])
     if logit_chunk is None and head is not None:
-        logit_chunk = max(1, LOGIT_CHUNK_ELEMENTS // head.weight.shape[0]) \
-            if hasattr(head, "weight") else 1024
+        # out_features, not the weight's shape: ZeRO-3 leaves a partitioned weight empty here
+        vocab = getattr(head, "out_features", 0) or int(head.weight.shape[0])
+        logit_chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(vocab, 1))
     # Recompute a chunk's logits in the backward only when the pass holds more than one chunk
     # (with one, its logits would be alive at the head's backward anyway).
     recompute = (head is not None and torch.is_grad_enabled()
