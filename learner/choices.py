@@ -34,6 +34,8 @@ EnvRecipe = Literal["auto", "cpu", "gpu", "off"]  # --env-recipe (learner.recipe
 ToolRole = Literal["auto", "tool", "ipython", "user"]
 LrScheduler = Literal["constant", "cosine"]
 AsyncSteps = Literal[0, 1]
+# --autocast: bf16 autocast of the loss and reference passes (auto: on a CUDA GPU only).
+Autocast = Literal["auto", "bf16", "off"]
 
 SCALE_REWARDS = get_args(ScaleRewards)
 LOSS_TYPES = get_args(LossType)
@@ -47,3 +49,4 @@ VLLM_LORA = get_args(VllmLora)
 VLLM_DTYPES = get_args(VllmDtype)
 DYNAMIC_SAMPLING_METRICS = get_args(DynamicSamplingMetric)
 ALGORITHM_RECIPES = get_args(AlgorithmRecipe)
+AUTOCASTS = get_args(Autocast)

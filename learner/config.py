@@ -23,6 +23,7 @@ from typing import Any
 from learner.choices import (
     AlgorithmRecipe,
     AsyncSteps,
+    Autocast,
     CpuMatmul,
     DynamicSamplingMetric,
     EnvRecipe,
@@ -238,6 +239,10 @@ class Config:
         "tokens), so peak memory follows the budget and the model, not P x G x (prompt + "
         "completion); the loss is the same (0: --gradient-accumulation-steps parts only)")
     gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass")
+    autocast: Autocast = _opt(
+        "auto", "bf16 autocast of the loss and reference passes (fp32 weights and optimizer "
+        "state; the reference's weights in bf16 too): auto turns it on on a CUDA GPU, off on "
+        "CPU; config.json records the run's choice")
     lora_r: int = _opt(0, "LoRA rank (0 = full fine-tuning)")
     lora_alpha: int = _opt(16, "LoRA alpha")
     lora_dropout: float = _opt(0.0, "LoRA dropout")

@@ -17,7 +17,8 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
 2. ``update``: the learner's PolicyUpdate (reference pass, loss passes, AdamW) at Qwen2.5-1.5B's
    shape on a GRPO step's batch (P=16, G=8, prompt 150, completions 100-512 tokens) over
    --micro-batch-tokens x gradient checkpointing: seconds, positions/s, MFU (8N FLOPs a
-   position), peak allocated against the learner's memory plan;
+   position), peak allocated (``torch.cuda.max_memory_allocated``) against the learner's
+   memory plan (plan / peak: the goal is 0.85-1.15), and the loss passes' own MFU (6N);
 3. ``cli``: ``python -m learner.run`` for a few steps with a Qwen2.5-0.5B-shaped model: the
    generate, score and train seconds and tokens/s of each step, from its metrics.jsonl;
 4. ``learn``: a tiny random-init model learns a synthetic one-word reward through the learner's
@@ -175,16 +176,18 @@ def table(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     grid = by_name.get("update", {}).get("grid")
     if grid:
         lines += ["", "| micro_batch_tokens | checkpointing | seconds per update | positions/s "
-                  "| MFU | peak allocated GB | memory plan GB |", "|---|---|---|---|---|---|---|"]
+                  "| MFU | peak allocated GB | memory plan GB | plan / peak | loss-pass MFU |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for g in grid:
             if "error" in g:
                 lines.append(f"| {g['micro_batch_tokens']} | {'on' if g['checkpointing'] else 'off'}"
-                             f" | {g['error']} | | | | |")
+                             f" | {g['error']} | | | | | | |")
                 continue
             lines.append(f"| {g['micro_batch_tokens']} | {'on' if g['checkpointing'] else 'off'} "
                          f"| {g['seconds']:.2f} | {g['positions_per_s']:.0f} | "
                          f"{_fmt(g.get('mfu'), '.1%')} | {_fmt(g.get('peak_gb'), '.1f')} | "
-                         f"{g['plan_gb']:.1f} |")
+                         f"{g['plan_gb']:.1f} | {_fmt(g.get('plan_over_peak'), '.2f')} | "
+                         f"{_fmt(g.get('loss_mfu'), '.1%')} |")
     steps = by_name.get("cli", {}).get("steps")
     if steps:
         lines += ["", "| step | generate s | score s | train s | generate tokens/s | "
@@ -260,6 +263,10 @@ class Check:
             raise RuntimeError(f"no grid point ran: {rows[0].get('error') if rows else ''}")
         best = min(done, key=lambda r: r["seconds"])
         mfu = f", MFU {best['mfu']:.1%}" if "mfu" in best else ""
+        if "loss_mfu" in best:
+            mfu += f", loss passes {best['loss_mfu']:.1%}"
+        if "plan_over_peak" in best:
+            mfu += f", plan / peak {best['plan_over_peak']:.2f}"
         return (f"{len(done)}/{len(rows)} points; fastest {best['seconds']:.2f} s at "
                 f"{best['micro_batch_tokens']} tokens{mfu}"), figures
 

@@ -104,7 +104,10 @@ def test_the_tables_show_the_grid_the_cli_steps_and_failures():
     records = [
         {"phase": "update", "status": "ok", "seconds": 12.0, "detail": "x", "figures": {"grid": [
             {"micro_batch_tokens": 16384, "checkpointing": False, "seconds": 2.76,
-             "positions_per_s": 15131.9, "mfu": 0.235, "peak_gb": 124.4, "plan_gb": 178.9},
+             "positions_per_s": 15131.9, "mfu": 0.235, "peak_gb": 124.4, "plan_gb": 178.9,
+             "plan_over_peak": 1.438, "loss_mfu": 0.301},
+            {"micro_batch_tokens": 8192, "checkpointing": True, "seconds": 3.3,
+             "positions_per_s": 12655.8, "plan_gb": 40.2},  # off CUDA: no peak, no MFU
             {"micro_batch_tokens": 4096, "checkpointing": True, "error": "out of memory"}]}},
         {"phase": "cli", "status": "ok", "seconds": 60.0, "detail": "y", "figures": {"steps": [
             {"time/generate_s": 9.5, "time/score_s": 0.2, "time/train_s": 1.5,
@@ -114,7 +117,8 @@ def test_the_tables_show_the_grid_the_cli_steps_and_failures():
         {"phase": "learn", "status": "failed", "seconds": 1.0, "detail": "a|b", "figures": {}},
     ]
     text = gpu_check.table(meta, records)
-    assert "| 16384 | off | 2.76 | 15132 | 23.5% | 124.4 | 178.9 |" in text
+    assert "| 16384 | off | 2.76 | 15132 | 23.5% | 124.4 | 178.9 | 1.44 | 30.1% |" in text
+    assert "| 8192 | on | 3.30 | 12656 |  |  | 40.2 |  |  |" in text
     assert "| 4096 | on | out of memory |" in text
     assert "| 1 | 9.50 | 0.20 | 1.50 | 3000 | 20000 |" in text
     assert "| 2 | 9.00 | 0.10 | skipped | 3100 | skipped |" in text  # no signal, no update

@@ -67,7 +67,9 @@ def test_logprobs_entropy_and_gradients_match_one_plain_forward(rows, share_prom
     assert torch.all(logp[mask == 0] == 0) and torch.all(entropy[mask == 0] == 0)
     assert torch.allclose(logp, want, atol=1e-5)
     assert torch.allclose(entropy, want_entropy, atol=1e-4)
-    assert torch.allclose(_grads(model), want_grads, atol=1e-5, rtol=1e-4)
+    # The head's weight gradient sums over valid positions only (chunks): float rounding
+    # of a sum whose largest entries are ~7 differs by up to ~3e-5.
+    assert torch.allclose(_grads(model), want_grads, atol=1e-4, rtol=1e-4)
 
 
 def test_length_buckets_hold_every_row_once_cut_by_length():

@@ -113,11 +113,18 @@ def test_the_memory_estimate_by_hand():
                                 context=10, micro_batch_tokens=8, completion_share=0.5)
     assert plan.resident == 4 * (100 + 300 + 100)
     assert plan.sampling == 4 * 2 * 10 * 30 * 2 * 3 * 64 + 4 * 2 * 49152 * 4
-    per_position = 30 * (14 * 576 + 5 * 1536) + 0.5 * 5 * 49152
-    assert plan.loss_pass == pytest.approx(4 * 8 * per_position)
+    # fp32 activations per layer and position, the final hidden states twice, and the logits
+    # of the 4 scored positions (one chunk: never more than 2^27 / 49152 = 2730 rows), in 2
+    # copies, and 2 copies of the head's gradient (full fine-tuning: 100 of 100 trained).
+    per_position = 4 * (30 * (14 * 576 + 5 * 1536) + 2 * 576)
+    logits = 2 * 4 * 4 * 49152 + 2 * 4 * 49152 * 576
+    assert plan.per_position == per_position
+    assert plan.loss_pass == pytest.approx(8 * per_position + logits)
     whole = memory_plan.estimate(SMOL, trainable=100, total=100, reference=True, rows=2,
                                  context=10, micro_batch_tokens=0, completion_share=0.5)
-    assert whole.loss_pass == pytest.approx(plan.loss_pass * 20 / 8)  # rows x context positions
+    # rows x context positions, 10 of them scored
+    assert whole.loss_pass == pytest.approx(20 * per_position + 2 * 4 * 10 * 49152
+                                            + 2 * 4 * 49152 * 576)
     assert plan.peak == memory_plan.BASE_BYTES + plan.resident + max(plan.sampling,
                                                                       plan.loss_pass)
 
@@ -147,3 +154,84 @@ def test_the_trainer_warns_before_the_first_step_when_memory_is_short(tmp_path, 
     # Nothing is left beside the resident part: the line names the flag that shrinks it.
     assert "warning: this run's estimated peak memory" in out and "--lora-r 16" in out
     assert t.memory_plan.peak > 64e9
+
+
+def test_the_memory_estimate_by_hand_under_autocast_and_checkpointing():
+    kwargs = dict(trainable=100, total=50_000_000, reference=True, rows=64, context=200,
+                  micro_batch_tokens=1000, completion_share=0.5)
+    fp32 = memory_plan.estimate(SMOL, **kwargs)
+    bf16 = memory_plan.estimate(SMOL, autocast=True, **kwargs)
+    embedding = 49152 * 576  # stays fp32 in the reference; its matmul weights are bf16
+    assert fp32.resident - bf16.resident == 2 * (50_000_000 - embedding)
+    # The norms and residual stream stay fp32; the rest of a layer's activations halve.
+    layer = 4 * 576 * 4 + 10 * 576 * 2 + 5 * 1536 * 2
+    assert bf16.per_position == 30 * layer + 2 * 576 * 4
+    # autocast's bf16 copies of the weights, one chunk of 500 scored positions' logits (2
+    # fp32 copies); only 100 of the weights train: no head gradient
+    assert bf16.loss_pass == 1000 * bf16.per_position + 2 * 50_000_000 + 8 * 500 * 49152
+    no_reference = memory_plan.estimate(SMOL, autocast=True, **{**kwargs, "reference": False})
+    assert bf16.resident - no_reference.resident == 2 * (50_000_000 - embedding) + 4 * embedding
+    # Checkpointing: each layer's fp32 input, one layer recomputed, the final hidden states;
+    # each row runs its 100-token prompt (a completion counted as 50 tokens, G = 8).
+    ckpt = memory_plan.estimate(SMOL, autocast=True, checkpointing=True, prompt=100,
+                                group_size=8, **kwargs)
+    assert ckpt.checkpointing and ckpt.per_position == pytest.approx(
+        (30 * 576 * 4 + layer + 2 * 576 * 4) * 150 / (100 / 8 + 50))
+    assert ckpt.per_position < bf16.per_position / 3
+    # A step of 2500 positions under a 1000-position budget runs in 3 passes of 834.
+    split = memory_plan.estimate(SMOL, step_positions=2500, **kwargs)
+    assert split.loss_pass - fp32.loss_pass == pytest.approx(
+        (834 - 1000) * fp32.per_position + (417 - 500) * 8 * 49152)
+
+
+def test_the_plan_turns_checkpointing_on_only_when_it_then_fits():
+    def make(checkpointing):
+        return memory_plan.estimate(SMOL, trainable=134_515_008, total=134_515_008,
+                                    reference=True, rows=64, context=416,
+                                    micro_batch_tokens=8192, checkpointing=checkpointing,
+                                    prompt=96, group_size=8)
+    off, on = make(False).peak, make(True).peak
+    assert on < off
+    assert not memory_plan.within(make, off, False).checkpointing  # fits: left off
+    assert memory_plan.within(make, (on + off) / 2, False).checkpointing
+    assert not memory_plan.within(make, on / 2, False).checkpointing  # neither fits
+    assert memory_plan.within(make, off, True).checkpointing  # asked for: kept
+
+
+def _param_count(config):
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):  # the shape only: no memory, no weights
+        return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+
+
+def test_qwen_0_5b_and_1_5b_fit_80_gb_beside_vllm_on_every_gpu_recipe():
+    """The GPU recipes (envs/recipes/*.toml [gpu], with each pack's [recipe.gpu]) at Qwen2.5
+    0.5B and 1.5B: bf16 autocast, vLLM colocated with 0.25 of an 80 GB card, so the learner
+    has 60 GB; prompts of 256 tokens (GSM8K's chat prompts are about 150)."""
+    import tomllib
+
+    from envs.recipes import RECIPES
+    from scripts.gpucheck.assets import shape
+
+    recipes = {p.stem: tomllib.loads(p.read_text())["gpu"] for p in RECIPES.glob("*.toml")}
+    assert len(recipes) >= 5
+    budget, prompt = 60e9, 256
+    for name in ("qwen2.5-0.5b", "qwen2.5-1.5b"):
+        config = shape(name)
+        params = _param_count(config)
+        for recipe, r in recipes.items():
+            rows = r["prompts_per_step"] * r["group_size"]
+
+            def make(checkpointing, r=r, rows=rows, config=config, params=params):
+                return memory_plan.estimate(
+                    config, trainable=params, total=params, reference=r["beta"] > 0,
+                    rows=rows, context=prompt + r["max_new_tokens"],
+                    micro_batch_tokens=r["micro_batch_tokens"], autocast=True,
+                    checkpointing=checkpointing, prompt=prompt, group_size=r["group_size"],
+                    kv_cache=False, step_positions=r["prompts_per_step"] * (
+                        prompt + r["group_size"] * r["max_new_tokens"]))
+            plan = memory_plan.within(make, budget, False)
+            assert plan.peak <= budget, (name, recipe, plan)
+            if name == "qwen2.5-1.5b" and r["max_new_tokens"] == 512:
+                assert plan.checkpointing  # at 16384 tokens a pass it fits only so

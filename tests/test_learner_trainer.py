@@ -534,10 +534,12 @@ def test_reference_matches_the_policy_under_bf16_autocast(tmp_path):
                             accelerator=accelerator)
             t.update.policy_is_reference = False  # as after the first update: the reference pass runs
             _, _, batch = h.step_batch(t)
-            if not lora:  # the precondition: run plainly, the fp32 copy differs from the policy
-                with torch.no_grad():
-                    assert not torch.equal(t.update.logprobs(t.update.ref_model, batch)[0],
-                                           t.update.logprobs(t.update.model, batch)[0])
+            if not lora:  # the precondition: the copy's matmul weights are bf16, the policy's
+                # fp32 (sharding.matmul_weights_in), and run without autocast it cannot run
+                ref = t.update.ref_model
+                assert ref.model.layers[0].mlp.up_proj.weight.dtype == torch.bfloat16
+                with torch.no_grad(), pytest.raises(RuntimeError, match="dtype"):
+                    t.update.logprobs(ref, batch)
             stats = t.update(batch)
             assert stats.kl == 0.0, (lora, stats)
     finally:

@@ -105,19 +105,31 @@ class RunDevice:
         return self.device.type == "cuda"
 
     @property
+    def autocast(self) -> str:
+        """``--autocast`` as the run has it: bf16 or off (config.json records it)."""
+        return "bf16" if self.accelerator.mixed_precision == "bf16" else "off"
+
+    @property
     def computes_on_cpu(self) -> bool:
         """The arithmetic runs on this machine's cores (CPU, or the lazy backend's)."""
         return self.device.type in ("cpu", "lazy")
 
 
-def make_accelerator(device: torch.device | None = None, *,
+def mixed_precision(autocast: str, cuda: bool) -> str:
+    """accelerate's ``mixed_precision`` for ``--autocast`` (auto: bf16 on a CUDA GPU only)."""
+    if autocast == "auto":
+        return "bf16" if cuda else "no"
+    return "bf16" if autocast == "bf16" else "no"
+
+
+def make_accelerator(device: torch.device | None = None, autocast: str = AUTO, *,
                      timeout_s: float | None = None) -> Accelerator:
-    """The run's Accelerator: bf16 autocast on CUDA, several CPU processes over gloo, and its
-    gradient accumulation pinned to 1 (see ``distributed.check_accumulation``). ``device``:
-    the one ``--device`` named (None: accelerate's choice); accelerate places the model on CPU
-    and CUDA devices (``resolve`` made ``cuda:N`` the current one), the run on any other.
-    ``timeout_s`` (--dist-timeout): how long a collective waits for the other processes
-    (None: torch's default for the backend)."""
+    """The run's Accelerator: bf16 autocast as ``--autocast`` says (auto: on CUDA), several CPU
+    processes over gloo, and its gradient accumulation pinned to 1 (see
+    ``distributed.check_accumulation``). ``device``: the one ``--device`` named (None:
+    accelerate's choice); accelerate places the model on CPU and CUDA devices (``resolve``
+    made ``cuda:N`` the current one), the run on any other. ``timeout_s`` (--dist-timeout):
+    how long a collective waits for the other processes (None: torch's default)."""
     cuda = torch.cuda.is_available() if device is None else device.type == "cuda"
     # cpu=True lets accelerate run several CPU processes over gloo (its MULTI_CPU mode).
     # DeepSpeed refuses cpu=True; on CPU it is told to use gloo instead.
@@ -130,24 +142,24 @@ def make_accelerator(device: torch.device | None = None, *,
     # ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by `accelerate launch
     # --gradient_accumulation_steps`) override the argument, but not a plugin.
     return Accelerator(
-        mixed_precision="bf16" if cuda else "no", cpu=not (cuda or deepspeed),
+        mixed_precision=mixed_precision(autocast, cuda), cpu=not (cuda or deepspeed),
         device_placement=device is None or device.type in ("cpu", "cuda"),
         # The scheduler counts optimizer steps (accelerate would step it once per process).
         step_scheduler_with_optimizer=False, kwargs_handlers=handlers,
         gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
 
 
-def run_device(choice: str, accelerator: Accelerator | None = None, *,
+def run_device(choice: str, accelerator: Accelerator | None = None, autocast: str = AUTO, *,
                timeout_s: float | None = None) -> RunDevice:
     """The run's device for ``--device choice``, with its Accelerator (``accelerator``: the
-    caller's, whose process group is its own; with ``auto`` its device is the run's;
-    ``timeout_s``: --dist-timeout for one made here)."""
+    caller's, whose mixed precision and process group then stand; with ``auto`` its device is
+    the run's; ``timeout_s``: --dist-timeout for one made here)."""
     device = resolve(choice)
     if device is not None and int(os.environ.get("WORLD_SIZE") or 1) > 1 and not (
             device.type in ("cpu", "cuda") and device.index is None):
         raise DeviceError(f"--device {choice}: under accelerate launch each process takes "
                           "its own device; give --device auto, cpu or cuda")
-    accelerator = accelerator or make_accelerator(device, timeout_s=timeout_s)
+    accelerator = accelerator or make_accelerator(device, autocast, timeout_s=timeout_s)
     if device is None or device.type == accelerator.device.type:
         # accelerate's own (with its index: each process's GPU under accelerate launch), or
         # the cuda:N that ``resolve`` made current

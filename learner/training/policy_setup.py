@@ -29,6 +29,13 @@ def adamw(params: list[torch.nn.Parameter], *, fused: bool, **kwargs: Any) -> to
     return torch.optim.AdamW(params, **kwargs)
 
 
+def enable_checkpointing(model: PreTrainedModel) -> None:
+    """Gradient checkpointing on ``model`` (unwrapped; a PEFT model's base gets it, with its
+    inputs' gradients on), before or after ``prepare_policy``."""
+    model.gradient_checkpointing_enable()
+    model.config.use_cache = True  # generation still uses the KV cache (eval mode)
+
+
 def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
                    model: PreTrainedModel, max_tokens: int, *,
                    device: torch.device | None = None) -> PolicyUpdate:
@@ -36,8 +43,7 @@ def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
     None): policy, reference, optimizer and schedule prepared."""
     device = device or accelerator.device
     if c.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-        model.config.use_cache = True  # generation still uses the KV cache (eval mode)
+        enable_checkpointing(model)
     ref_model = None
     if c.lora_r:
         model = with_lora(model, c.lora_r, c.lora_alpha, c.lora_dropout)

@@ -58,7 +58,7 @@ from learner.training.distributed import (
     share_quota,
 )
 from learner.training.loop import Step, TrainLoop
-from learner.training.policy_setup import prepare_policy
+from learner.training.policy_setup import enable_checkpointing, prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, infra_errors, step_metrics
 from learner.training.stops import InfraWatch, out_of_memory_as
@@ -80,8 +80,9 @@ class GRPOTrainer:
                                    and torch.distributed.is_initialized())
         # The one place the run's device is decided (--device): every tensor of a step is
         # created there (the rollout, and the masks and advantages made from it).
-        where = placement.run_device(c.device, accelerator, timeout_s=c.dist_timeout)
+        where = placement.run_device(c.device, accelerator, c.autocast, timeout_s=c.dist_timeout)
         self.accelerator, self.device = where.accelerator, where.device
+        c.autocast = where.autocast  # auto resolved, as config.json records it
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
         check_shared_folder(self.procs, c.output_dir)  # checkpoints need one folder for all
@@ -143,7 +144,16 @@ class GRPOTrainer:
         self.memory_plan = memory_plan.check(
             c, self.env, self.tokenizer, self.policy, reference=self.update.ref_model is not None,
             world=self.procs.world, max_tokens=self.max_tokens,
-            device=self.device, main=self.accelerator.is_main_process)
+            device=self.device, main=self.accelerator.is_main_process,
+            autocast=c.autocast == "bf16")
+        turn_on = self.memory_plan.checkpointing and not c.gradient_checkpointing
+        # Every process alike (the plans of processes sharing a host may differ).
+        if self.procs.world > 1:
+            turn_on = any(self.procs.gather_ints(int(turn_on)))
+        if turn_on:
+            # The plan fits only so (its line said it): on for the run, as config.json records.
+            enable_checkpointing(self.policy)
+            c.gradient_checkpointing = True
 
     def size_engine(self) -> vllm_sizing.EngineSize:
         """The vLLM engine's max_model_len, max_num_seqs and GPU share, derived from the step

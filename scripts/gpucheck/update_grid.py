@@ -1,9 +1,12 @@
 """The learner's update (``PolicyUpdate``: the reference pass, the loss passes and AdamW) over a
 grid of loss-pass token budgets x gradient checkpointing, on a batch of a GRPO step's shape:
-seconds per update, positions/s, MFU and the peak memory against the learner's memory plan.
+seconds per update, positions/s, MFU and the peak memory against the learner's memory plan
+(``plan_over_peak``: the issue's goal is within 15%), and the loss passes alone (forward and
+backward, no reference, no optimizer step): their seconds and MFU.
 
 MFU counts 8N FLOPs per position (6N for the loss pass's forward and backward, 2N for the
-reference's forward), N the model's parameters, against the card's measured bf16 matmul rate.
+reference's forward), N the model's parameters, against the card's measured bf16 matmul rate;
+the loss passes' MFU counts 6N.
 """
 
 from __future__ import annotations
@@ -52,15 +55,38 @@ def step_batch(shape: StepShape, vocab: int, seed: int = 0) -> Any:
         n_sequences=float(rows), n_tokens=float(completion_mask.sum()))
 
 
-def plan_gb(model_config: Any, params: int, shape: StepShape, budget: int) -> float:
-    """The learner's memory plan for this update (``learner/training/memory_plan.py``)."""
+def plan_gb(model_config: Any, params: int, shape: StepShape, budget: int, *,
+            checkpointing: bool = False, autocast: bool = False, positions: int = 0,
+            completion_share: float = 0.5) -> float:
+    """The learner's memory plan for this update (``learner/training/memory_plan.py``), the
+    batch's positions known (``positions``, 0: unknown), without the host's share
+    (``BASE_BYTES``: not on the GPU) and without sampling (the update does not sample)."""
     from learner.training import memory_plan
 
     plan = memory_plan.estimate(
         model_config, trainable=params, total=params, reference=True,
         rows=shape.prompts * shape.group, context=shape.prompt + shape.longest,
-        micro_batch_tokens=budget)
-    return plan.peak / 1e9
+        micro_batch_tokens=budget, completion_share=completion_share, autocast=autocast,
+        checkpointing=checkpointing, prompt=shape.prompt, group_size=shape.group,
+        kv_cache=False, step_positions=positions)
+    return (plan.resident + plan.loss_pass) / 1e9
+
+
+def loss_passes(update: Any, batch: Any, budget: int, device: torch.device) -> float:
+    """Seconds of the update's loss passes alone over ``batch`` (its micro-batches under
+    ``budget``; forward and backward, the gradients then dropped)."""
+    micro = [mb.to(device) for mb in batch.split_by_tokens(batch.parts_for(budget))]
+    update.model.train()
+    dev.synchronize(device)
+    start = time.perf_counter()
+    for mb in micro:
+        with update.accelerator.autocast():
+            logp, _ = update.logprobs(update.model, mb)
+            (logp * mb.loss_mask).sum().backward()
+    dev.synchronize(device)
+    seconds = time.perf_counter() - start
+    update.optimizer.zero_grad(set_to_none=True)
+    return seconds
 
 
 def measure(model_config: Any, device: torch.device, *, budget: int, checkpointing: bool,
@@ -86,6 +112,8 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
     update.policy_is_reference = False
     batch = step_batch(shape, model_config.vocab_size)
     positions = int(batch.positions().sum())
+    completions = int(batch.completion_mask.sum())
+    autocast = accelerator.mixed_precision == "bf16"
     try:
         if warm_up:  # kernels chosen, optimizer state made
             update(batch)
@@ -95,20 +123,26 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
             stats = update(batch)
         dev.synchronize(device)
         seconds = (time.perf_counter() - start) / timed
+        loss_seconds = loss_passes(update, batch, budget, device)
     finally:
         del update, model
         accelerator.free_memory()
         gc.collect()
-    out = {"micro_batch_tokens": budget, "checkpointing": checkpointing,
+    out = {"micro_batch_tokens": budget, "checkpointing": checkpointing, "autocast": autocast,
            "params": params, "positions": positions, "seconds": round(seconds, 3),
            "positions_per_s": round(positions / seconds, 1), "loss": stats.loss,
-           "plan_gb": round(plan_gb(model_config, params, shape, budget), 1)}
+           "loss_pass_seconds": round(loss_seconds, 3),
+           "plan_gb": round(plan_gb(model_config, params, shape, budget,
+                                    checkpointing=checkpointing, autocast=autocast,
+                                    positions=positions,
+                                    completion_share=completions / positions), 2)}
     if peak_tflops:
         out["mfu"] = round(8 * params * positions / seconds / (peak_tflops * 1e12), 4)
+        out["loss_mfu"] = round(6 * params * positions / loss_seconds / (peak_tflops * 1e12), 4)
     peak = dev.peak_gb(device)
     if peak is not None:
         out["peak_gb"] = round(peak, 1)
-        out["plan_over_peak"] = round(out["plan_gb"] / peak, 2)
+        out["plan_over_peak"] = round(out["plan_gb"] / peak, 3)
     return out
 
 
