@@ -49,7 +49,7 @@ STRAGGLER_S = 30.0  # how long start() waits for the other nodes once one actor 
 #: gone, Ray's GCS calls block and its core worker ends this process after 60 s
 #: (``gcs_rpc_server_reconnect_timeout_s``), before any error of ours could be printed.
 HEAD_CHECK_S = 5.0
-ALIVE = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
+ALIVE = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")  # type: ignore[attr-defined]  # protobuf module without stubs
 
 
 class RayUnavailable(ConnectionError):
@@ -175,7 +175,7 @@ class NodeActors:
     """
 
     def __init__(self, actor_class: type, make: Callable[[dict[str, Any]], tuple[tuple, int]]):
-        self._remote = ray.remote(actor_class)
+        self._remote: Any = ray.remote(actor_class)
         self._make = make
         self._lock = threading.Lock()
         self._pending: dict[str, Member] = {}
