@@ -25,7 +25,7 @@ import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from envs.base import INFRA_ERROR_KEY, TaskEnv
 from envs.episode import Elapsed, EpisodeError, StepResult
@@ -40,6 +40,7 @@ from envs.keywords import (
     mapping_of,
     optional,
 )
+from envs.learner_env import ScoreInfo
 from envs.openenv_client.schema import (
     SchemaError,
     action_field,
@@ -225,7 +226,7 @@ class OpenEnvEnv(TaskEnv):
     def episode(self, task: Task | str) -> RemoteEpisode:
         return RemoteEpisode(self, self.pack.get(task) if isinstance(task, str) else task)
 
-    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task | str, completion: str) -> tuple[float, ScoreInfo]:
         """One turn of a fresh episode of ``task``: its reward, and an info saying whether the
         server ended the episode (``truncated_turns`` when it wanted more turns)."""
         if not isinstance(completion, str):
@@ -235,7 +236,7 @@ class OpenEnvEnv(TaskEnv):
             _, reward, _, _, info = episode.step(completion, last=True)
         finally:
             episode.close()
-        return reward, info
+        return reward, cast(ScoreInfo, info)  # last=True: the step was graded
 
     # -- the infrastructure -------------------------------------------------------------------
     def infra_outage(self) -> str | None:

@@ -30,6 +30,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from envs.base import TaskEnv, is_infra_error
 from envs.episode import Episode, EpisodeError
+from envs.learner_env import ScoreInfo
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
 from tasks import PackError, Task
 
@@ -107,7 +108,7 @@ class RemoteGrading:
         self._thread = threading.Thread(target=self._run, name="grpo-ray-grading", daemon=True)
         self._thread.start()
 
-    def score(self, task: Task, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task, completion: str) -> tuple[float, ScoreInfo]:
         if not isinstance(completion, str):  # as env.score
             raise TypeError(f"a completion must be a str, got {type(completion).__name__}")
         done: Future = Future()

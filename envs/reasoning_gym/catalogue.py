@@ -62,15 +62,14 @@ def padded(env: Any, gold: str, others: Sequence[str]) -> dict[str, str]:
 
 def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, Any]:
     """One task's card (default config, its test split) and the padding check, as JSON."""
-    import gymnasium as gym
 
-    from envs.base import score_each
+    from envs.base import make_task_env, score_each
     from envs.card import run_card
 
     if task in NOT_OFFERED:
         return {"ok": False, "kind": "-", "reason": NOT_OFFERED[task], "summary": "",
                 "failed": [], "padded_paid": 0, "padded": 0}
-    env = gym.make("grpo/ReasoningGym-v0", task=task, split="test").unwrapped
+    env = make_task_env("grpo/ReasoningGym-v0", task=task, split="test")
     try:
         card = run_card(env, n_tasks=n_tasks, seed=seed, corpus_lines=[])
         tasks = [env.pack.task_at("test", i) for i in range(min(n_tasks, env.pack.size("test")))]
