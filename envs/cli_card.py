@@ -31,7 +31,8 @@ class CardTargetError(ValueError):
 
 def _feeds(env_id: str) -> str:
     """The env id whose packs ``env_id`` reads (MathPython reads MathExact's)."""
-    cls = load_env_creator(gym.registry[env_id].entry_point)
+    entry = gym.registry[env_id].entry_point
+    cls = load_env_creator(entry) if isinstance(entry, str) else entry
     return getattr(cls, "pack_env", "") or env_id
 
 

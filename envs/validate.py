@@ -263,8 +263,8 @@ def _jsonl_records(folder: Path, manifest: Manifest) -> Iterator[_Record | Probl
             continue
         try:
             for lineno, rec, problem in iter_jsonl(path):
-                if problem is not None:
-                    yield Problem(f"{path}:{lineno}", problem)
+                if rec is None:
+                    yield Problem(f"{path}:{lineno}", problem or "not a JSON record")
                 else:
                     yield _Record(f"{path}:{lineno}", split, rec)
         except PackError as exc:

@@ -35,6 +35,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import overload
 
 from sandbox.limits import Limits, RunResult
 
@@ -75,6 +76,10 @@ class TestReport:
 _PARSE_LOCK = threading.Lock()
 
 
+@overload
+def parse(source: str) -> ast.Module: ...
+@overload
+def parse(source: str, mode: str) -> ast.AST: ...
 def parse(source: str, mode: str = "exec") -> ast.AST:
     """``ast.parse``, one at a time: graders run in threads, and CPython 3.11's AST constructor
     keeps a recursion counter that concurrent parses corrupt ("SystemError: AST constructor

@@ -39,7 +39,7 @@ class HashSplitGenerator:
     the split. Train ids are ``L<level>-<index>``, test ids ``test-L<level>[-<rest>]-<n>``.
     """
 
-    name: ClassVar[str]
+    name: str  # a class attribute, or set per instance (one generator class, many packs)
     test_size: ClassVar[int]  # per combo, or fewer where a combo has fewer distinct problems
     test_percent: ClassVar[int]
     test_attempts: ClassVar[int]  # draws per combo while filling its test list

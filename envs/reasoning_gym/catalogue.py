@@ -72,7 +72,7 @@ def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, A
     env = make_task_env("grpo/ReasoningGym-v0", task=task, split="test")
     try:
         card = run_card(env, n_tasks=n_tasks, seed=seed, corpus_lines=[])
-        tasks = [env.pack.task_at("test", i) for i in range(min(n_tasks, env.pack.size("test")))]
+        tasks = [env.pack.task_at("test", i) for i in range(min(n_tasks, env.pack.size("test") or 0))]
         golds = [t["answer"] for t in tasks]
         pairs = []
         for i, (t, gold) in enumerate(zip(tasks, golds, strict=True)):
@@ -92,7 +92,7 @@ def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, A
                 reasons.append(f"{r.check.id} ({_metrics(r.metrics)})")
         if paid:
             reasons.append(f"padded golds paid ({len(paid)}/{len(pairs)})")
-        return {"ok": not reasons, "kind": env.kind, "reason": "; ".join(reasons),
+        return {"ok": not reasons, "kind": getattr(env, "kind", "-"), "reason": "; ".join(reasons),
                 "summary": card.summary(), "failed": failed, "pack_version":
                 env.pack.pack_version, "padded_paid": len(paid), "padded": len(pairs),
                 "card": card.to_json()}
