@@ -31,7 +31,7 @@ from envs.keywords import (
     optional,
     unknown_keyword,
 )
-from envs.learner_env import ScoreInfo
+from envs.learner_env import LearnerEpisode, ScoreInfo
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
 from envs.spaces import AnyText, text_problem
@@ -196,7 +196,7 @@ class TaskEnv(gym.Env[str, str]):
         self.observation_space = AnyText()
         self.action_space = AnyText()
         self.max_turns = _max_turns(max_turns, self.tool is not None)
-        self._episode: Episode | None = None
+        self._episode: LearnerEpisode | None = None
 
     def _load_pack(self, name: str, options: dict[str, Any]) -> Pack:
         try:
@@ -368,7 +368,7 @@ class TaskEnv(gym.Env[str, str]):
         super().close()
 
     # -- episodes (thread-safe: the learner steps many at once) ------------------------------
-    def episode(self, task: Task | str) -> Episode:
+    def episode(self, task: Task | str) -> LearnerEpisode:
         """A new, independent episode of ``task`` (a Task or task id); ``reset`` makes one for
         the gymnasium ``step``."""
         return Episode(self, self.pack.get(task) if isinstance(task, str) else task)

@@ -214,11 +214,11 @@ class OpenEnvEnv(TaskEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[str, dict[str, Any]]:
-        if self._episode is not None:  # a new episode frees the old one's server session
+        if isinstance(self._episode, RemoteEpisode):  # a new one frees the old one's session
             self._episode.close()
             self._episode = None
         prompt, info = super().reset(seed=seed, options=options)
-        assert self._episode is not None
+        assert isinstance(self._episode, RemoteEpisode)  # reset made it through self.episode
         if UNAVAILABLE in self._episode.task.fields:  # no prompt to show: say why, at once
             raise ConnectionError(f"{self.env_id}: {self._episode.task[UNAVAILABLE]}")
         return prompt, info
@@ -257,8 +257,9 @@ class OpenEnvEnv(TaskEnv):
             self.server.stop()
 
     def close(self) -> None:
-        if getattr(self, "_episode", None) is not None:
-            self._episode.close()
+        episode = getattr(self, "_episode", None)
+        if isinstance(episode, RemoteEpisode):
+            episode.close()
         for session in list(self._sessions):
             self._close(session)
         self._stop_server()

@@ -30,7 +30,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from envs.base import TaskEnv, is_infra_error
 from envs.episode import Episode, EpisodeError
-from envs.learner_env import ScoreInfo
+from envs.learner_env import LearnerEpisode, ScoreInfo
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
 from tasks import PackError, Task
 
@@ -84,7 +84,7 @@ class ServedEnv:
         if ray_address is not None:
             self.remote = RemoteGrading(env, ray_address)
 
-    def episode(self, task: Task) -> Episode:
+    def episode(self, task: Task) -> LearnerEpisode:
         if self.remote is None:
             return self.env.episode(task)
         return Episode(_GradedRemotely(self.env, self.remote), task)
@@ -167,7 +167,7 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
         super().__init__()
         self.served = served
         self._rng: np.random.Generator | None = None
-        self._episode: Episode | None = None
+        self._episode: LearnerEpisode | None = None
         self._state = EpisodeState()
 
     # No **kwargs: OpenEnv passes a reset only the arguments its signature names (its own
