@@ -31,7 +31,7 @@ from envs.keywords import (
     optional,
     unknown_keyword,
 )
-from envs.learner_env import LearnerEpisode, ScoreInfo
+from envs.learner_env import LearnerEnv, LearnerEpisode, ScoreInfo
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
 from envs.spaces import AnyText, text_problem
@@ -54,7 +54,7 @@ def is_infra_error(info: Mapping[str, Any]) -> bool:
             or info.get("reason") == "sandbox_error")
 
 
-def max_reward(env: TaskEnv) -> float:
+def max_reward(env: TaskEnv | LearnerEnv) -> float:
     """The highest total reward: every positively weighted component at 1."""
     return sum(w for w in env.reward_weights.values() if w > 0)
 
