@@ -107,7 +107,7 @@ def prepare_reference(accelerator: Accelerator, ref_model: torch.nn.Module,
 
 
 @contextlib.contextmanager
-def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[Any]:
     """The unwrapped policy with all its weights present, for generation on this process alone.
 
     Under ZeRO-3 the shards are gathered for the duration (read-only); otherwise nothing is
