@@ -64,13 +64,28 @@ class LearnerEnv(Protocol):
     threads at once (the learner grades a step's completions concurrently).
     """
 
-    env_id: str  # "" when unregistered: the report then names the class
-    pack: "Pack"  # tasks by split and index (the prompt stream, held-out tasks), ``name``, version
-    max_turns: int  # 1: single-turn; more: the learner runs episodes (``episode``)
-    reward_weights: Mapping[str, float]  # component -> weight; the reward is the weighted sum
-    default_weights: Mapping[str, float]  # the components the env emits (the report's columns)
-    check_components: Sequence[str]  # components that measure the skill (the rest is shaping)
-    perturbation_kinds: Sequence["Perturbation"]  # the evaluation gates' prompt variants
+    # Read-only members (properties here), so that a class attribute or an instance attribute
+    # of a narrower type (``TaskEnv``'s ``dict`` and ``tuple``) meets them for a type checker.
+    @property
+    def env_id(self) -> str: ...  # "" when unregistered: the report then names the class
+
+    @property
+    def pack(self) -> "Pack": ...  # tasks by split and index, ``name``, version
+
+    @property
+    def max_turns(self) -> int: ...  # 1: single-turn; more: the learner runs episodes
+
+    @property
+    def reward_weights(self) -> Mapping[str, float]: ...  # the reward is the weighted sum
+
+    @property
+    def default_weights(self) -> Mapping[str, float]: ...  # the components the env emits
+
+    @property
+    def check_components(self) -> Sequence[str]: ...  # the skill's components (rest: shaping)
+
+    @property
+    def perturbation_kinds(self) -> Sequence["Perturbation"]: ...  # the gates' prompt variants
 
     def prompt(self, task: "Task") -> str: ...
 
