@@ -49,7 +49,7 @@ STRAGGLER_S = 30.0  # how long start() waits for the other nodes once one actor 
 #: gone, Ray's GCS calls block and its core worker ends this process after 60 s
 #: (``gcs_rpc_server_reconnect_timeout_s``), before any error of ours could be printed.
 HEAD_CHECK_S = 5.0
-ALIVE = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")  # type: ignore[attr-defined]  # protobuf module without stubs
+ALIVE = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
 
 
 class RayUnavailable(ConnectionError):
