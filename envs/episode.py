@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from envs.learner_env import ScoreInfo
+from envs.learner_env import ScoreInfo, StepResult
 from envs.spaces import text_problem
 from envs.verify.verdict import Verdict
 from tasks import Task
@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 #: is shaping for a policy that has yet to find the tool, never part of what ``passed`` means.
 TOOL_OK = "tool_ok"
 
-#: A step's info: once graded, ``ScoreInfo`` (with the episode's counters); before, the task's
-#: keys, the counters and ``tool_status``.
-StepInfo = ScoreInfo | dict[str, Any]
-StepResult = tuple[str, float, bool, bool, StepInfo]
 
 
 class Elapsed(float):

@@ -17,7 +17,6 @@ from envs.verify.verdict import Verdict
 # evaluated annotations, so the type-only names below are quoted instead.
 
 if TYPE_CHECKING:
-    from envs.episode import StepResult
     from envs.flags import Flag
     from envs.perturb import Perturbation
     from tasks import Pack, Task
@@ -51,10 +50,17 @@ class ScoreInfo(TypedDict):
     truncated_turns: NotRequired[bool]
 
 
+#: A step's info: once graded, ``ScoreInfo`` (with the episode's counters); before, the task's
+#: keys, the counters and ``tool_status``.
+StepInfo = ScoreInfo | dict[str, Any]
+#: gymnasium's ``(observation, reward, terminated, truncated, info)``.
+StepResult = tuple[str, float, bool, bool, StepInfo]
+
+
 class LearnerEpisode(Protocol):
     """One task's turns (``envs.episode.Episode``): gymnasium's ``step`` semantics."""
 
-    def step(self, action: str) -> "StepResult": ...
+    def step(self, action: str) -> StepResult: ...
 
 
 class LearnerEnv(Protocol):
