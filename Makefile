@@ -30,10 +30,13 @@ image: docker
 demo: install
 	$(PYTHON) -m learner.demo
 
-# Installs the rest (dev extra, vLLM's build, Docker), then lints and runs every test.
+# Installs the rest (dev extra, vLLM's build, Docker), then lints, type-checks (mypy, configured
+# in pyproject.toml) and runs every test.
 test: image
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest -q --durations=25
 
 lint: install-test
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy

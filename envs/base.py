@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, cast
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +31,7 @@ from envs.keywords import (
     optional,
     unknown_keyword,
 )
+from envs.learner_env import LearnerEnv, LearnerEpisode, ScoreInfo
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
 from envs.spaces import AnyText, text_problem
@@ -39,7 +40,7 @@ from tasks import Pack, PackError, Task, load_pack
 from tasks.pack import UnknownOptionError
 
 #: The ``step``/``score`` info key an env sets to True when its grading infrastructure failed.
-INFRA_ERROR_KEY = "infra_error"
+INFRA_ERROR_KEY: Final = "infra_error"
 #: ``split=`` for an env that serves a task of any split, by id only (``reset`` draws none).
 ALL_SPLITS = "all"
 
@@ -53,7 +54,7 @@ def is_infra_error(info: Mapping[str, Any]) -> bool:
             or info.get("reason") == "sandbox_error")
 
 
-def max_reward(env: TaskEnv) -> float:
+def max_reward(env: TaskEnv | LearnerEnv) -> float:
     """The highest total reward: every positively weighted component at 1."""
     return sum(w for w in env.reward_weights.values() if w > 0)
 
@@ -66,8 +67,14 @@ def answer_rule(env: Any) -> Callable[[str], int | None] | None:
     return None if hook is None or getattr(hook, "__func__", None) is TaskEnv.answer_end else hook
 
 
+def make_task_env(env_id: str, **kwargs: Any) -> TaskEnv:
+    """``gym.make(env_id, **kwargs).unwrapped``, typed as the ``TaskEnv`` the tools (card,
+    ``validate``, ``show``, Ray's graders) use: they read its hooks by name, as they always did."""
+    return cast(TaskEnv, gym.make(env_id, **kwargs).unwrapped)
+
+
 def score_each(env: TaskEnv, tasks: Sequence[Task], completions: Sequence[str]
-               ) -> list[tuple[float, dict[str, Any]] | Exception]:
+               ) -> list[tuple[float, ScoreInfo] | Exception]:
     """``env.score`` of each pair, in order, never raising: concurrently through the env's
     ``grade_many`` where it has one (the sandboxed envs), else one by one; a pair whose grading
     raised holds its exception, so one broken pair neither hides the others nor names itself
@@ -82,7 +89,7 @@ def score_each(env: TaskEnv, tasks: Sequence[Task], completions: Sequence[str]
 
 
 def _score_or_error(env: TaskEnv, task: Task, completion: str
-                    ) -> tuple[float, dict[str, Any]] | Exception:
+                    ) -> tuple[float, ScoreInfo] | Exception:
     try:
         return env.score(task, completion)
     except Exception as exc:  # noqa: BLE001 - a verifier bug is a result, not a crash
@@ -107,7 +114,7 @@ class TaskEnv(gym.Env[str, str]):
     gates use ``check_components``, ``perturbations`` and ``flag`` (samples worth a human read).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # gymnasium declares it per instance
     env_id: ClassVar[str] = ""
     #: The env id whose packs this env reads (default: ``env_id``).
     pack_env: ClassVar[str] = ""
@@ -189,7 +196,7 @@ class TaskEnv(gym.Env[str, str]):
         self.observation_space = AnyText()
         self.action_space = AnyText()
         self.max_turns = _max_turns(max_turns, self.tool is not None)
-        self._episode: Episode | None = None
+        self._episode: LearnerEpisode | None = None
 
     def _load_pack(self, name: str, options: dict[str, Any]) -> Pack:
         try:
@@ -343,7 +350,8 @@ class TaskEnv(gym.Env[str, str]):
                             f"(or split='{ALL_SPLITS}' to serve any split by id)")
         return task
 
-    def step(self, action: str) -> StepResult:
+    # gymnasium types info as dict[str, Any]; ours is a ScoreInfo once graded (a dict at runtime).
+    def step(self, action: str) -> StepResult:  # type: ignore[override]
         if self._episode is None:
             raise EpisodeError(
                 "step() called without a running episode: call reset() first "
@@ -360,7 +368,7 @@ class TaskEnv(gym.Env[str, str]):
         super().close()
 
     # -- episodes (thread-safe: the learner steps many at once) ------------------------------
-    def episode(self, task: Task | str) -> Episode:
+    def episode(self, task: Task | str) -> LearnerEpisode:
         """A new, independent episode of ``task`` (a Task or task id); ``reset`` makes one for
         the gymnasium ``step``."""
         return Episode(self, self.pack.get(task) if isinstance(task, str) else task)
@@ -386,7 +394,7 @@ class TaskEnv(gym.Env[str, str]):
         return None
 
     # -- stateless scoring (thread-safe; the learner grades groups concurrently) ------------
-    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task | str, completion: str) -> tuple[float, ScoreInfo]:
         """Grade ``completion`` for ``task`` (a Task or task id) without touching episode state."""
         if isinstance(task, str):
             task = self.pack.get(task)
@@ -401,16 +409,17 @@ class TaskEnv(gym.Env[str, str]):
             rewards, verdict = self.grade(task, completion)
         elapsed = time.perf_counter() - start
         reward = sum(self.reward_weights.get(k, 0.0) * v for k, v in rewards.items())
-        info = self.task_info(task)
-        info.update(
-            rewards=rewards,
-            passed=verdict.passed,
-            reason=verdict.reason,
-            extracted=verdict.extracted,
-            verdict=verdict,
-            grading_s=Elapsed(elapsed),
-            hit_time_limit=self.hit_time_limit(verdict),
-        )
+        # The task's keys (an env may add its own) and the grade's: a ScoreInfo.
+        info = cast(ScoreInfo, {
+            **self.task_info(task),
+            "rewards": rewards,
+            "passed": verdict.passed,
+            "reason": verdict.reason,
+            "extracted": verdict.extracted,
+            "verdict": verdict,
+            "grading_s": Elapsed(elapsed),
+            "hit_time_limit": self.hit_time_limit(verdict),
+        })
         return float(reward), info
 
     def task_info(self, task: Task) -> dict[str, Any]:

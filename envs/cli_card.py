@@ -12,7 +12,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 import envs  # noqa: F401 - registers the envs
-from envs.base import TaskEnv
+from envs.base import TaskEnv, make_task_env
 from envs.card import baseline as card_baseline
 from envs.card import render
 from envs.card.card import Card, corpus_folders, run_card
@@ -31,7 +31,8 @@ class CardTargetError(ValueError):
 
 def _feeds(env_id: str) -> str:
     """The env id whose packs ``env_id`` reads (MathPython reads MathExact's)."""
-    cls = load_env_creator(gym.registry[env_id].entry_point)
+    entry = gym.registry[env_id].entry_point
+    cls = load_env_creator(entry) if isinstance(entry, str) else entry
     return getattr(cls, "pack_env", "") or env_id
 
 
@@ -64,9 +65,9 @@ def make_env(env_id: str, pack: str | Path | None, env_kwargs: dict[str, Any]) -
         raise CardTargetError(f"env '{env_id}' is not registered (is its distribution "
                               "installed?)")
     if pack is None:
-        return gym.make(env_id, **env_kwargs).unwrapped
+        return make_task_env(env_id, **env_kwargs)
     loaded: Any = load_folder(pack, origin=f"folder {pack}") if isinstance(pack, Path) else pack
-    return gym.make(env_id, pack=loaded, **env_kwargs).unwrapped
+    return make_task_env(env_id, pack=loaded, **env_kwargs)
 
 
 def cards(pairs: Sequence[tuple[str, str | Path | None]], env_kwargs: dict[str, Any], *,

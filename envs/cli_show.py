@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 import envs  # noqa: F401 - registers the envs
+from envs.base import make_task_env
 from tasks.pack import Manifest, PackError, template_fields
 from tasks.registry import pack_sources
 
@@ -36,7 +37,7 @@ def print_samples(env_id: str, *, pack: str | None, split: str, n: int,
         env_id, pack = Manifest.read(pack_sources()[env_id].folder).env, env_id
     try:
         kwargs = parse_options(options)
-        env = gym.make(env_id, pack=pack, split=split, **kwargs).unwrapped
+        env = make_task_env(env_id, pack=pack, split=split, **kwargs)
     except (gym.error.Error, PackError, ValueError, TypeError) as exc:
         print(f"error: {exc}")
         return 1

@@ -55,6 +55,7 @@ from envs.base import INFRA_ERROR_KEY, TaskEnv, is_infra_error
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
 from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
+from envs.learner_env import ScoreInfo
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
 from envs.recipes import RECIPES
 from envs.sandboxes import sandbox_outage, shared_sandbox
@@ -204,7 +205,7 @@ class CodeTestsEnv(TaskEnv):
         gold = task.fields.get("canonical_solution")
         return None if gold is None else f"```python\n{gold}\n```\n"
 
-    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task | str, completion: str) -> tuple[float, ScoreInfo]:
         reward, info = super().score(task, completion)
         info[INFRA_ERROR_KEY] = is_infra_error(info)
         if info[INFRA_ERROR_KEY] and not self._warned_infra:
@@ -338,7 +339,7 @@ class CodeTestsEnv(TaskEnv):
         return shallow
 
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
-                   ) -> list[tuple[float, dict[str, Any]]]:
+                   ) -> list[tuple[float, ScoreInfo]]:
         """``score`` for each (task, completion) pair, concurrently through the sandbox pool."""
         if len(tasks) != len(completions):
             raise ValueError("grade_many needs as many tasks as completions")

@@ -16,8 +16,9 @@ Episodes are independent objects: distinct ones may be stepped concurrently from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from envs.learner_env import ScoreInfo, StepResult
 from envs.spaces import text_problem
 from envs.verify.verdict import Verdict
 from tasks import Task
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 #: is shaping for a policy that has yet to find the tool, never part of what ``passed`` means.
 TOOL_OK = "tool_ok"
 
-StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 
 class Elapsed(float):
@@ -56,9 +56,11 @@ class EpisodeEnv(Protocol):
 
     tool: PythonTool | None
     max_turns: int
-    reward_weights: Mapping[str, float]
 
-    def score(self, task: Task, completion: str) -> tuple[float, dict[str, Any]]: ...
+    @property
+    def reward_weights(self) -> Mapping[str, float]: ...
+
+    def score(self, task: Task, completion: str) -> tuple[float, ScoreInfo]: ...
 
     def tool_call_end(self, text: str) -> int | None: ...
 
@@ -107,13 +109,19 @@ class Episode:
             return self._infra_failure(result.error)
         self.tool_errors += result.failed
         self.clean_calls += result.status == "ok" and result.printed
-        info = env.task_info(self.task)
-        info.update(self._counters(), tool_status=result.status)
-        return result.observation, 0.0, False, False, info
+        step_info = env.task_info(self.task)
+        step_info.update(self._counters(), tool_status=result.status)
+        return result.observation, 0.0, False, False, step_info
 
     def _counters(self) -> dict[str, Any]:
         return {"turns": self.turns, "tool_calls": self.tool_calls,
                 "tool_errors": self.tool_errors, "tool_s": Elapsed(self.tool_s)}
+
+    def _count(self, info: ScoreInfo, truncated: bool) -> None:
+        """The episode's counters, into a graded step's info."""
+        info["turns"], info["tool_calls"] = self.turns, self.tool_calls
+        info["tool_errors"], info["tool_s"] = self.tool_errors, Elapsed(self.tool_s)
+        info["truncated_turns"] = truncated
 
     def _graded(self, action: str, *, truncated: bool) -> StepResult:
         self.done = True
@@ -123,23 +131,23 @@ class Episode:
             tool_ok = 1.0 if self.clean_calls else 0.0
             info["rewards"] = {**info["rewards"], TOOL_OK: tool_ok}
             reward += weight * tool_ok
-        info.update(self._counters(), truncated_turns=truncated)
+        self._count(info, truncated)
         return "", float(reward), not truncated, truncated, info
 
     def _infra_failure(self, error: str) -> StepResult:
         """The sandbox failed under a tool call: the episode ends unscored (``is_infra_error``),
         so a learner drops it rather than score the policy for the infrastructure."""
         self.done = True
-        info = self.env.task_info(self.task)
-        info.update(
-            rewards={k: 0.0 for k in self.env.reward_weights},
-            passed=False,
-            reason="sandbox_error",
-            extracted=None,
-            verdict=Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
-            grading_s=Elapsed(0.0),
-            hit_time_limit=False,
-            **self._counters(),
-            truncated_turns=False,
-        )
+        # The task's keys (an env may add its own) and the grade's: a ScoreInfo.
+        info = cast(ScoreInfo, {
+            **self.env.task_info(self.task),
+            "rewards": {k: 0.0 for k in self.env.reward_weights},
+            "passed": False,
+            "reason": "sandbox_error",
+            "extracted": None,
+            "verdict": Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
+            "grading_s": Elapsed(0.0),
+            "hit_time_limit": False,
+        })
+        self._count(info, truncated=False)
         return "", 0.0, True, False, info

@@ -17,7 +17,6 @@ from envs.verify.verdict import Verdict
 # evaluated annotations, so the type-only names below are quoted instead.
 
 if TYPE_CHECKING:
-    from envs.episode import StepResult
     from envs.flags import Flag
     from envs.perturb import Perturbation
     from tasks import Pack, Task
@@ -51,10 +50,17 @@ class ScoreInfo(TypedDict):
     truncated_turns: NotRequired[bool]
 
 
+#: A step's info: once graded, ``ScoreInfo`` (with the episode's counters); before, the task's
+#: keys, the counters and ``tool_status``.
+StepInfo = ScoreInfo | dict[str, Any]
+#: gymnasium's ``(observation, reward, terminated, truncated, info)``.
+StepResult = tuple[str, float, bool, bool, StepInfo]
+
+
 class LearnerEpisode(Protocol):
     """One task's turns (``envs.episode.Episode``): gymnasium's ``step`` semantics."""
 
-    def step(self, action: str) -> "StepResult": ...
+    def step(self, action: str) -> StepResult: ...
 
 
 class LearnerEnv(Protocol):
@@ -64,17 +70,32 @@ class LearnerEnv(Protocol):
     threads at once (the learner grades a step's completions concurrently).
     """
 
-    env_id: str  # "" when unregistered: the report then names the class
-    pack: "Pack"  # tasks by split and index (the prompt stream, held-out tasks), ``name``, version
-    max_turns: int  # 1: single-turn; more: the learner runs episodes (``episode``)
-    reward_weights: Mapping[str, float]  # component -> weight; the reward is the weighted sum
-    default_weights: Mapping[str, float]  # the components the env emits (the report's columns)
-    check_components: Sequence[str]  # components that measure the skill (the rest is shaping)
-    perturbation_kinds: Sequence["Perturbation"]  # the evaluation gates' prompt variants
+    # Read-only members (properties here), so that a class attribute or an instance attribute
+    # of a narrower type (``TaskEnv``'s ``dict`` and ``tuple``) meets them for a type checker.
+    @property
+    def env_id(self) -> str: ...  # "" when unregistered: the report then names the class
+
+    @property
+    def pack(self) -> "Pack": ...  # tasks by split and index, ``name``, version
+
+    @property
+    def max_turns(self) -> int: ...  # 1: single-turn; more: the learner runs episodes
+
+    @property
+    def reward_weights(self) -> Mapping[str, float]: ...  # the reward is the weighted sum
+
+    @property
+    def default_weights(self) -> Mapping[str, float]: ...  # the components the env emits
+
+    @property
+    def check_components(self) -> Sequence[str]: ...  # the skill's components (rest: shaping)
+
+    @property
+    def perturbation_kinds(self) -> Sequence["Perturbation"]: ...  # the gates' prompt variants
 
     def prompt(self, task: "Task") -> str: ...
 
-    def score(self, task: "Task | str", completion: str) -> tuple[float, dict[str, Any]]: ...
+    def score(self, task: "Task | str", completion: str) -> tuple[float, ScoreInfo]: ...
 
     def episode(self, task: "Task | str") -> LearnerEpisode: ...
 

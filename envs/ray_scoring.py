@@ -20,8 +20,6 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
-
 try:
     import ray
     from ray.exceptions import RayTaskError
@@ -31,7 +29,8 @@ except ImportError as _missing:  # the message names the extra (sandbox.ray_clus
     require("ray", "ray", "grading on a Ray cluster (--ray-address, Sandbox(backend='ray'))")
     raise _missing  # ray is there but broken: its own error
 
-from envs.base import Elapsed, TaskEnv
+from envs.base import Elapsed, TaskEnv, make_task_env
+from envs.learner_env import ScoreInfo
 from envs.verify.verdict import Verdict
 from sandbox.ray_address import check_address, probe
 from sandbox.ray_cluster import (
@@ -54,14 +53,14 @@ class GradingActor:
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
         # ``import envs`` above registered grpo/* and the third-party envs.
-        self.env: TaskEnv = gym.make(env_id, **env_kwargs).unwrapped
+        self.env: TaskEnv = make_task_env(env_id, **env_kwargs)
 
     def describe(self) -> dict[str, Any]:
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "hostname": socket.gethostname()}
 
     def score(self, task_ids: list[str], completions: list[str]
-              ) -> list[tuple[float, dict[str, Any]]]:
+              ) -> list[tuple[float, ScoreInfo]]:
         return [self.env.score(t, c) for t, c in zip(task_ids, completions, strict=True)]
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from envs.base import TaskEnv, score_each
+from envs.base import TaskEnv, make_task_env, score_each
 from envs.recipes import VARIANTS, RecipeError, check_table
 from tasks.pack import (
     MANIFEST,
@@ -263,8 +263,8 @@ def _jsonl_records(folder: Path, manifest: Manifest) -> Iterator[_Record | Probl
             continue
         try:
             for lineno, rec, problem in iter_jsonl(path):
-                if problem is not None:
-                    yield Problem(f"{path}:{lineno}", problem)
+                if rec is None:
+                    yield Problem(f"{path}:{lineno}", problem or "not a JSON record")
                 else:
                     yield _Record(f"{path}:{lineno}", split, rec)
         except PackError as exc:
@@ -340,7 +340,7 @@ def _check_records(report: Report, manifest: Manifest, records: Iterator[_Record
 def _build_env(report: Report, manifest: Manifest, pack: Pack) -> TaskEnv | None:
     """The pack's env over this very pack (which also checks the reward weights)."""
     try:
-        return gym.make(manifest.env, pack=pack, split=pack.splits[0]).unwrapped
+        return make_task_env(manifest.env, pack=pack, split=pack.splits[0])
     except Exception as exc:  # noqa: BLE001 - the env's own constructor decides what is wrong
         report.errors.append(Problem(_manifest_path(report), f"cannot build {manifest.env} "
                                                              f"over this pack: {exc}"))

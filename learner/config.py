@@ -536,7 +536,11 @@ def flag_kwargs(name: str) -> dict[str, Any]:
 def field_default(name: str) -> Any:
     """``Config``'s default for field ``name`` (what the flags and ``resume_command`` take)."""
     f = _field(name)
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise ValueError(f"Config.{name} has no default")
 
 
 def parse_json_object(text: str) -> dict:

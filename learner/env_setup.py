@@ -32,6 +32,7 @@ def make_env(config: Config) -> LearnerEnv:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the grpo/* envs)
+    from envs.base import make_task_env
 
     if config.env not in gym.registry:
         ids = sorted(i for i in gym.registry if i.startswith("grpo/")) or sorted(gym.registry)
@@ -42,7 +43,7 @@ def make_env(config: Config) -> LearnerEnv:
         raise SetupError(f"unknown env id '{config.env}'.{hint} Known: {', '.join(ids)}")
     kwargs = config.env_options()
     try:
-        env = gym.make(config.env, **kwargs).unwrapped
+        env = make_task_env(config.env, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any construction error is reported the same way
         raise SetupError(f"cannot create {config.env} with {kwargs}: {exc}") from exc
     if config.max_turns and int(getattr(env, "max_turns", 1) or 1) != config.max_turns:
@@ -56,8 +57,13 @@ def ray_scorer(env: LearnerEnv, address: str | None) -> RayScorer | None:
     a cluster that cannot be reached is a ``SetupError`` with one line."""
     if address is None:
         return None
+    from envs.base import TaskEnv
     from envs.cluster import ray_unavailable
     from envs.ray_scoring import RayScorer
+
+    if not isinstance(env, TaskEnv):  # the nodes rebuild it from its gym id and kwargs
+        raise SetupError(f"--ray-address grades a TaskEnv made with gym.make; "
+                         f"{type(env).__name__} is not one")
 
     print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
           flush=True)

@@ -194,7 +194,7 @@ def disk_line(out: Path, kept_checkpoint: bool) -> str:
     return f"run folder {out}: {_size(size)} ({', '.join(parts)}); {more}"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB"):
         if n < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -16,6 +16,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import torch
@@ -64,8 +65,9 @@ def _cached_folder(gguf: Path) -> Path:
 
 def _clear_quantization(model: PreTrainedModel) -> None:
     # The GGUF weights are already dequantised to float; these marks only block training/saving.
-    model.hf_quantizer = None
-    model.is_quantized = False
+    # torch's stubs type every Module attribute as a tensor or a submodule.
+    model.hf_quantizer = None  # type: ignore[assignment]
+    model.is_quantized = False  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
 
@@ -100,7 +102,7 @@ def resolve(name_or_path: str | None) -> str:
     A name that looks like a path (``/x``, ``./x``, ``~/x``, ``a/b/c``) must be a folder here; a
     two-part name (``org/model``) is a hub id, loaded by transformers if the hub is reachable.
     """
-    if is_default(name_or_path):
+    if name_or_path is None or is_default(name_or_path):
         return str(materialize_default())
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -171,7 +173,8 @@ def load_model(
     return model
 
 
-def with_lora(model: PreTrainedModel, r: int, alpha: int, dropout: float) -> PreTrainedModel:
+def with_lora(model: PreTrainedModel, r: int, alpha: int, dropout: float) -> Any:
+    # Any: a PeftModel, which forwards the wrapped PreTrainedModel's attributes.
     """``model`` wrapped with LoRA adapters on every linear layer (the trainer's layout, which a
     checkpoint's state dict must match to load)."""
     from peft import LoraConfig, get_peft_model
@@ -182,7 +185,7 @@ def with_lora(model: PreTrainedModel, r: int, alpha: int, dropout: float) -> Pre
 
 def chat_prompt(tokenizer: PreTrainedTokenizerBase, user_text: str) -> str:
     """The env's prompt as one user turn, with the assistant turn opened for generation."""
-    return tokenizer.apply_chat_template(
+    return tokenizer.apply_chat_template(  # type: ignore[return-value]  # tokenize=False: a str
         [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
     )
 
@@ -211,7 +214,7 @@ def tiny_model(
 
 def cache_kwarg(model: torch.nn.Module) -> str:
     """transformers 5.x renamed ``past_key_values`` to ``cache``; older releases know the former."""
-    base = model
+    base: Any = model  # DDP and PEFT wrappers, unwrapped by duck typing
     while True:  # unwrap DDP (.module) and PEFT (.get_base_model()) to the transformers model
         if hasattr(base, "module") and isinstance(base.module, torch.nn.Module):
             base = base.module

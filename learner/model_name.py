@@ -21,7 +21,8 @@ def looks_like_path(name: str) -> bool:
 def model_problem(name_or_path: str | None) -> str | None:
     """Why ``--model`` cannot name a model (a local path that does not exist), in one line;
     ``None`` for the default, an existing path or a hub id (the hub is asked later)."""
-    if is_default(name_or_path) or Path(name_or_path).expanduser().exists():
+    if name_or_path is None or is_default(name_or_path) \
+            or Path(name_or_path).expanduser().exists():
         return None
     if looks_like_path(name_or_path):
         return f"model path '{name_or_path}' does not exist"

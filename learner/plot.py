@@ -69,7 +69,8 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     keys = {k for r in rows for k in r}
     written = []
-    for name, wanted in PANELS.items():
+    for name, listed in PANELS.items():
+        wanted = listed or []  # None: the panel's keys are found in the rows below
         if name == "reward_components":
             wanted = sorted(k for k in keys if k.startswith("reward/") and k not in
                             ("reward/mean", "reward/std"))

@@ -52,6 +52,13 @@ class Sandbox:
 
     limits: Limits
 
+    @property
+    def pool_size(self) -> int:
+        """The jobs it runs at once (the Ray backend sums its nodes' pools)."""
+        return self._pool_size
+
+    _pool_size: int
+
     def __new__(cls, *args: Any, backend: str = "local", **kwargs: Any) -> Sandbox:
         impl = backend_class(backend)  # checks the name whichever class is called
         # ``Sandbox(...)`` picks the backend; a backend class called directly is itself.

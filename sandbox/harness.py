@@ -33,6 +33,7 @@ import json
 import secrets
 import threading
 from dataclasses import dataclass, field
+from typing import overload
 
 from sandbox.bundle import bundle
 from sandbox.limits import Limits, RunResult
@@ -73,6 +74,10 @@ class TestReport:
 _PARSE_LOCK = threading.Lock()
 
 
+@overload
+def parse(source: str) -> ast.Module: ...
+@overload
+def parse(source: str, mode: str) -> ast.AST: ...
 def parse(source: str, mode: str = "exec") -> ast.AST:
     """``ast.parse``, one at a time: graders run in threads, and CPython 3.11's AST constructor
     keeps a recursion counter that concurrent parses corrupt ("SystemError: AST constructor
@@ -194,7 +199,9 @@ def read_reports(run: RunResult, nonce: str, n_tests: int, n_variants: int = 1
                 record = None
     if not isinstance(record, dict):
         return [TestReport(n_tests, run=run) for _ in range(n_variants)]
-    runs = record.get("runs") if isinstance(record.get("runs"), list) else []
+    runs = record.get("runs")
+    if not isinstance(runs, list):
+        runs = []
     loaded = bool(record.get("loaded"))
     common = {str(k): str(v) for k, v in (record.get("errors") or {}).items()}
     reports = []

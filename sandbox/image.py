@@ -21,11 +21,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 
 REPOSITORY = "grpo-sandbox"
-RECIPE = {
+RECIPE: dict[str, Any] = {
     "suite": "bookworm",
     "variant": "minbase",
     # The full stdlib (hashlib, ctypes, sqlite3, ...): graded programs expect it.

@@ -175,7 +175,7 @@ class NodeActors:
     """
 
     def __init__(self, actor_class: type, make: Callable[[dict[str, Any]], tuple[tuple, int]]):
-        self._remote = ray.remote(actor_class)
+        self._remote: Any = ray.remote(actor_class)
         self._make = make
         self._lock = threading.Lock()
         self._pending: dict[str, Member] = {}

@@ -103,7 +103,7 @@ class LocalSandbox(Sandbox):
         if ray_address is not None:
             raise ValueError("Sandbox(ray_address=...) needs backend='ray'")
         self.limits = limits or Limits()
-        self.pool_size = pool_size or os.cpu_count() or 1
+        self._pool_size = pool_size or os.cpu_count() or 1
         self.max_containers = max_containers or 4 * self.pool_size
         # The engine this sandbox talks to, for ``unreachable`` (DOCKER_HOST may change later).
         self._host = os.environ.get("DOCKER_HOST") or ""

@@ -135,6 +135,7 @@ def _swap_op(i: int):
 
 def _shift(delta: int):
     def replace(node: ast.Constant) -> ast.Constant:
+        assert isinstance(node.value, int)  # _shiftable picks integer constants only
         return ast.Constant(node.value + delta)
     return replace
 

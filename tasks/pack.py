@@ -31,7 +31,7 @@ import math
 import re
 import string
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,7 +57,7 @@ class UnknownOptionError(PackError):
     """Options a pack does not take; ``accepted`` names those it does (an env names its own
     keywords too, since a misspelled env keyword lands here)."""
 
-    def __init__(self, pack: str, unknown: Sequence[str], accepted: Sequence[str]):
+    def __init__(self, pack: str, unknown: Iterable[str], accepted: Sequence[str]):
         self.pack, self.unknown, self.accepted = pack, sorted(unknown), list(accepted)
         takes = f"takes options {', '.join(accepted)}" if accepted else "takes no options"
         super().__init__(f"pack '{pack}' {takes}, got {self.unknown}")
@@ -229,9 +229,10 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | N
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Parse a JSONL file; every bad line is reported with file and line number."""
-    records, problems = [], []
+    records: list[dict[str, Any]] = []
+    problems = []
     for lineno, rec, problem in iter_jsonl(path):
-        if problem is not None:
+        if rec is None:
             problems.append(f"{path}:{lineno}: {problem}")
         else:
             records.append(rec)
@@ -251,20 +252,20 @@ class Pack:
         self._index: dict[str, tuple[str, int]] = {}
         problems = []
         for split in manifest.splits:
-            rows = []
-            for i, rec in enumerate(records.get(split, [])):
-                rec = dict(rec)
+            rows: list[dict[str, Any]] = []
+            for i, one in enumerate(records.get(split, [])):
+                rec = dict(one)
                 where = rec.pop("_line", None)
                 place = f"{manifest.splits[split] or split}:{where or i + 1}"
                 if "id" not in rec or not isinstance(rec["id"], str | int) or rec["id"] == "":
                     problems.append(f"{place}: record has no 'id'")
                     continue
-                rec["id"] = str(rec["id"])
-                if rec["id"] in self._index:
-                    other = self._index[rec["id"]][0]
-                    problems.append(f"{place}: duplicate id '{rec['id']}' (also in split {other})")
+                rec["id"] = rid = str(rec["id"])
+                if rid in self._index:
+                    other = self._index[rid][0]
+                    problems.append(f"{place}: duplicate id '{rid}' (also in split {other})")
                     continue
-                self._index[rec["id"]] = (split, len(rows))
+                self._index[rid] = (split, len(rows))
                 rows.append(rec)
             self._records[split] = rows
         if problems:
@@ -460,5 +461,10 @@ def load_folder(folder: str | Path, origin: str = "built-in", **options: Any) ->
     if manifest.loader:
         records = _import(manifest.loader)()
     else:
-        records = {s: read_jsonl(Path(folder) / f) for s, f in manifest.splits.items()}
+        bare = [s for s, f in manifest.splits.items() if f is None]
+        if bare:
+            raise PackError(f"pack '{manifest.name}': splits {bare} name no file, and the pack "
+                            "has no loader or generator")
+        records = {s: read_jsonl(Path(folder) / f) for s, f in manifest.splits.items()
+                   if f is not None}
     return Pack(manifest, records, origin)

@@ -39,7 +39,7 @@ class HashSplitGenerator:
     the split. Train ids are ``L<level>-<index>``, test ids ``test-L<level>[-<rest>]-<n>``.
     """
 
-    name: ClassVar[str]
+    name: str  # a class attribute, or set per instance (one generator class, many packs)
     test_size: ClassVar[int]  # per combo, or fewer where a combo has fewer distinct problems
     test_percent: ClassVar[int]
     test_attempts: ClassVar[int]  # draws per combo while filling its test list
@@ -73,14 +73,14 @@ class HashSplitGenerator:
     def _test(self) -> list[dict[str, Any]]:
         out = []
         for combo in self.combos:
-            rng, seen = seeded_rng(f"{self.name}-test", *combo), set()
+            rng, seen = seeded_rng(f"{self.name}-test", *combo), set[str]()
 
             def wanted(key: str, seen: set[str] = seen) -> bool:
                 return self.in_test(key) and key not in seen
 
             for _ in range(self.test_attempts):
                 key, fields = self.draw(combo, rng, wanted)
-                if wanted(key):
+                if wanted(key) and fields is not None:
                     label = "-".join([f"L{combo[0]}", *map(str, combo[1:]), str(len(seen))])
                     seen.add(key)
                     out.append({"id": f"test-{label}", **fields})
@@ -102,7 +102,7 @@ class HashSplitGenerator:
         rng = seeded_rng(f"{self.name}-train", *combo, index)
         while True:
             key, fields = self.draw(combo, rng, lambda k: not self.in_test(k))
-            if not self.in_test(key):
+            if not self.in_test(key) and fields is not None:
                 return {"id": f"L{combo[0]}-{index}", **fields}
 
     def locate(self, native_id: str) -> tuple[str, int]:

@@ -36,6 +36,9 @@ def _entry_point_folder(ep: Any) -> Path:
         if callable(obj):
             obj = obj()
         return Path(obj)
+    if module.__file__ is None:  # a namespace package has no folder of its own
+        raise ValueError(f"entry point {ep.value!r}: module {ep.module} is a namespace package; "
+                         "name a module:attribute that returns the pack folder")
     return Path(module.__file__).resolve().parent
 
 

@@ -28,7 +28,10 @@ DOCKER_IDS = {"grpo/CodeTests-v0"}  # grading runs programs in the sandbox
 HOOKS = sorted(n for n, v in vars(LearnerEnv).items()
                if inspect.isfunction(v) and not n.startswith("_"))
 # The names the protocol's hints use under TYPE_CHECKING, to resolve them here.
-ATTRIBUTES = typing.get_type_hints(LearnerEnv, localns={"Pack": Pack, "Perturbation": Perturbation})
+# The protocol's attributes are read-only properties: their return hints.
+ATTRIBUTES = {n: typing.get_type_hints(v.fget, localns={"Pack": Pack,
+                                                        "Perturbation": Perturbation})["return"]
+              for n, v in vars(LearnerEnv).items() if isinstance(v, property)}
 
 
 def _runtime_type(hint: Any) -> Any:

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
-from envs.base import TaskEnv
+from envs.base import TaskEnv, make_task_env
 from envs.card import corpus as corpora
 from envs.card import search as reward_search
 from envs.card.checks import BY_ID, ORACLE_TOLERANCE, Result
@@ -323,7 +321,7 @@ class _Run:
         if kwargs == self.env_kwargs:
             return self.env
         try:
-            return gym.make(line.env, split=self.card.split, **line.env_kwargs).unwrapped
+            return make_task_env(line.env, split=self.card.split, **line.env_kwargs)
         except Exception as exc:  # noqa: BLE001 - a bad line is reported, not raised
             return f"{line.where}: cannot build {line.env} with {line.env_kwargs}: {exc}"[:200]
 

@@ -67,9 +67,8 @@ def _math(gold: str, completion: str) -> bool:
 
     # Math-Verify's timeouts use signal.alarm, which only the main thread may set.
     limit = MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
-    expected = parse(gold, parsing_timeout=limit)  # type: ignore[arg-type]
-    found = parse(completion, extraction_mode="first_match",
-                  parsing_timeout=limit)  # type: ignore[arg-type]
+    expected = parse(gold, parsing_timeout=limit)
+    found = parse(completion, extraction_mode="first_match", parsing_timeout=limit)
     if expected and found:
         return bool(verify(expected, found, timeout_seconds=limit))
     # Math-Verify read no answer (stray braces around it): a completion whose one number is

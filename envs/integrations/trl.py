@@ -60,9 +60,13 @@ def dataset(env_id: str, split: str = "train", size: int | None = None, **env_kw
 def _first_tasks(env: TaskEnv, split: str, size: int | None) -> list[Task]:
     """The first ``size`` tasks of ``split`` (all of it when None; an unbounded split needs N)."""
     total = env.pack.size(split)
-    if total is None and size is None:
-        raise ValueError(f"split '{split}' of pack '{env.pack.name}' is unbounded: give size=N")
-    n = total if size is None else size if total is None else min(size, total)
+    if size is None:
+        if total is None:
+            raise ValueError(f"split '{split}' of pack '{env.pack.name}' is unbounded: "
+                             "give size=N")
+        n = total
+    else:
+        n = size if total is None else min(size, total)
     return [env.pack.task_at(split, i) for i in range(n)]
 
 

@@ -25,7 +25,7 @@ import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from envs.base import INFRA_ERROR_KEY, TaskEnv
 from envs.episode import Elapsed, EpisodeError, StepResult
@@ -40,6 +40,7 @@ from envs.keywords import (
     mapping_of,
     optional,
 )
+from envs.learner_env import ScoreInfo
 from envs.openenv_client.schema import (
     SchemaError,
     action_field,
@@ -213,11 +214,11 @@ class OpenEnvEnv(TaskEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[str, dict[str, Any]]:
-        if self._episode is not None:  # a new episode frees the old one's server session
+        if isinstance(self._episode, RemoteEpisode):  # a new one frees the old one's session
             self._episode.close()
             self._episode = None
         prompt, info = super().reset(seed=seed, options=options)
-        assert self._episode is not None
+        assert isinstance(self._episode, RemoteEpisode)  # reset made it through self.episode
         if UNAVAILABLE in self._episode.task.fields:  # no prompt to show: say why, at once
             raise ConnectionError(f"{self.env_id}: {self._episode.task[UNAVAILABLE]}")
         return prompt, info
@@ -225,7 +226,7 @@ class OpenEnvEnv(TaskEnv):
     def episode(self, task: Task | str) -> RemoteEpisode:
         return RemoteEpisode(self, self.pack.get(task) if isinstance(task, str) else task)
 
-    def score(self, task: Task | str, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task | str, completion: str) -> tuple[float, ScoreInfo]:
         """One turn of a fresh episode of ``task``: its reward, and an info saying whether the
         server ended the episode (``truncated_turns`` when it wanted more turns)."""
         if not isinstance(completion, str):
@@ -235,7 +236,7 @@ class OpenEnvEnv(TaskEnv):
             _, reward, _, _, info = episode.step(completion, last=True)
         finally:
             episode.close()
-        return reward, info
+        return reward, cast(ScoreInfo, info)  # last=True: the step was graded
 
     # -- the infrastructure -------------------------------------------------------------------
     def infra_outage(self) -> str | None:
@@ -256,8 +257,9 @@ class OpenEnvEnv(TaskEnv):
             self.server.stop()
 
     def close(self) -> None:
-        if getattr(self, "_episode", None) is not None:
-            self._episode.close()
+        episode = getattr(self, "_episode", None)
+        if isinstance(episode, RemoteEpisode):
+            episode.close()
         for session in list(self._sessions):
             self._close(session)
         self._stop_server()

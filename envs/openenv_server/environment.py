@@ -30,6 +30,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from envs.base import TaskEnv, is_infra_error
 from envs.episode import Episode, EpisodeError
+from envs.learner_env import LearnerEpisode, ScoreInfo
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
 from tasks import PackError, Task
 
@@ -83,7 +84,7 @@ class ServedEnv:
         if ray_address is not None:
             self.remote = RemoteGrading(env, ray_address)
 
-    def episode(self, task: Task) -> Episode:
+    def episode(self, task: Task) -> LearnerEpisode:
         if self.remote is None:
             return self.env.episode(task)
         return Episode(_GradedRemotely(self.env, self.remote), task)
@@ -107,7 +108,7 @@ class RemoteGrading:
         self._thread = threading.Thread(target=self._run, name="grpo-ray-grading", daemon=True)
         self._thread.start()
 
-    def score(self, task: Task, completion: str) -> tuple[float, dict[str, Any]]:
+    def score(self, task: Task, completion: str) -> tuple[float, ScoreInfo]:
         if not isinstance(completion, str):  # as env.score
             raise TypeError(f"a completion must be a str, got {type(completion).__name__}")
         done: Future = Future()
@@ -166,7 +167,7 @@ class EpisodeEnvironment(Environment[CompletionAction, CompletionObservation, Ep
         super().__init__()
         self.served = served
         self._rng: np.random.Generator | None = None
-        self._episode: Episode | None = None
+        self._episode: LearnerEpisode | None = None
         self._state = EpisodeState()
 
     # No **kwargs: OpenEnv passes a reset only the arguments its signature names (its own

@@ -62,18 +62,17 @@ def padded(env: Any, gold: str, others: Sequence[str]) -> dict[str, str]:
 
 def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, Any]:
     """One task's card (default config, its test split) and the padding check, as JSON."""
-    import gymnasium as gym
 
-    from envs.base import score_each
+    from envs.base import make_task_env, score_each
     from envs.card import run_card
 
     if task in NOT_OFFERED:
         return {"ok": False, "kind": "-", "reason": NOT_OFFERED[task], "summary": "",
                 "failed": [], "padded_paid": 0, "padded": 0}
-    env = gym.make("grpo/ReasoningGym-v0", task=task, split="test").unwrapped
+    env = make_task_env("grpo/ReasoningGym-v0", task=task, split="test")
     try:
         card = run_card(env, n_tasks=n_tasks, seed=seed, corpus_lines=[])
-        tasks = [env.pack.task_at("test", i) for i in range(min(n_tasks, env.pack.size("test")))]
+        tasks = [env.pack.task_at("test", i) for i in range(min(n_tasks, env.pack.size("test") or 0))]
         golds = [t["answer"] for t in tasks]
         pairs = []
         for i, (t, gold) in enumerate(zip(tasks, golds, strict=True)):
@@ -93,7 +92,7 @@ def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, A
                 reasons.append(f"{r.check.id} ({_metrics(r.metrics)})")
         if paid:
             reasons.append(f"padded golds paid ({len(paid)}/{len(pairs)})")
-        return {"ok": not reasons, "kind": env.kind, "reason": "; ".join(reasons),
+        return {"ok": not reasons, "kind": getattr(env, "kind", "-"), "reason": "; ".join(reasons),
                 "summary": card.summary(), "failed": failed, "pack_version":
                 env.pack.pack_version, "padded_paid": len(paid), "padded": len(pairs),
                 "card": card.to_json()}

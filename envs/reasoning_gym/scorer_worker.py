@@ -91,7 +91,7 @@ def _child(scorer: Callable[..., Any], entry: dict[str, Any], answer: str, out: 
         try:
             confine(memory_bytes=memory)
         except OSError as exc:
-            reply = ["scorer_error", f"the scorer cannot be confined here ({exc}), so it "
+            reply: list[Any] = ["scorer_error", f"the scorer cannot be confined here ({exc}), so it "
                                      f"does not run"]
         else:
             try:

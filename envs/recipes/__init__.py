@@ -79,7 +79,7 @@ def read_file(path: Path) -> dict[str, dict[str, Any]]:
     return {v: check_table(t, f"{path} [{v}]", env_kwargs=True) for v, t in raw.items()}
 
 
-def env_class(env_id: str) -> type:
+def env_class(env_id: str) -> Any:
     """The class registered as ``env_id`` (imports its module, not torch)."""
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator

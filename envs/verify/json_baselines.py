@@ -260,7 +260,8 @@ def shortest_match(pattern: str) -> str | None:
     """A short string ``pattern`` matches (each repeat at its minimum, each set's first member),
     or None where the regex uses what this walk does not follow (lookarounds, backrefs)."""
     try:
-        from re import _parser  # the stdlib's own regex parser: no reimplementation of it
+        # The stdlib's own regex parser: no reimplementation of it (private: not in typeshed).
+        from re import _parser  # type: ignore[attr-defined]
         text = _walk(list(_parser.parse(pattern)))
     except Exception:  # noqa: BLE001 - any pattern it cannot follow: no fitted filler
         return None

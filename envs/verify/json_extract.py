@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -42,8 +43,8 @@ class Extracted:
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dups = sorted({k for k, _ in pairs if k in seen or seen.add(k)})
+        counts = Counter(k for k, _ in pairs)
+        dups = sorted(k for k, n in counts.items() if n > 1)
         raise Rejected("duplicate_keys", duplicate_keys=dups[:20])
     return obj
 
@@ -203,7 +204,8 @@ def extract(text: str, max_depth: int) -> Extracted | None:
     """The JSON value in ``text`` after its reasoning (None if there is none); raises
     ``Rejected``."""
     text = answer_text(text)
-    start = _WS.match(text).end()
+    blank = _WS.match(text)  # \s* matches every text
+    start = blank.end() if blank else 0
     if text[start : start + 1] in _JSON_START:
         try:
             return Extracted(_decode_all(text, "whole", max_depth), "whole", True)

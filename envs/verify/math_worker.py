@@ -99,7 +99,7 @@ class _Worker(WorkerProcess):
             raise RuntimeError("math worker failed to start") from None
 
 
-TIMEOUT = (False, "timeout", {})
+TIMEOUT: tuple[bool, str, dict[str, Any]] = (False, "timeout", {})
 
 
 class WorkerPool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -167,8 +167,10 @@ def episode_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # -- perturbations --------------------------------------------------------------------------
 def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> dict[str, Any]:
     """A variant's figures over every sample, an infrastructure failure a miss (None past 1%)."""
-    means = {c: counted_mean(samples, lambda s, c=c: s["rewards"].get(c, 0.0))
-             for c in components}
+    def component(c: str) -> Callable[[Mapping[str, Any]], float]:
+        return lambda s: s["rewards"].get(c, 0.0)
+
+    means = {c: counted_mean(samples, component(c)) for c in components}
     return {
         "n": len(samples),
         "infra_errors": InfraCount.of(samples).failures,
@@ -196,16 +198,20 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     components = env.check_components
     descriptions = {kind.name: kind.description for kind in env.perturbation_kinds}
     names = list(env.perturbations(tasks[0])) if tasks else []
-    run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
-               workers=workers, scorer=scorer)
+    run: dict[str, Any] = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True,
+                               batch_size=batch_size, workers=workers, scorer=scorer)
+
+    def perturbed(n: str) -> Callable[[Task], str]:
+        return lambda t: env.perturbations(t)[n]
+
     if original is None:
         original = gather(sample(model, tokenizer, env, tasks, desc="perturbed: original", **run))
     results = {"original": {"description": "the pack's own prompt",
                             **_summarise(original, components)}}
-    samples = {}
+    samples: dict[str, list[dict[str, Any]]] = {}
     for name in names:
         graded = gather(sample(model, tokenizer, env, tasks,
-                               build=lambda t, n=name: env.perturbations(t)[n],
+                               build=perturbed(name),
                                desc=f"perturbed: {name}", **run))
         results[name] = {"description": descriptions.get(name, ""),
                          **_summarise(graded, components),
@@ -252,7 +258,8 @@ def run_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: L
     s = settings
     lap = _Laps(log)
     torch.manual_seed(s.seed)  # generate() samples from torch's global generator
-    episodes = dict(max_episode_tokens=s.max_episode_tokens, tool_role=s.tool_role)
+    episodes: dict[str, Any] = dict(max_episode_tokens=s.max_episode_tokens,
+                                    tool_role=s.tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, workers=s.workers,
                     scorer=scorer, desc="greedy", **episodes)
@@ -325,7 +332,8 @@ class _Laps:
     takes minutes)."""
 
     def __init__(self, log: Callable[[str], None] | None):
-        self.log, self.timing, self._clock = log, {}, time.perf_counter()
+        self.log, self._clock = log, time.perf_counter()
+        self.timing: dict[str, float] = {}
 
     def __call__(self, name: str) -> None:
         now = time.perf_counter()

@@ -107,7 +107,7 @@ def evaluate(
 ) -> EvalResult:
     """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
     n_samples = samples or k
-    run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
+    run: dict[str, Any] = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
                scorer=scorer, max_episode_tokens=max_episode_tokens, tool_role=tool_role)
     greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
                     desc="held-out greedy", **run)

@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import jinja2
 
@@ -64,14 +64,18 @@ def headline(report: Mapping[str, Any]) -> str:
     return accuracy_line(acc.get("greedy"), count, tasks=n)
 
 
-def _num(value: Any) -> bool:
+def _num(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def deltas(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, float | None]:
     """``after - before`` for every key figure both reports have."""
     a, b = key_figures(after), key_figures(before)
-    return {k: (a[k] - b[k] if _num(a.get(k)) and _num(b.get(k)) else None) for k in a}
+    out: dict[str, float | None] = {}
+    for k, x in a.items():
+        y = b.get(k)
+        out[k] = x - y if _num(x) and _num(y) else None
+    return out
 
 
 def _fmt(value: Any) -> str:

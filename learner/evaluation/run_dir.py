@@ -85,7 +85,7 @@ def load_run_policy(run_dir: str | Path) -> tuple[PreTrainedModel, str]:
         if (final / "config.json").is_file():
             return load_model(str(final)), str(final)
         raise RunDirError(f"{run} has no complete checkpoint and no final/ model")
-    model = load_model(config.get("model"))
+    model: Any = load_model(config.get("model"))  # a PeftModel under LoRA
     if config.get("lora_r"):
         model = with_lora(model, config["lora_r"], config.get("lora_alpha", 16),
                           config.get("lora_dropout", 0.0))

@@ -19,7 +19,7 @@ class TemplateError(RuntimeError):
 
 
 def _render(tokenizer: PreTrainedTokenizerBase, role: str, observation: str) -> str:
-    return tokenizer.apply_chat_template(
+    return tokenizer.apply_chat_template(  # type: ignore[return-value]  # tokenize=False: a str
         [{"role": "user", "content": "."}, {"role": "assistant", "content": _MARK},
          {"role": role, "content": observation}], tokenize=False, add_generation_prompt=True)
 
@@ -62,7 +62,7 @@ class ChatBridge:
         its turn, and the template's own closing text is not added a second time."""
         text = self.text(observation)
         if last_token is not None and last_token in eos_ids:
-            closing = self.tokenizer.decode([last_token])
+            closing = str(self.tokenizer.decode([last_token]))  # one sequence: one str
             if closing and text.startswith(closing):
                 text = text[len(closing):]
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -139,7 +139,7 @@ def run_episodes(engine: SamplingEngine, tokenizer: PreTrainedTokenizerBase,
                 row.action += [1] * len(toks)
                 row.logprobs += lp
                 row.truncated = stop == LENGTH
-                text = tokenizer.decode(toks, skip_special_tokens=True)
+                text = str(tokenizer.decode(toks, skip_special_tokens=True))  # one sequence: a str
                 row.transcript.append({"role": "assistant", "content": text})
                 actions.append(text)
             steps.run(pool, live, actions)

@@ -63,7 +63,7 @@ class Rollout:
             generated_tokens=sum(r.generated_tokens for r in rollouts),
             logprobs=cat("logprobs", 0),
             action_mask=cat("action_mask", 0) if multi else None,
-            transcripts=[t for r in rollouts for t in r.transcripts] if multi else None,
+            transcripts=[t for r in rollouts for t in r.transcripts or []] if multi else None,
         )
 
 

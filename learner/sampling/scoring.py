@@ -60,7 +60,7 @@ def score_all(
         results = scorer.score_many(tasks, completions) if tasks else []
     else:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
-            results = list(pool.map(env.score, tasks, completions))
+            results = [(r, dict(info)) for r, info in pool.map(env.score, tasks, completions)]
     return Scores.from_results([r for r, _ in results], [info for _, info in results])
 
 

@@ -44,7 +44,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 from torch import Tensor
@@ -52,6 +52,9 @@ from transformers import GenerationConfig, PreTrainedTokenizerBase
 
 from envs.integrations.startup_noise import silence_vllm_triton_cpu_notice
 from learner.sampling.decoding import EOS, LENGTH, STOP, Decoded, Stop
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 #: vLLM's LoRA kernels take these maximum ranks.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -151,7 +154,10 @@ class VLLMEngine:
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         # The weights go over in the engine's precision: vLLM would cast them the same way
         # (round to nearest), but warn once per tensor on every sync.
-        self.dtype: torch.dtype = self.llm.llm_engine.model_config.dtype
+        engine_dtype = self.llm.llm_engine.model_config.dtype
+        # ModelConfig resolves "auto" and names to a torch dtype as the engine starts.
+        assert isinstance(engine_dtype, torch.dtype)
+        self.dtype: torch.dtype = engine_dtype
         # Every reload warns that the tied head and the rotary embedding loaded no weights:
         # both have none of their own (the head is packed again below).
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(
@@ -300,11 +306,11 @@ class VLLMEngine:
             raise RuntimeError("vLLM's output head is tied to the embeddings, but no head "
                                "sharing their weight was found to refresh after a sync")
 
-    def _push_adapter(self, policy: torch.nn.Module) -> None:
+    def _push_adapter(self, policy: PeftModel) -> None:
         from vllm.lora.request import LoRARequest
 
         path = Path(self._adapter_dir.name)
-        policy.save_pretrained(path)
+        policy.save_pretrained(str(path))
         self._version += 1  # a new id: vLLM loads it, and drops the previous one from its slot
         self._lora_request = LoRARequest(f"policy-{self._version}", self._version, str(path))
 
@@ -390,7 +396,9 @@ def _checkpoint_weights(model: torch.nn.Module, merge: bool) -> Iterator[tuple[s
             layer = lora[owner]
             for adapter in layer.active_adapters:
                 if adapter in layer.lora_A:
-                    value = value + layer.get_delta_weight(adapter).to(value.dtype)
+                    # Every LoRA layer class defines it; peft's LoraLayer base does not declare it.
+                    delta = layer.get_delta_weight(adapter)  # type: ignore[attr-defined]
+                    value = value + delta.to(value.dtype)
         yield f"{owner}.{leaf}", value
 
 
@@ -438,7 +446,7 @@ def _configured_eos(model_path: str) -> set[int]:
     return {configured} if isinstance(configured, int) else set(configured)
 
 
-def _is_peft(model: torch.nn.Module) -> bool:
+def _is_peft(model: torch.nn.Module) -> TypeGuard[PeftModel]:
     from peft import PeftModel
 
     return isinstance(model, PeftModel)

@@ -65,8 +65,8 @@ class DrawAhead:
         with torch.no_grad():
             for mine, theirs in zip(self._frozen.parameters(), policy.parameters(), strict=True):
                 mine.copy_(theirs)
-            for mine, theirs in zip(self._frozen.buffers(), policy.buffers(), strict=True):
-                mine.copy_(theirs)
+            for buf, src in zip(self._frozen.buffers(), policy.buffers(), strict=True):
+                buf.copy_(src)
         return self._frozen
 
     def start(self, model: Any, version: int, position: int) -> None:

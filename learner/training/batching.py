@@ -8,6 +8,7 @@ left out of the computation while still counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -130,18 +131,18 @@ class Batch:
         return self._rows(a, b)
 
     def _rows(self, a: int, b: int) -> Batch:
-        behaviour = self.sampling_logprobs
-        return Batch(*(t[a:b] for t in self._tensors()), self.n_sequences, self.n_tokens,
-                     None if behaviour is None else behaviour[a:b])
+        return self._map(lambda t: t[a:b])
 
     def to(self, device: torch.device) -> Batch:
-        behaviour = self.sampling_logprobs
-        return Batch(*(t.to(device) for t in self._tensors()), self.n_sequences, self.n_tokens,
-                     None if behaviour is None else behaviour.to(device))
+        return self._map(lambda t: t.to(device))
 
-    def _tensors(self) -> tuple[Tensor, ...]:
-        return (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask,
-                self.loss_mask, self.advantages, self.groups)
+    def _map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
+        """``fn`` of every tensor, the normalising sizes kept."""
+        behaviour = self.sampling_logprobs
+        return Batch(fn(self.prompt_ids), fn(self.prompt_mask), fn(self.completion_ids),
+                     fn(self.completion_mask), fn(self.loss_mask), fn(self.advantages),
+                     fn(self.groups), self.n_sequences, self.n_tokens,
+                     None if behaviour is None else fn(behaviour))
 
 
 def _pack(cost: list[int], budget: int) -> list[list[int]]:

@@ -91,6 +91,7 @@ class Collector:
                 logp, _ = completion_logprobs(model, mb.prompt_ids, mb.prompt_mask,
                                               mb.completion_ids, mb.completion_mask, mb.groups,
                                               temperature=c.temperature, top_p=c.top_p)
+                assert mb.sampling_logprobs is not None  # the engine recorded them as it sampled
                 mismatch.add(logp, mb.sampling_logprobs, mb.loss_mask)
         return mismatch.metrics(self.procs)
 

@@ -64,7 +64,7 @@ def overlong_penalty(lengths: Tensor, max_tokens: int, cache: int) -> Tensor:
 class GroupMoments(NamedTuple):
     """Per group: how many samples, their mean reward and its unbiased std (0 below two)."""
 
-    count: Tensor
+    count: Tensor  # type: ignore[assignment]  # a field named like tuple.count, on purpose
     mean: Tensor
     std: Tensor
 
@@ -333,9 +333,8 @@ def grpo_loss(
     if ref_logp is not None and beta != 0.0:
         kl = kl_k3(logp, ref_logp)
         per_token = per_token + beta * (ratio * kl if kl_ratio else kl)
-    norm = {"total_sequences": total_sequences, "total_tokens": total_tokens,
-            "max_tokens": max_tokens}
-    loss = aggregate(per_token, mask, loss_type, **norm)
+    loss = aggregate(per_token, mask, loss_type, total_sequences=total_sequences,
+                     total_tokens=total_tokens, max_tokens=max_tokens)
     stats = {"clipped": clipped_low | clipped_high, "clipped_low": clipped_low,
              "clipped_high": clipped_high, "approx_kl": approx_kl(logp, old_logp),
              "kl": kl if kl is not None else torch.zeros_like(logp)}

@@ -62,7 +62,7 @@ def flag_credited(env: LearnerEnv, tasks: Sequence[Any], completions: Sequence[s
     credited = [i for i, info in enumerate(infos) if info.get("passed")]
     # "Too long" is judged against the step's median length, as the evaluation gates do.
     typical = statistics.median(len(c) for c in completions) if completions else None
-    flagged, reasons = 0, Counter()
+    flagged, reasons = 0, Counter[str]()
     for i in credited:
         flags = env.flag(tasks[i], completions[i], infos[i].get("verdict"),
                          truncated=bool(truncated[i]), typical_chars=typical)

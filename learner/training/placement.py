@@ -18,6 +18,7 @@ import importlib
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 import torch
 from accelerate import Accelerator
@@ -80,7 +81,10 @@ def settle(device: torch.device) -> None:
         importlib.import_module("torch._lazy").mark_step()
 
 
-def moved(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def moved(model: M, device: torch.device) -> M:
     """``model`` on ``device``, its tied weights tied again: moving to a device whose tensors
     cannot share a CPU tensor's type (lazy) makes each parameter a new one, and the head would
     then train apart from the embeddings."""

@@ -96,7 +96,8 @@ class StepSamples:
             rollout=Rollout.concat([p.rollout for p in parts], pad_id),
             scores=Scores.concat([p.scores for p in parts]),
             group_size=parts[0].group_size,
-            shaping=None if parts[0].shaping is None else torch.cat([p.shaping for p in parts]),
+            shaping=None if parts[0].shaping is None
+            else torch.cat([p.shaping for p in parts if p.shaping is not None]),
             tries=len(parts),
             generate_s=sum(p.generate_s for p in parts),
             score_s=sum(p.score_s for p in parts),

@@ -130,7 +130,7 @@ def matmul_weights_in(model: torch.nn.Module, dtype: torch.dtype) -> int:
 
 
 @contextlib.contextmanager
-def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[Any]:
     """The unwrapped policy with all its weights present, for generation on this process alone.
 
     Under ZeRO-3 the shards are gathered for the duration (read-only); otherwise nothing is

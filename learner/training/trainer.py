@@ -16,6 +16,7 @@ they are.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,7 @@ class GRPOTrainer:
         """Start drawing the next step's samples with the policy's weights now; returns how
         long syncing the engine took (None: nothing to sync). A vLLM engine is synced here, one
         step late: its last draw is done, and the update that follows reaches it next time."""
+        assert self.ahead is not None  # called only with --async-steps
         sync_s = None
         if self.engine is not None:
             model = self.update.model  # the engine samples with its own weights
@@ -310,9 +312,10 @@ class GRPOTrainer:
     def evaluate(self) -> dict[str, Any]:
         """The held-out ``eval/*`` metrics now; their records are kept for heldout.jsonl."""
         tasks = self.procs.local(heldout_tasks(self.env, self.config.eval_size))
-        gather = None
+        gather: Callable[[list], list] | None = None
         if self.procs.world > 1:
-            from accelerate.utils import gather_object as gather
+            from accelerate.utils import gather_object
+            gather = gather_object
         # One gathering of the full weights (ZeRO-3) serves every generation pass.
         c = self.config
         with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, c.eval_rows // 2)}",
@@ -336,8 +339,9 @@ class GRPOTrainer:
 
     def save(self) -> None:
         # A draw in flight holds the next step's prompts: a resumed run draws them again.
-        pending = self.ahead is not None and self.ahead.pending
-        position = self.ahead.position if pending else self.stream.position
+        ahead = self.ahead
+        pending = ahead is not None and ahead.pending
+        position = ahead.position if ahead is not None and pending else self.stream.position
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,
                         {"position": position}, keep=self.config.keep_checkpoints)
         self.saved_step = self.step
@@ -398,7 +402,7 @@ class GRPOTrainer:
         self.accelerator.wait_for_everyone()
         state_dict = sharding.full_state_dict(self.accelerator, self.update.model)
         if self.accelerator.is_main_process:
-            model = self.policy
+            model: Any = self.policy  # a PeftModel under LoRA
             if self.config.lora_r:
                 model = model.merge_and_unload()
             # Written from CPU copies, wherever the model lives (``checkpoint``).

@@ -197,7 +197,7 @@ class PolicyUpdate:
             self._scheduler_step()
         return UpdateStats(skipped=True)
 
-    def _normalisers(self, batch: Batch) -> dict[str, float]:
+    def _normalisers(self, batch: Batch) -> dict[str, Any]:
         # Gradients are averaged over processes, so the normalisers are the per-process means of
         # the counts: the averaged gradient then equals the global sum over the global count.
         # Dr. GRPO's is a constant, P * G (* L in ``aggregate``).

@@ -71,9 +71,9 @@ def program(protected_pid: int, machine: str | None = None) -> list[tuple[int, i
     nr = _SYSCALLS[machine]
     pid, group = protected_pid & 0xFFFFFFFF, -protected_pid & 0xFFFFFFFF
     # Instructions with symbolic jump targets, resolved to relative offsets below.
-    code: list[tuple] = [(LD_W_ABS, None, None, ARCH),
-                         (JEQ, None, "deny", AUDIT_ARCH[machine]),
-                         (LD_W_ABS, None, None, NR)]
+    code: list[tuple | str] = [(LD_W_ABS, None, None, ARCH),
+                                 (JEQ, None, "deny", AUDIT_ARCH[machine]),
+                                 (LD_W_ABS, None, None, NR)]
     if machine == "x86_64":
         code.append((JGE, "deny", None, X32_BIT))
     code += [(JEQ, "deny", None, nr[n]) for n in _DENIED]
@@ -85,12 +85,11 @@ def program(protected_pid: int, machine: str | None = None) -> list[tuple[int, i
     code += [(JEQ, "deny", None, v) for v in (pid, group, 0xFFFFFFFF)]
     code += [(RET, None, None, ALLOW),
              "pid_first", (LD_W_ABS, None, None, ARG[0]), (JEQ, "deny", None, pid),
-             (RET, None, None, ALLOW),
-             *[item for n, commands in _SET_OWNER.items()
-               for item in (f"owner_{n}", (LD_W_ABS, None, None, ARG[1]),
-                            *[(JEQ, "deny", None, c) for c in commands],
-                            (RET, None, None, ALLOW))],
-             "priority", (LD_W_ABS, None, None, ARG[0]), (JEQ, "deny", None, _PRIO_USER),
+             (RET, None, None, ALLOW)]
+    for n, commands in _SET_OWNER.items():
+        code += [f"owner_{n}", (LD_W_ABS, None, None, ARG[1]),
+                 *[(JEQ, "deny", None, c) for c in commands], (RET, None, None, ALLOW)]
+    code += ["priority", (LD_W_ABS, None, None, ARG[0]), (JEQ, "deny", None, _PRIO_USER),
              (LD_W_ABS, None, None, ARG[1]), (JEQ, "deny", None, pid),
              (RET, None, None, ALLOW),
              "deny", (RET, None, None, EPERM)]

@@ -103,7 +103,7 @@ def _out(v: Any, depth: int) -> Any:
     if issubclass(t, range):
         return {"r": [_out(v.start, d), _out(v.stop, d), _out(v.step, d)]}
     if issubclass(t, Iterator):
-        items = []
+        items: list[Any] = []
         for x in v:
             if len(items) >= MAX_ITEMS:
                 raise Unencodable(f"an iterator of more than {MAX_ITEMS} items")

@@ -172,7 +172,7 @@ def order(rng: random.Random, level: int) -> Built:
                              "customer": STR, "item_count": INT}
     rec: dict[str, Any] = {"order_id": f"ORD-{rng.randint(10000, 99999)}",
                            "customer": person_name(rng), "item_count": rng.randint(1, 9)}
-    items = []
+    items: list[dict[str, Any]] = []
     if level >= 4:
         for _ in range(rng.randint(1, 3)):
             noun = rng.choice(w.PRODUCT_NOUNS)
@@ -293,8 +293,8 @@ def product(rng: random.Random, level: int) -> Built:
         props["variants"] = array_of(obj({"sku": STR, "color": enum(w.COLORS), "price": NUM}))
         rec["variants"] = [{"sku": f"{rec['sku']}-{c.upper()}", "color": c,
                             "price": money(rng, 3, 400)} for c in rec["colors"]]
-        parts = [f"{v['color']} ({v['sku']}, {v['price']:.2f})" for v in rec["variants"]]
-        text.append(f"Variants: {join(parts)}.")
+        shown = [f"{v['color']} ({v['sku']}, {v['price']:.2f})" for v in rec["variants"]]
+        text.append(f"Variants: {join(shown)}.")
     return root(6, "Product", obj(props, optional)), rec, text
 
 

@@ -23,8 +23,8 @@ EMPTY_S = lambda p: (("",),)  # noqa: E731
 SHORT_S = lambda p: (("",), ("ab"[:p["k"] - 1],), ("abcdef"[:p["k"]],))  # noqa: E731
 LETTER_EDGES = lambda p: (("",), (p["c"],), ("xyz" + p["c"],))  # noqa: E731
 LONG_EDGES = lambda p: (("abcdefgh"[:p["k"]],), ("abcdefgh"[:p["k"] + 1],))  # noqa: E731
-EMPTY_NUMS = lambda p: (([],),)  # noqa: E731
-THRESHOLD_NUMS = lambda p: (([],), ([p["t"]],), ([p["t"] + 1],))  # noqa: E731
+EMPTY_NUMS = lambda p: ((list[int](),),)  # noqa: E731
+THRESHOLD_NUMS = lambda p: ((list[int](),), ([p["t"]],), ([p["t"] + 1],))  # noqa: E731
 NUMS = ("nums",)
 
 

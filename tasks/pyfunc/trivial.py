@@ -64,7 +64,7 @@ def _passes_all(fn: Callable[..., Any], cases: Sequence[Case]) -> bool:
 
 
 #: The constants of ``envs.code_tests.BASELINES``, which a transform may fall back to.
-CONSTANTS = (None, True, False, 0, 1, "", [], {})
+CONSTANTS: tuple[Any, ...] = (None, True, False, 0, 1, "", [], {})
 
 
 def _else(fn: Callable[..., Any], fallback: Any) -> Callable[..., Any]:

@@ -21,7 +21,7 @@ from transformers import DynamicCache
 try:
     from transformers.cache_utils import DynamicLayer
 except ImportError:  # transformers < 4.56: no per-layer cache classes
-    DynamicLayer = None
+    DynamicLayer = None  # type: ignore[assignment,misc]  # the optional import's fallback
 
 # Positions of room added whenever a buffer is full: a step's new tokens rarely need more.
 HEADROOM = 64
@@ -54,6 +54,7 @@ if DynamicLayer is not None:
             self._vbuf[..., n:n + new, :] = value_states
             self._length = n + new
             self._views()
+            assert self.keys is not None and self.values is not None  # _views set them
             return self.keys, self.values
 
         def _views(self) -> None:
@@ -80,7 +81,8 @@ if DynamicLayer is not None:
                 super().crop(max_length)  # raises, as DynamicLayer does
 
         def reset(self) -> None:
-            self._kbuf = self._vbuf = None
+            # Unset until the next update initialises the layer again.
+            self._kbuf = self._vbuf = None  # type: ignore[assignment]
             self._length = 0
             super().reset()
 
@@ -90,4 +92,4 @@ if DynamicLayer is not None:
         out[..., :filled, :] = buf[..., :filled, :]
         return out
 else:
-    ReservedLayer = None
+    ReservedLayer = None  # type: ignore[assignment,misc]  # the optional class's fallback
