@@ -144,7 +144,7 @@ def test_the_zero2_reference_takes_the_policys_dtype():
         return SimpleNamespace(
             distributed_type=DistributedType.DEEPSPEED if stage else DistributedType.NO,
             state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=stage)),
-            device=torch.device("cpu"))
+            device=torch.device("cpu"), mixed_precision="no")
 
     for stage in (1, 2):
         ref = prepare_reference(accelerator(stage), h.model(), policy_dtype=torch.bfloat16)
