@@ -59,8 +59,9 @@ def empty(root: str, budget: Budget) -> bool:
     fd = os.open(root, _DIR_FLAGS)
     device = os.fstat(fd).st_dev
     clean = True
-    above = []  # per level above ``fd``: (name of the one below, its (dev, ino), dirs left)
-    subdirs = None
+    # per level above ``fd``: (name of the one below, its (dev, ino), dirs left)
+    above: list[tuple[str, tuple[int, int], list[str]]] = []
+    subdirs: list[str] | None = None  # None: ``fd`` not read yet
     try:
         while True:
             if subdirs is None:  # a directory just entered: its files go, its dirs wait

@@ -42,7 +42,7 @@ _NAMES = ("io_setup", "ioprio_set", "prlimit64", "setpriority", "sched_setparam"
 #: Per audit arch, the numbers of ``_NAMES`` in each ABI a job can reach (None: not in it): on
 #: x86-64 that includes x32 (same arch, numbers with bit 30 set) and i386 (int 0x80 from 64-bit
 #: code).
-SYSCALL_NUMBERS = {
+SYSCALL_NUMBERS: dict[int, list[tuple[int | None, ...]]] = {
     0xC000003E: [(206, 251, 302, 141, 142, 144, 203, 314, 72, None, 16),
                  tuple(X32_BIT | n for n in (543, 251, 302, 141, 142, 144, 203, 314, 72))
                  + (None, X32_BIT | 514)],

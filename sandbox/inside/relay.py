@@ -6,9 +6,13 @@ import contextlib
 import os
 import selectors
 import time
+from typing import TYPE_CHECKING
 
 from sandbox.inside import processes
 from sandbox.inside.channel import Input
+
+if TYPE_CHECKING:
+    import resource
 
 CHUNK = 65536
 
@@ -21,10 +25,12 @@ class Relay:
 
     def __init__(self, req: dict, pid: int, stdin: Input, stdin_w: int, out_r: int,
                  err_r: int, start: float):
-        self.pid, self.stdin, self.stdin_w = pid, stdin, stdin_w
+        self.pid, self.stdin = pid, stdin
+        self.stdin_w: int | None = stdin_w  # None once closed
         self.out_r, self.err_r = out_r, err_r
         self.cap = int(req["output_bytes"])
         self.deadline = start + float(req["wall_s"])
+        self.pidfd: int | None
         try:
             self.pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
@@ -44,9 +50,10 @@ class Relay:
             self.stdin_w = None
         if self.pidfd is not None:
             self.sel.register(self.pidfd, selectors.EVENT_READ)
-        self.status = None
+        self.status: str | None = None
         self.truncated = False
-        self.wait_status = self.rusage = None
+        self.wait_status: int | None = None
+        self.rusage: resource.struct_rusage | None = None
 
     def pump(self) -> None:
         """Until the job exits (its pipes then drained, without waiting for processes it left
@@ -83,6 +90,8 @@ class Relay:
             if done is not None:
                 self.wait_status, self.rusage = done
         elif fd == 0:
+            # the channel is watched only while stdin_w is open (fed one chunk at a time)
+            assert self.stdin_w is not None
             self.pending = memoryview(self.stdin.read(CHUNK))
             self.sel.unregister(0)
             self.sel.register(self.stdin_w, selectors.EVENT_WRITE)
@@ -92,19 +101,21 @@ class Relay:
             self.drain(fd)
 
     def feed(self) -> None:
+        stdin_w = self.stdin_w
+        assert stdin_w is not None  # only called when stdin_w is ready, so still open
         try:
-            self.pending = self.pending[os.write(self.stdin_w, self.pending):]
+            self.pending = self.pending[os.write(stdin_w, self.pending):]
         except BlockingIOError:
             return
         except OSError:  # the job closed its stdin: the rest is discarded by the caller
             self.pending = self.pending[:0]
             self.feeding = False
         if not self.pending:
-            self.sel.unregister(self.stdin_w)
+            self.sel.unregister(stdin_w)
             if self.feeding and self.stdin.left:
                 self.sel.register(0, selectors.EVENT_READ)
             else:
-                os.close(self.stdin_w)
+                os.close(stdin_w)
                 self.stdin_w = None
 
     def drain(self, fd: int) -> bool:
@@ -130,7 +141,7 @@ class Relay:
             buf += chunk
 
     def close(self) -> None:
-        for fd in list(self.sel.get_map()):
+        for fd in [key.fd for key in self.sel.get_map().values()]:  # ints: all we register
             try:
                 self.sel.unregister(fd)
                 if fd not in (0, self.stdin_w):  # the channel stays open; stdin_w is closed below
