@@ -542,9 +542,9 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
     text = clean_text(text, whole=True)
     text = _SPECIAL_TOKENS.sub("", text)
     if "</think>" in text:
-        after = text.rsplit("</think>", 1)[1]
-        if after.strip():
-            text = after
+        reply = text.rsplit("</think>", 1)[1]
+        if reply.strip():
+            text = reply
     if not text.strip():
         return None
     if not gold and boxes_malformed(text):
@@ -576,15 +576,15 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
             return _finish(groups, "marker")
 
     if box_groups:
-        groups = [tuple(c for _, _, c in g) for g in box_groups]
+        boxed = [tuple(c for _, _, c in g) for g in box_groups]
         if gold:
-            groups = groups[-1:]
+            boxed = boxed[-1:]
         else:  # "5 or \boxed{6}", "\boxed{6}\nor 7": the box is one of two answers
-            groups[-1:] = _with_competing(text, box_groups[-1])
+            boxed[-1:] = _with_competing(text, box_groups[-1])
             after = competing_after(text, box_groups[-1][-1][1])
             if after:
-                groups[-1:-1] = [after]
-        return _finish(tuple(groups), "boxed")
+                boxed[-1:-1] = [after]
+        return _finish(tuple(boxed), "boxed")
 
     got = _answer_from_span(scan)
     if got is None:

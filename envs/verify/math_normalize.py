@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 
@@ -133,7 +134,8 @@ _TEXT_LABEL = re.compile(
     + _UNIT_END
 )
 _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])")
-_SIMPLE_SUBS = [
+# (pattern, replacement): a template, or a function of the match
+_SIMPLE_SUBS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\\(?:[dtc]frac|nicefrac|sfrac)(?![A-Za-z])"), r"\\frac"),
     (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)"), ""),
     (re.compile(r"\\m?(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)\s*\."), ""),
