@@ -154,16 +154,26 @@ class PolicyUpdate:
                     logp, entropy = self.logprobs(self.model, mb, entropy=last_iteration)
                     if it == 0:  # the policy before this step's updates
                         first.append(logp.detach())
-                        old.append(mb.sampling_logprobs if behaviour_ratio else first[i])
+                        # Each use of the engine's log-probs below needs a batch that carries
+                        # them: checked above (behaviour_ratio, is_tally) or by construction
+                        # (mismatch).
+                        sampled = mb.sampling_logprobs
+                        if behaviour_ratio:
+                            assert sampled is not None
+                            old.append(sampled)
+                        else:
+                            old.append(first[i])
                         if own_ref:
                             ref[i] = first[i]
                         if mismatch is not None:  # against the engine's, as it sampled
-                            mismatch.add(first[i], mb.sampling_logprobs, mb.loss_mask)
+                            assert sampled is not None
+                            mismatch.add(first[i], sampled, mb.loss_mask)
                         if is_tally is not None:
-                            weights[i], cut = grpo.truncated_is_weights(
-                                first[i], mb.sampling_logprobs, mb.loss_mask, mode,
-                                c.is_cap, c.is_cap_min)
-                            is_tally.add(weights[i], cut, mb.loss_mask)
+                            assert sampled is not None
+                            w, cut = grpo.truncated_is_weights(
+                                first[i], sampled, mb.loss_mask, mode, c.is_cap, c.is_cap_min)
+                            weights[i] = w
+                            is_tally.add(w, cut, mb.loss_mask)
                     loss, aux = grpo.grpo_loss(
                         logp, old[i], ref[i], mb.advantages, mb.loss_mask, beta=c.beta,
                         eps_low=c.eps_low, eps_high=c.eps_high, loss_type=c.loss_type,
@@ -176,6 +186,7 @@ class PolicyUpdate:
                 else:
                     finite = False
                 if last_iteration:
+                    assert entropy is not None  # asked for on the last iteration
                     tally.add(mb, loss, aux, entropy)
             stats.approx_kl.append(drift.mean(self.procs))
             stats.grad_norm, stepped = self._optimizer_step(finite)
