@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -174,7 +175,9 @@ def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
         if hasattr(base, "module") and isinstance(base.module, torch.nn.Module):
             base = base.module
         elif hasattr(base, "get_base_model"):
-            base = base.get_base_model()
+            # PEFT's method; nn.Module's __getattr__ is typed as returning tensors or modules
+            get_base_model = cast(Callable[[], torch.nn.Module], base.get_base_model)
+            base = get_base_model()
         else:
             return base
 

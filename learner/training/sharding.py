@@ -119,7 +119,10 @@ def matmul_weights_in(model: torch.nn.Module, dtype: torch.dtype) -> int:
     tied head's weight) and the norms stay as loaded: they are read outside matmuls, where a
     bf16 copy would change the residual stream, and the KL at the first update would be the
     precision gap instead of 0."""
-    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    # transformers' method, absent from a bare nn.Module (whose __getattr__ types it a tensor)
+    get_embeddings: Callable[[], torch.nn.Module | None] | None = getattr(
+        model, "get_input_embeddings", None)
+    embedding = get_embeddings() if get_embeddings is not None else None
     shared = {id(p) for p in embedding.parameters()} if embedding is not None else set()
     n = 0
     for module in model.modules():
