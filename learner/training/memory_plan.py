@@ -112,7 +112,7 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
         positions = min(positions, -(-step_positions // -(-step_positions // positions)))
     layer = FP32_HIDDEN * hidden * b + COMPUTE_HIDDEN * hidden * c + COMPUTE_INTERMEDIATE * inter * c
     if checkpointing:
-        per_position = layers * hidden * b + layer + 2 * hidden * b
+        per_position: float = layers * hidden * b + layer + 2 * hidden * b
         if prompt and group_size > 1:  # each row runs its prompt: more positions a pass
             completion = max(context - prompt, 0) / 2
             per_position *= (prompt + completion) / (prompt / group_size + completion)
@@ -228,7 +228,7 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
                      + psutil.Process().memory_info().rss) / world
     plan = within(make, available, c.gradient_checkpointing)
     if plan.checkpointing and not c.gradient_checkpointing:
-        line = (f"note: turning on --gradient-checkpointing: this run's estimated peak memory "
+        line: str | None = (f"note: turning on --gradient-checkpointing: this run's estimated peak memory "
                 f"is {make(False).peak / 1e9:.1f} GB without it, {plan.peak / 1e9:.1f} GB with "
                 f"it, of the {available / 1e9:.1f} GB {where}")
     else:
