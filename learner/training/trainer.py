@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from accelerate import Accelerator
@@ -28,6 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.learner_env import LearnerEnv
 from learner import run_layout
+from learner.choices import Autocast
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.env_setup import make_env, ray_scorer
 from learner.evaluation.during_training import heldout_metrics
@@ -83,7 +84,8 @@ class GRPOTrainer:
         # created there (the rollout, and the masks and advantages made from it).
         where = placement.run_device(c.device, accelerator, c.autocast, timeout_s=c.dist_timeout)
         self.accelerator, self.device = where.accelerator, where.device
-        c.autocast = where.autocast  # auto resolved, as config.json records it
+        # auto resolved, as config.json records it (the property gives "bf16" or "off")
+        c.autocast = cast(Autocast, where.autocast)
         check_accumulation(self.accelerator)
         self.procs = Processes(self.accelerator)
         check_shared_folder(self.procs, c.output_dir)  # checkpoints need one folder for all
