@@ -11,6 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from learner.model import chat_prompt, load_model, with_lora
+from learner.sampling.engine import HFEngine
 from learner.sampling.rollout import generate
 from learner.training import grpo
 from learner.training.forward import completion_logits, completion_logprobs, head_apart
@@ -34,7 +35,7 @@ def rows():
     tok, model = h.tokenizer(), h.model()
     prompts = [chat_prompt(tok, "What is 2 + 3?"), chat_prompt(tok, "Add 4 and 5, please.")]
     torch.manual_seed(0)
-    roll = generate(model, tok, prompts, group_size=4, max_new_tokens=9)
+    roll = generate(HFEngine(model), tok, prompts, group_size=4, max_new_tokens=9)
     lengths = torch.tensor([3, 9, 1, 7, 5, 2, 9, 4])
     mask = (torch.arange(roll.completion_ids.shape[1]) < lengths.unsqueeze(-1)).long()
     ids = roll.completion_ids.masked_fill(mask == 0, tok.pad_token_id)
