@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from learner.distribution import token_entropy, token_logprobs
 from learner.model import chat_prompt, load_model, with_lora
 from learner.sampling.engine import HFEngine
 from learner.sampling.rollout import generate
-from learner.training import grpo
 from learner.training.forward import completion_logits, completion_logprobs, head_apart
 from tests import learner_helpers as h
 
@@ -72,8 +72,8 @@ def test_chunked_scores_and_gradients_equal_the_full_logits(rows, kind, tmp_path
     weights = torch.linspace(0.5, 1.5, ids.numel()).view_as(ids) * mask
     temperature = 0.7
     logits = completion_logits(model, *args)
-    want = grpo.token_logprobs(logits, ids, temperature) * mask
-    want_entropy = grpo.token_entropy(logits.detach(), temperature) * mask
+    want = token_logprobs(logits, ids, temperature) * mask
+    want_entropy = token_entropy(logits.detach(), temperature) * mask
     (want * weights).sum().backward()
     want_grads = _grads(model)
     assert want_grads  # something trains
@@ -100,8 +100,8 @@ def test_chunked_scores_under_top_p_equal_the_full_logits(rows):
     model = h.model().train()
     ids, mask = args[2], args[3]
     logits = completion_logits(model, *args)
-    want = grpo.token_logprobs(logits, ids, 0.7, 0.9) * mask
-    want_entropy = grpo.token_entropy(logits.detach(), 0.7, 0.9) * mask
+    want = token_logprobs(logits, ids, 0.7, 0.9) * mask
+    want_entropy = token_entropy(logits.detach(), 0.7, 0.9) * mask
     for chunk in (7,):
         logp, entropy = completion_logprobs(model, *args, groups, temperature=0.7, top_p=0.9,
                                             entropy=True, logit_chunk=chunk)

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from learner.choices import LOSS_TYPES
 from learner.config import Config, ConfigError, parse_config
 from learner.distribution import token_logprobs
 from learner.training import grpo
@@ -86,7 +87,7 @@ def test_cispo_aggregates_as_dapo():
 
 
 def test_cispo_flags_defaults_and_refusals():
-    assert "cispo" in grpo.LOSS_TYPES
+    assert "cispo" in LOSS_TYPES
     assert Config(loss_type="cispo").eps_high == 4.0  # a cap of 5: ScaleRL's, TRL's advice
     assert Config(loss_type="cispo", epsilon_high=0.28).eps_high == 0.28
     assert Config(loss_type="grpo").eps_high == 0.2  # the others unchanged
