@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from envs.grading import Elapsed, infra_failure_info
 from envs.spaces import text_problem
-from envs.verify.verdict import Verdict
 from tasks import Task
 
 if TYPE_CHECKING:
@@ -31,19 +31,6 @@ if TYPE_CHECKING:
 TOOL_OK = "tool_ok"
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
-
-
-class Elapsed(float):
-    """Seconds spent grading. A measurement, not episode state: any two compare equal, so the
-    info dicts of two identical episodes are equal (gymnasium's determinism check relies on it)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Elapsed)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = float.__hash__
 
 
 class EpisodeError(RuntimeError):
@@ -130,16 +117,6 @@ class Episode:
         """The sandbox failed under a tool call: the episode ends unscored (``is_infra_error``),
         so a learner drops it rather than score the policy for the infrastructure."""
         self.done = True
-        info = self.env.task_info(self.task)
-        info.update(
-            rewards={k: 0.0 for k in self.env.reward_weights},
-            passed=False,
-            reason="sandbox_error",
-            extracted=None,
-            verdict=Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
-            grading_s=Elapsed(0.0),
-            hit_time_limit=False,
-            **self._counters(),
-            truncated_turns=False,
-        )
+        info = infra_failure_info(self.env, self.task, error)
+        info.update(**self._counters(), truncated_turns=False)
         return "", 0.0, True, False, info
