@@ -27,7 +27,7 @@ import gymnasium as gym
 
 from envs.base import TaskEnv
 from envs.extras import require
-from envs.grading import grade_batch, is_infra_error
+from envs.grading import Threads, grade_batch, is_infra_error
 from envs.integrations.startup_noise import silence_trl_import_noise
 from tasks import Task
 
@@ -86,7 +86,7 @@ def reward_func(env_id: str, *, workers: int = 16,
             raise ValueError("the dataset needs a 'task_id' column (see envs.integrations.trl."
                              "dataset)")
         texts = [_text(c) for c in completions or []]
-        results = grade_batch(env, task_id, texts, workers=workers)
+        results = grade_batch(env, task_id, texts, backend=Threads(env, workers))
         valid = [info for _, info in results if not is_infra_error(info)]
         if log_metric is not None and valid:
             for component in env.default_weights:

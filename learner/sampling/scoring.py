@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.grading import Backend, grade_batch, is_infra_error
+from envs.grading import Backend, Threads, grade_batch, is_infra_error
 from envs.learner_env import LearnerEnv
 from tasks import Task
 
@@ -50,10 +50,12 @@ def score_all(
     scorer: RemoteScorer | None = None,
 ) -> Scores:
     """Grade ``completions[i]`` against ``tasks[i]`` through ``envs.grading.grade_batch``: on
-    ``workers`` threads (or the env's sandbox pool), or with ``scorer`` (e.g. over a Ray
-    cluster) when one is given. Never raises past its arguments: a pair whose grading failed
-    is an infrastructure error (``Scores.infra_error``), which training drops."""
-    results = grade_batch(env, tasks, completions, backend=scorer, workers=workers)
+    ``workers`` threads (more than a code env's warm pool: a program that hangs holds its
+    thread for the time limit), or with ``scorer`` (e.g. over a Ray cluster) when one is
+    given. Never raises past its arguments: a pair whose grading failed is an infrastructure
+    error (``Scores.infra_error``), which training drops."""
+    backend = scorer if scorer is not None else Threads(env, workers)
+    results = grade_batch(env, tasks, completions, backend=backend)
     return Scores.from_results([r for r, _ in results], [info for _, info in results])
 
 
