@@ -11,7 +11,8 @@ neither hides the others nor counts as a zero the policy earned; a backend that 
 whole does the same for each of its pairs.
 
 Backends, each a ``Backend`` (``score_many(tasks, completions)``):
-  - ``Threads``: ``env.score`` on a thread pool (the default for an env without a batch path);
+  - ``Threads``: ``env.score`` on a thread pool (the default for an env without a batch path,
+    with one thread unless asked for more);
   - ``EnvBatch``: the env's own batch path, its ``grade_many`` (the code envs: their sandbox
     pool, ``sandbox_pool``), one by one on threads when that path itself fails;
   - ``envs.ray_scoring.RayScorer``: the env's copies on the nodes of a Ray cluster.
@@ -167,7 +168,7 @@ class EnvBatch:
     """The env's own batch path, ``env.grade_many(tasks, completions)``; one by one on threads
     when that path raises (so one broken pair does not take the batch down)."""
 
-    def __init__(self, env: Any, workers: int = 16):
+    def __init__(self, env: Any, workers: int = 1):
         self.env = env
         self.workers = workers
 
@@ -182,16 +183,18 @@ class EnvBatch:
         return Threads(self.env, self.workers).score_many(tasks, completions)
 
 
-def default_backend(env: Any, workers: int = 16) -> Backend:
-    """The env's own batch path where it has one (``grade_many``), else threads. An env's
-    ``grade_many`` that calls ``grade_batch`` must name its backend (``sandbox_pool``)."""
+def default_backend(env: Any, workers: int = 1) -> Backend:
+    """The env's own batch path where it has one (``grade_many``), else ``workers`` threads
+    (default one: a checker that computes under the GIL only slows down with more; the learner
+    and TRL ask for 16, which overlap waits). An env's ``grade_many`` that calls
+    ``grade_batch`` must name its backend (``sandbox_pool``)."""
     if callable(getattr(env, "grade_many", None)):
         return EnvBatch(env, workers)
     return Threads(env, workers)
 
 
 def grade_batch(env: Gradable, tasks: Sequence[Task | str], completions: Sequence[str], *,
-                backend: Backend | None = None, workers: int = 16) -> list[Result]:
+                backend: Backend | None = None, workers: int = 1) -> list[Result]:
     """``env.score(tasks[i], completions[i])`` for every i, in order, through ``backend``
     (default: ``default_backend``), under the never-raise policy (the module's docstring)."""
     check_batch(tasks, completions)
