@@ -14,13 +14,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Final, cast
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
 
-from envs.episode import TOOL_OK, Elapsed, Episode, EpisodeError, StepResult
+from envs.episode import TOOL_OK, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
+from envs.grading import (  # noqa: F401 - importable from here too, as envs and tests do
+    INFRA_ERROR_KEY,
+    Elapsed,
+    is_infra_error,
+)
 from envs.keywords import (
     FINITE_NUMBER,
     Accepts,
@@ -39,19 +44,8 @@ from envs.verify.verdict import Verdict
 from tasks import Pack, PackError, Task, load_pack
 from tasks.pack import UnknownOptionError
 
-#: The ``step``/``score`` info key an env sets to True when its grading infrastructure failed.
-INFRA_ERROR_KEY: Final = "infra_error"
 #: ``split=`` for an env that serves a task of any split, by id only (``reset`` draws none).
 ALL_SPLITS = "all"
-
-
-def is_infra_error(info: Mapping[str, Any]) -> bool:
-    """Whether a ``score`` info says the grading infrastructure failed (``sandbox_error``): such a
-    sample says nothing about the policy, so trainers drop it instead of scoring it 0."""
-    verdict = info.get("verdict")
-    details = getattr(verdict, "details", None) or {}
-    return (bool(info.get(INFRA_ERROR_KEY)) or bool(details.get("sandbox_error"))
-            or info.get("reason") == "sandbox_error")
 
 
 def max_reward(env: TaskEnv | LearnerEnv) -> float:
@@ -71,29 +65,6 @@ def make_task_env(env_id: str, **kwargs: Any) -> TaskEnv:
     """``gym.make(env_id, **kwargs).unwrapped``, typed as the ``TaskEnv`` the tools (card,
     ``validate``, ``show``, Ray's graders) use: they read its hooks by name, as they always did."""
     return cast(TaskEnv, gym.make(env_id, **kwargs).unwrapped)
-
-
-def score_each(env: TaskEnv, tasks: Sequence[Task], completions: Sequence[str]
-               ) -> list[tuple[float, ScoreInfo] | Exception]:
-    """``env.score`` of each pair, in order, never raising: concurrently through the env's
-    ``grade_many`` where it has one (the sandboxed envs), else one by one; a pair whose grading
-    raised holds its exception, so one broken pair neither hides the others nor names itself
-    wrongly."""
-    grade_many = getattr(env, "grade_many", None)
-    if grade_many is not None:
-        try:
-            return list(grade_many(list(tasks), list(completions)))
-        except Exception:  # noqa: BLE001 - grade one by one to keep the others
-            pass
-    return [_score_or_error(env, t, c) for t, c in zip(tasks, completions, strict=True)]
-
-
-def _score_or_error(env: TaskEnv, task: Task, completion: str
-                    ) -> tuple[float, ScoreInfo] | Exception:
-    try:
-        return env.score(task, completion)
-    except Exception as exc:  # noqa: BLE001 - a verifier bug is a result, not a crash
-        return exc
 
 
 class TaskEnv(gym.Env[str, str]):

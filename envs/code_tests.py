@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 from envs.base import INFRA_ERROR_KEY, TaskEnv, is_infra_error
 from envs.code_flags import prints_or_touches_harness
 from envs.flags import Flag, text_flags
+from envs.grading import grade_batch, infra_verdict, sandbox_pool
 from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
 from envs.learner_env import ScoreInfo
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
@@ -231,8 +232,7 @@ class CodeTestsEnv(TaskEnv):
                 entry_points=task_entry_points(task),
             )
         except SandboxUnavailable as exc:
-            return ({"tests": 0.0, "format": 0.0},
-                    Verdict.fail("sandbox_error", program, sandbox_error=True, error=str(exc)))
+            return {"tests": 0.0, "format": 0.0}, infra_verdict(str(exc), program)
         return _rewards(report, fenced, shown), _verdict(report, program, shown)
 
     def baseline_scores(self, task: Task) -> dict[str, float]:
@@ -341,11 +341,7 @@ class CodeTestsEnv(TaskEnv):
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
                    ) -> list[tuple[float, ScoreInfo]]:
         """``score`` for each (task, completion) pair, concurrently through the sandbox pool."""
-        if len(tasks) != len(completions):
-            raise ValueError("grade_many needs as many tasks as completions")
-        workers = max(1, self.sandbox.pool_size)
-        with ThreadPoolExecutor(workers, thread_name_prefix="grade") as ex:
-            return list(ex.map(self.score, tasks, completions))
+        return grade_batch(self, tasks, completions, backend=sandbox_pool(self))
 
 
 def task_baselines(task: Task) -> dict[str, str]:

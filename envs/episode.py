@@ -16,11 +16,11 @@ Episodes are independent objects: distinct ones may be stepped concurrently from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
+from envs.grading import Elapsed, infra_failure_info
 from envs.learner_env import ScoreInfo, StepResult
 from envs.spaces import text_problem
-from envs.verify.verdict import Verdict
 from tasks import Task
 
 if TYPE_CHECKING:
@@ -31,19 +31,6 @@ if TYPE_CHECKING:
 #: is shaping for a policy that has yet to find the tool, never part of what ``passed`` means.
 TOOL_OK = "tool_ok"
 
-
-
-class Elapsed(float):
-    """Seconds spent grading. A measurement, not episode state: any two compare equal, so the
-    info dicts of two identical episodes are equal (gymnasium's determinism check relies on it)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Elapsed)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = float.__hash__
 
 
 class EpisodeError(RuntimeError):
@@ -138,16 +125,6 @@ class Episode:
         """The sandbox failed under a tool call: the episode ends unscored (``is_infra_error``),
         so a learner drops it rather than score the policy for the infrastructure."""
         self.done = True
-        # The task's keys (an env may add its own) and the grade's: a ScoreInfo.
-        info = cast(ScoreInfo, {
-            **self.env.task_info(self.task),
-            "rewards": {k: 0.0 for k in self.env.reward_weights},
-            "passed": False,
-            "reason": "sandbox_error",
-            "extracted": None,
-            "verdict": Verdict.fail("sandbox_error", None, sandbox_error=True, error=error),
-            "grading_s": Elapsed(0.0),
-            "hit_time_limit": False,
-        })
-        self._count(info, truncated=False)
+        info = infra_failure_info(self.env, self.task, error)
+        info.update(**self._counters(), truncated_turns=False)
         return "", 0.0, True, False, info

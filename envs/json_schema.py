@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from envs.base import TaskEnv
 from envs.flags import Flag, text_flags
+from envs.grading import grade_batch
 from envs.keywords import check_keywords, integer_at_least
 from envs.perturb import IRRELEVANT, Perturbation, with_fields, with_instruction
 from envs.recipes import RECIPES
@@ -164,8 +165,10 @@ class JsonSchemaEnv(TaskEnv):
         the answer. ``python -m envs validate`` refuses them: the schema alone solves them."""
         found = {}
         for task in tasks:
-            names = [name for name, completion in self.shallow_completions(task).items()
-                     if self.score(task, completion)[1]["passed"]]
+            shallow = self.shallow_completions(task)
+            graded = grade_batch(self, [task] * len(shallow), list(shallow.values()))
+            names = [name for name, (_, info) in zip(shallow, graded, strict=True)
+                     if info["passed"]]
             if names:
                 found[task.id] = names[:3]  # a few name the problem; every one would be a wall
         return found

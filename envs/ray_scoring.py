@@ -2,14 +2,14 @@
 
 Each verification node (``sandbox.ray_cluster``: the nodes declaring the ``docker`` resource)
 runs one ``GradingActor`` that builds the same env from its gymnasium id and keyword arguments
-and grades with ``env.score`` on that node: code in the node's own sandbox pool, math in the
+and grades through ``envs.grading.grade_batch`` on that node: code in the node's own sandbox pool, math in the
 node's checker worker processes, JSON in the actor. The results, ``(reward, info)`` pairs, are
 those local grading returns.
 
 A batch is cut into chunks that are fed to the actors as they free up (at most as many in flight
 per actor as its node has CPUs). A chunk whose actor or node dies is graded again on another
 actor; when no actor is left its samples come back as infrastructure errors
-(``envs.base.is_infra_error``), which trainers drop instead of scoring 0.
+(``envs.grading.is_infra_error``), which trainers drop instead of scoring 0.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ except ImportError as _missing:  # the message names the extra (sandbox.ray_clus
     require("ray", "ray", "grading on a Ray cluster (--ray-address, Sandbox(backend='ray'))")
     raise _missing  # ray is there but broken: its own error
 
-from envs.base import Elapsed, TaskEnv, make_task_env
-from envs.learner_env import ScoreInfo
-from envs.verify.verdict import Verdict
+from envs.base import TaskEnv, make_task_env
+from envs.grading import Result, check_batch, grade_batch, infra_failure_info
 from sandbox.ray_address import check_address, probe
 from sandbox.ray_cluster import (
     LOST,
@@ -60,8 +59,9 @@ class GradingActor:
                 "hostname": socket.gethostname()}
 
     def score(self, task_ids: list[str], completions: list[str]
-              ) -> list[tuple[float, ScoreInfo]]:
-        return [self.env.score(t, c) for t, c in zip(task_ids, completions, strict=True)]
+              ) -> list[Result]:
+        # The one grading door: a pair whose grading raised is that pair's result.
+        return grade_batch(self.env, task_ids, completions)
 
     def close(self) -> None:
         # A graceful exit runs the process's exit hooks: the code envs' sandbox removes its
@@ -104,12 +104,12 @@ class RayScorer:
         return sum(m.capacity for m in self._actors.members())
 
     def score_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
-                   ) -> list[tuple[float, dict[str, Any]]]:
-        """``env.score(tasks[i], completions[i])`` for every i, graded on the cluster."""
-        if len(tasks) != len(completions):
-            raise ValueError(f"{len(tasks)} tasks but {len(completions)} completions")
+                   ) -> list[Result]:
+        """``env.score(tasks[i], completions[i])`` for every i, graded on the cluster (a
+        ``envs.grading`` backend: ``grade_batch(env, tasks, completions, backend=scorer)``)."""
+        check_batch(tasks, completions)
         ids = [t if isinstance(t, str) else t.id for t in tasks]
-        results: list[tuple[float, dict[str, Any]] | None] = [None] * len(ids)
+        results: list[Result | None] = [None] * len(ids)
         size = max(1, math.ceil(len(ids) / max(1, CHUNKS_PER_SLOT * self.capacity)))
         todo = [(list(range(i, min(i + size, len(ids)))), 0) for i in range(0, len(ids), size)]
         running: dict[Any, tuple[Member, list[int], int]] = {}
@@ -141,7 +141,7 @@ class RayScorer:
             self._actors.release(member)
             try:
                 graded = ray.get(done[0])
-            except RayTaskError as exc:  # the env's own error: as in local grading
+            except RayTaskError as exc:  # the actor broke outside grading: grade_batch says so
                 raise exc.cause from None
             except LOST as exc:
                 self._actors.lost(member)
@@ -158,7 +158,7 @@ class RayScorer:
     def _fill_lost(self, results: list, tasks: Sequence[Task | str], rows: list[int],
                    error: str) -> None:
         for i in rows:
-            results[i] = (0.0, infra_error_info(self.env, tasks[i], error))
+            results[i] = (0.0, infra_failure_info(self.env, tasks[i], error))
 
     def unreachable(self) -> str | None:
         """Why the cluster cannot grade at all now, in one line: its head does not answer, or
@@ -181,13 +181,3 @@ class RayScorer:
         """End the actors, with the sandbox containers they hold. Never raises."""
         self._actors.close()
 
-
-def infra_error_info(env: TaskEnv, task: Task | str, error: str) -> dict[str, Any]:
-    """The ``score`` info of a sample that could not be graded because the infrastructure
-    failed: ``reason == "sandbox_error"``, so ``is_infra_error`` holds and trainers drop it."""
-    if isinstance(task, str):
-        task = env.pack.get(task)
-    verdict = Verdict.fail("sandbox_error", None, sandbox_error=True, error=error)
-    return {**env.task_info(task), "rewards": {k: 0.0 for k in env.reward_weights},
-            "passed": False, "reason": "sandbox_error", "extracted": None, "verdict": verdict,
-            "grading_s": Elapsed(0.0), "hit_time_limit": False}

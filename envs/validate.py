@@ -30,7 +30,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from envs.base import TaskEnv, make_task_env, score_each
+from envs.base import TaskEnv, make_task_env
+from envs.grading import grade_batch, grading_raised
 from envs.recipes import VARIANTS, RecipeError, check_table
 from tasks.pack import (
     MANIFEST,
@@ -397,12 +398,12 @@ def _grade(report: Report, env: TaskEnv, batch: list[tuple[str, Task, str]]) -> 
         return True
     tasks = [t for _, t, _ in batch]
     completions = [c for _, _, c in batch]
-    results = score_each(env, tasks, completions)
-    for (where, _, completion), result in zip(batch, results, strict=True):
-        if isinstance(result, Exception):
-            report.errors.append(Problem(where, f"verifier raised {result!r}"))
+    results = grade_batch(env, tasks, completions)
+    for (where, _, completion), (_, info) in zip(batch, results, strict=True):
+        raised = grading_raised(info)
+        if raised is not None:
+            report.errors.append(Problem(where, f"verifier raised {raised}"))
             continue
-        _, info = result
         verdict = info.get("verdict")
         details = getattr(verdict, "details", {}) or {}
         if details.get("sandbox_error"):

@@ -165,9 +165,9 @@ class LostClusterScorer:
     infrastructure error and ``unreachable`` says so, as the real one's probe does."""
 
     def __init__(self, env):
-        from envs.ray_scoring import infra_error_info
+        from envs.grading import infra_failure_info
 
-        self.env, self.info = env, infra_error_info
+        self.env, self.info = env, infra_failure_info
 
     def score_many(self, tasks, completions):
         return [(0.0, self.info(self.env, t, "no grading actor is alive on the Ray cluster"))

@@ -1,5 +1,6 @@
 """Grading many (task, completion) pairs for the card: concurrently where the env can
-(``grade_many``: the sandboxed envs), and never raising: a verifier that raises is a result."""
+(``grade_many``: the sandboxed envs), and never raising: a verifier that raises is a result
+(``envs.grading.grade_batch``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.base import TaskEnv, is_infra_error, max_reward, score_each
+from envs.base import TaskEnv, max_reward
+from envs.grading import grade_batch, grading_raised, is_infra_error
 from tasks import Task
 
 
@@ -42,15 +44,15 @@ def grade(env: TaskEnv, pairs: Sequence[tuple[Task, str]]) -> list[Graded]:
         return []
     top = max_reward(env)
     skill = skill_weights(env)
-    results = score_each(env, [t for t, _ in pairs], [c for _, c in pairs])
+    results = grade_batch(env, [t for t, _ in pairs], [c for _, c in pairs])
     return [_graded(r, top, skill) for r in results]
 
 
 def _graded(result: Any, top: float, skill: dict[str, float]) -> Graded:
-    if isinstance(result, Exception):
-        return Graded(0.0, 0.0, 0.0, False, False, f"{type(result).__name__}: {result}"[:200],
-                      0.0, "raised")
     reward, info = result
+    raised = grading_raised(info)
+    if raised is not None:
+        return Graded(0.0, 0.0, 0.0, False, False, raised[:200], 0.0, "raised")
     rewards = info.get("rewards") or {}
     total = sum(skill.values())
     earned = sum(w * float(rewards.get(k, 0.0)) for k, w in skill.items())

@@ -9,8 +9,8 @@
 
 The dataset has a ``prompt`` column (chat messages: the env's prompt as one user turn) and a
 ``task_id`` column, which TRL passes to the reward function for every completion. A group is
-graded concurrently through ``env.score`` (code through the sandbox pool); a completion whose
-grading hit an infrastructure failure gets ``None`` (TRL leaves it out) instead of 0; the mean
+graded concurrently through ``envs.grading.grade_batch`` (code through the sandbox pool); a
+completion whose grading hit an infrastructure failure (or raised) gets ``None`` (TRL leaves it out) instead of 0; the mean
 of each reward component is reported to TRL's logs as ``<env name>/<component>``.
 
 Importing this module silences the two start-up messages TRL's import prints on our pinned
@@ -21,13 +21,13 @@ has a snippet that trains two steps on CPU.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
 
-from envs.base import TaskEnv, is_infra_error
+from envs.base import TaskEnv
 from envs.extras import require
+from envs.grading import Threads, grade_batch, is_infra_error
 from envs.integrations.startup_noise import silence_trl_import_noise
 from tasks import Task
 
@@ -90,8 +90,7 @@ def reward_func(env_id: str, *, workers: int = 16,
             raise ValueError("the dataset needs a 'task_id' column (see envs.integrations.trl."
                              "dataset)")
         texts = [_text(c) for c in completions or []]
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(texts)))) as pool:
-            results = list(pool.map(env.score, task_id, texts))
+        results = grade_batch(env, task_id, texts, backend=Threads(env, workers))
         valid = [info for _, info in results if not is_infra_error(info)]
         if log_metric is not None and valid:
             for component in env.default_weights:

@@ -30,6 +30,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from envs.base import TaskEnv, is_infra_error
 from envs.episode import Episode, EpisodeError
+from envs.grading import grade_batch
 from envs.learner_env import LearnerEpisode, ScoreInfo
 from envs.openenv_server.types import CompletionAction, CompletionObservation, EpisodeState
 from tasks import PackError, Task
@@ -97,12 +98,13 @@ class ServedEnv:
 
 class RemoteGrading:
     """Grading on the Ray backend (``envs.ray_scoring.RayScorer``), for steps that arrive from
-    many sessions at once: one thread gathers whatever is waiting into one ``score_many`` call,
+    many sessions at once: one thread gathers whatever is waiting into one ``grade_batch`` call,
     so the cluster grades a batch while the sessions wait on their own futures."""
 
     def __init__(self, env: TaskEnv, address: str):
         from envs.ray_scoring import RayScorer  # Ray is imported only when asked for
 
+        self.env = env
         self.scorer = RayScorer(env, address)
         self._queue: queue.Queue[tuple[Task, str, Future] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="grpo-ray-grading", daemon=True)
@@ -128,9 +130,9 @@ class RemoteGrading:
                     break
                 batch.append(item)
             try:
-                results = self.scorer.score_many([t for t, _, _ in batch],
-                                                 [c for _, c, _ in batch])
-            except Exception as exc:  # noqa: BLE001 - handed to each waiting session
+                results = grade_batch(self.env, [t for t, _, _ in batch],
+                                      [c for _, c, _ in batch], backend=self.scorer)
+            except Exception as exc:  # noqa: BLE001 - bad arguments: handed to each session
                 for _, _, done in batch:
                     done.set_exception(exc)
                 continue

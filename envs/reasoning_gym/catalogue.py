@@ -63,8 +63,9 @@ def padded(env: Any, gold: str, others: Sequence[str]) -> dict[str, str]:
 def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, Any]:
     """One task's card (default config, its test split) and the padding check, as JSON."""
 
-    from envs.base import make_task_env, score_each
+    from envs.base import make_task_env
     from envs.card import run_card
+    from envs.grading import grade_batch
 
     if task in NOT_OFFERED:
         return {"ok": False, "kind": "-", "reason": NOT_OFFERED[task], "summary": "",
@@ -81,8 +82,8 @@ def run_task_card(task: str, *, n_tasks: int = 30, seed: int = 0) -> dict[str, A
             others = [g for g in golds[i + 1:] + golds[:i] if g is not None and g != gold]
             for completion in padded(env, gold, others).values():
                 pairs.append((t, completion))
-        scored = score_each(env, [t for t, _ in pairs], [c for _, c in pairs])
-        paid = [r for r in scored if not isinstance(r, Exception) and r[0] > 0]
+        scored = grade_batch(env, [t for t, _ in pairs], [c for _, c in pairs])
+        paid = [r for r in scored if r[0] > 0]
         failed = [r.check.id for r in card.results if r.status == "fail"]
         reasons = []
         if all(g is None for g in golds):

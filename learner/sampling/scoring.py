@@ -1,23 +1,20 @@
-"""Grading completions through the env: concurrently on this machine (code graders wait on
-sandboxes), or on a Ray cluster through a ``RemoteScorer`` (``envs.ray_scoring.RayScorer``)."""
+"""Grading completions through the env, by ``envs.grading.grade_batch``: concurrently on this
+machine (code graders wait on sandboxes), or on a Ray cluster through a ``RemoteScorer``
+(``envs.ray_scoring.RayScorer``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from envs.base import is_infra_error
+from envs.grading import Backend, Threads, grade_batch, is_infra_error
 from envs.learner_env import LearnerEnv
 from tasks import Task
 
-
-class RemoteScorer(Protocol):
-    """Grades elsewhere with the same results as ``env.score`` (``envs.ray_scoring``)."""
-
-    def score_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
-                   ) -> list[tuple[float, dict[str, Any]]]: ...
+#: Grades elsewhere with the same results as ``env.score`` (``envs.ray_scoring.RayScorer``): a
+#: backend of the grading door.
+RemoteScorer = Backend
 
 
 @dataclass
@@ -52,15 +49,13 @@ def score_all(
     env: LearnerEnv, tasks: list[Task], completions: list[str], workers: int = 16,
     scorer: RemoteScorer | None = None,
 ) -> Scores:
-    """Grade ``completions[i]`` against ``tasks[i]`` with ``env.score`` on a thread pool, or
-    with ``scorer`` (e.g. over a Ray cluster) when one is given."""
-    if len(tasks) != len(completions):
-        raise ValueError(f"{len(tasks)} tasks but {len(completions)} completions")
-    if scorer is not None:
-        results = scorer.score_many(tasks, completions) if tasks else []
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
-            results = [(r, dict(info)) for r, info in pool.map(env.score, tasks, completions)]
+    """Grade ``completions[i]`` against ``tasks[i]`` through ``envs.grading.grade_batch``: on
+    ``workers`` threads (more than a code env's warm pool: a program that hangs holds its
+    thread for the time limit), or with ``scorer`` (e.g. over a Ray cluster) when one is
+    given. Never raises past its arguments: a pair whose grading failed is an infrastructure
+    error (``Scores.infra_error``), which training drops."""
+    backend = scorer if scorer is not None else Threads(env, workers)
+    results = grade_batch(env, tasks, completions, backend=backend)
     return Scores.from_results([r for r, _ in results], [info for _, info in results])
 
 
