@@ -28,6 +28,8 @@ EnvRecipe = Literal["auto", "cpu", "gpu", "off"]  # --env-recipe (learner.recipe
 ToolRole = Literal["auto", "tool", "ipython", "user"]
 LrScheduler = Literal["constant", "cosine"]
 AsyncSteps = Literal[0, 1]
+# --sampler: which train tasks a step draws (learner.training.task_sampler).
+TaskSamplerName = Literal["sequential", "uniform", "curriculum"]
 
 SCALE_REWARDS = get_args(ScaleRewards)
 LOSS_TYPES = get_args(LossType)
