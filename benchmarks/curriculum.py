@@ -193,7 +193,7 @@ def summarize(out: Path) -> str:
         lines.append("|" + "---|" * len(head))
 
         def row(name: str, get: Any, pct: bool = False, digits: int = 2, show_before: Any = None,
-                head: list[str] = head) -> None:
+                head: list[str] = head, runs: dict = runs) -> None:
             cells = [name, "-" if show_before is None else show_before]
             cells += [_fmt([get(r) for r in runs[s]], pct, digits) for s in head[2:]]
             lines.append("| " + " | ".join(cells) + " |")
