@@ -101,6 +101,7 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         record["minutes"] = (time.perf_counter() - t0) / 60
         return record
     spent, signal, episodes, steps, mixes, credited = 0.0, 0, 0, 0, [], []
+    observed: dict[str, list[float]] = {}  # key -> [passes, episodes, tokens], undecayed
     while spent < tokens:
         step = trainer.train_step()
         m = step.metrics
@@ -109,6 +110,12 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         episodes += len(step.samples.scores.rewards)
         steps += 1
         mixes.append({k.removeprefix("mix/"): v for k, v in m.items() if k.startswith("mix/")})
+        g, lengths = step.samples.group_size, step.samples.rollout.policy_lengths.tolist()
+        for i, task in enumerate(step.samples.tasks):
+            acc = observed.setdefault(trainer.env.curriculum_key(task), [0.0, 0.0, 0.0])
+            acc[0] += sum(bool(p) for p in step.samples.scores.passed[i * g:(i + 1) * g])
+            acc[1] += g
+            acc[2] += sum(lengths[i * g:(i + 1) * g])
         for group in step.sample_groups(None):
             for text, passed in zip(group["completions"], group["passed"], strict=True):
                 if passed and len(credited) < 12:
@@ -122,11 +129,79 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         tokens=spent, steps=steps, episodes=episodes, signal_groups=signal,
         signal_per_1k_tokens=1000 * signal / spent, signal_per_episode=signal / episodes,
         mix=mixes, pass_rates=trainer.sampler.pass_rates(), credited=credited,
+        costs={k: st.cost for k, st in trainer.sampler.stats.items()}, observed=observed,
         accuracy=accuracy_by_key(trainer.env, trainer.policy, trainer.tokenizer, tasks,
                                  c.max_new_tokens),
         train_minutes=train_minutes, minutes=(time.perf_counter() - t0) / 60)
     trainer.close()
     return record
+
+
+def pooled_observed(rows: list[dict], pack: str) -> dict[str, list[float]]:
+    """Each key's passes, episodes and tokens over every run of ``pack`` (both samplers)."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if r["pack"] == pack:
+            for key, (passes, episodes, tokens) in r.get("observed", {}).items():
+                acc = out.setdefault(key, [0.0, 0.0, 0.0])
+                acc[0], acc[1], acc[2] = acc[0] + passes, acc[1] + episodes, acc[2] + tokens
+    return out
+
+
+def replay(pack: str, observed: dict[str, list[float]], sampler: str, seed: int,
+           tokens: float, prompts: int = COMMON["prompts_per_step"],
+           group: int = COMMON["group_size"]) -> dict[str, float]:
+    """The real sampler over the real pack, with each episode's outcome drawn from its key's
+    measured pass rate and its cost that key's measured mean tokens (no model): the signal
+    groups each sampler finds at a token budget the CPU runs cannot reach. A key without
+    measurements gets the others' pooled rate and cost."""
+    import gymnasium as gym
+    import numpy as np
+
+    import envs  # noqa: F401 - registers the grpo/* envs
+    from learner.training.task_sampler import build_sampler
+
+    spec = PACKS[pack]
+    env = gym.make(spec["env"], **spec["env_kwargs"]).unwrapped
+    total = [sum(v[i] for v in observed.values()) for i in range(3)]
+    rate = {k: v[0] / v[1] for k, v in observed.items() if v[1]}
+    cost = {k: v[2] / v[1] for k, v in observed.items() if v[1]}
+    s = build_sampler(sampler, env, seed, group)
+    rng = np.random.default_rng([seed, 2])
+    spent, signal, episodes = 0.0, 0, 0
+    while spent < tokens:
+        ids, rewards, costs = [], [], []
+        for task in s.take(prompts):
+            key = env.curriculum_key(task)
+            p, c = rate.get(key, total[0] / total[1]), cost.get(key, total[2] / total[1])
+            passed = rng.random(group) < p
+            signal += bool(0 < passed.sum() < group)
+            ids += [task.id] * group
+            rewards += passed.astype(float).tolist()
+            costs += [c] * group
+        s.update(ids, rewards, costs)
+        spent += sum(costs)
+        episodes += len(ids)
+    return {"signal_per_1k_tokens": 1000 * signal / spent, "signal_per_episode": signal / episodes}
+
+
+def replay_table(out: Path, tokens: float, seeds: int) -> str:
+    rows = read_results(out)
+    lines = [f"\nReplay at {tokens:.0f} tokens per run, seeds 0-{seeds - 1} (median, min-max):\n",
+             "| pack | measured pass rate per key (episodes) | uniform signal/1k tokens | "
+             "curriculum signal/1k tokens | ratio |", "|---|---|---|---|---|"]
+    for pack in PACKS:
+        observed = pooled_observed(rows, pack)
+        if not observed:
+            continue
+        got = {s: [replay(pack, observed, s, seed, tokens)["signal_per_1k_tokens"]
+                   for seed in range(seeds)] for s in ("uniform", "curriculum")}
+        med = {s: statistics.median(v) for s, v in got.items()}
+        rates = ", ".join(f"{k} {v[0] / v[1]:.2f} ({v[1]:.0f})" for k, v in sorted(observed.items()))
+        cells = [f"{med[s]:.3f} ({min(got[s]):.3f}-{max(got[s]):.3f})" for s in got]
+        ratio = med["curriculum"] / med["uniform"] if med["uniform"] else float("nan")
+        lines.append(f"| {pack} | {rates} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
+    return "\n".join(lines)
 
 
 def child(args: argparse.Namespace) -> int:
@@ -267,14 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="/tmp/curriculum-bench")
     p.add_argument("--packs", nargs="+", default=list(PACKS), choices=list(PACKS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--arith-tokens", type=int, default=1500,
+    p.add_argument("--arith-tokens", type=int, default=800,
                    help="sampled tokens each arith run trains on")
-    p.add_argument("--pyfunc-tokens", type=int, default=3000,
+    p.add_argument("--pyfunc-tokens", type=int, default=1600,
                    help="sampled tokens each pyfunc run trains on")
     p.add_argument("--per-level", type=int, default=2, help="held-out tasks per level")
     p.add_argument("--one", nargs=3, metavar=("PACK", "SAMPLER", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--summarize", action="store_true",
                    help="only print the table and write the plot from OUT/results.jsonl")
+    p.add_argument("--replay-tokens", type=float, default=0,
+                   help="also replay both samplers over this many tokens per run, each "
+                   "episode's outcome drawn from its key's pass rate measured in the runs")
+    p.add_argument("--replay-seeds", type=int, default=20)
     args = p.parse_args(argv)
     if args.one:
         return child(args)
@@ -282,12 +361,17 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not args.summarize:
         print(f"command: python benchmarks/curriculum.py {' '.join(sys.argv[1:])}", flush=True)
-        for pack in args.packs:
-            run_child(args, pack, "before", 0)
-            for seed in args.seeds:
+        # Seed by seed, both packs: a benchmark cut short still has paired comparisons. The
+        # starting model's accuracy last: it is one figure per pack.
+        for seed in args.seeds:
+            for pack in args.packs:
                 for sampler in ("uniform", "curriculum"):
                     run_child(args, pack, sampler, seed)
+        for pack in args.packs:
+            run_child(args, pack, "before", 0)
     print(summarize(out))
+    if args.replay_tokens:
+        print(replay_table(out, args.replay_tokens, args.replay_seeds))
     return 0
 
 
