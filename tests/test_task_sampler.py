@@ -250,3 +250,17 @@ def test_a_resumed_run_draws_the_same_mix_as_an_uninterrupted_one(tmp_path):
         mix = {k: v for k, v in a.items() if k.startswith(("mix/", "pass_rate/", "signal/"))}
         assert mix and mix == {k: b[k] for k in mix}
     assert sum(v for k, v in rows[-1].items() if k.startswith("mix/")) == pytest.approx(1.0)
+
+
+def test_the_plots_draw_the_mix_and_pass_rates(tmp_path):
+    from learner.plot import plot
+
+    rows = [{"step": s, "reward/mean": 0.1, "mix/L1": 0.5 - 0.1 * s, "mix/L2": 0.5 + 0.1 * s,
+             "pass_rate/L1": 0.9, "pass_rate/L2": 0.2 + 0.1 * s, "signal/per_episode": 0.01,
+             "signal/per_1k_tokens": 0.3} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    names = {p.name for p in plot(tmp_path)}
+    assert {"curriculum_mix.png", "curriculum_pass_rate.png", "signal_groups.png",
+            "signal_per_1k_tokens.png"} <= names
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.1}) + "\n")
+    assert "curriculum_mix.png" not in {p.name for p in plot(tmp_path, tmp_path / "other")}
