@@ -239,6 +239,29 @@ class TaskEnv(gym.Env[str, str]):
         easier pack or level it knows."""
         return "an easier pack, or a bigger model"
 
+    def curriculum_key(self, task: Task) -> str | None:
+        """The difficulty key of ``task`` a curriculum weighs (``envs.task_sampling``): its
+        level, family, subject or reasoning-gym task, so a learner can tell solved levels from
+        hopeless ones without knowing the domain. The default asks the pack's generator (a
+        procedural pack's level and options: ``L3``, ``L2-person``); a domain whose records
+        carry a key of their own overrides it. ``None``: the pack declares none (a learner then
+        weighs tasks one by one)."""
+        key_of = getattr(getattr(self.pack, "generator", None), "curriculum_key", None)
+        return key_of(task.fields) if key_of is not None else None
+
+    def curriculum_keys(self) -> list[str] | None:
+        """Every key ``curriculum_key`` gives the train split's tasks, so keys never drawn yet
+        keep a share; ``None`` when the pack declares none. The default asks the pack's
+        generator, else reads the keys of a finite train split's tasks (all or none keyed)."""
+        keys_of = getattr(getattr(self.pack, "generator", None), "curriculum_keys", None)
+        if keys_of is not None:
+            return list(keys_of())
+        if "train" not in self.pack.splits or self.pack.size("train") is None:
+            return None
+        keys = {self.curriculum_key(self.pack.task_at("train", i))
+                for i in range(self.pack.size("train") or 0)}
+        return None if not keys or None in keys else sorted(keys)  # type: ignore[type-var]
+
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).
 

@@ -90,6 +90,11 @@ class MathExactEnv(TaskEnv):
             return "level=1 (the easiest sums), or a bigger model"
         return "pack=arith level=1 (the easiest sums), or a bigger model"
 
+    def curriculum_key(self, task: Task) -> str | None:
+        # MATH's records carry their subject (algebra, geometry, ...): the curriculum's key.
+        subject = task.fields.get("subject")
+        return str(subject) if subject else super().curriculum_key(task)
+
     def __init__(self, *args: Any, timeout: float = 5.0, require_boxed: bool = False,
                  decimal_rounding: bool = False, **kwargs: Any):
         check_keywords(self.env_id, timeout=(timeout, POSITIVE_SECONDS),

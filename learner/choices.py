@@ -36,6 +36,8 @@ LrScheduler = Literal["constant", "cosine"]
 AsyncSteps = Literal[0, 1]
 # --autocast: bf16 autocast of the loss and reference passes (auto: on a CUDA GPU only).
 Autocast = Literal["auto", "bf16", "off"]
+# --sampler: which train tasks a step draws (learner.training.task_sampler).
+TaskSamplerName = Literal["sequential", "uniform", "curriculum"]
 
 SCALE_REWARDS = get_args(ScaleRewards)
 LOSS_TYPES = get_args(LossType)

@@ -34,6 +34,7 @@ from learner.choices import (
     RewardNorm,
     RolloutEngine,
     ScaleRewards,
+    TaskSamplerName,
     ToolRole,
     VllmDtype,
     VllmLora,
@@ -128,6 +129,12 @@ class Config:
         "accuracy (the env's verdict, passed, as DAPO; a group all wrong whose format or length "
         "terms differ would teach format or length alone) or reward (the shaped reward)")
     max_sampling_tries: int = _opt(4, "generation rounds per step with --dynamic-sampling")
+    sampler: TaskSamplerName = _opt(
+        "sequential", "which train tasks a step draws: sequential (the seeded stream of the "
+        "train split), uniform (each key the env declares, such as a level, subject or family, "
+        "equally often) or curriculum (keys weighted by their chance of a group with reward "
+        "spread per token, (1 - p^G - (1 - p)^G + eps) / cost, with a floor for every key; on "
+        "a pack without keys, task by task); its state is saved with each checkpoint")
     rollout_engine: RolloutEngine = _opt(
         "auto", "what samples the completions: hf (the learner's own decoding loop on the policy) "
         "or vllm (a vLLM engine in this process that receives the policy's weights after every "

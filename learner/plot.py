@@ -39,6 +39,12 @@ PANELS = {
     "infra_errors": ["samples/infra_errors"],
     # The run's peak memory so far (GB): resident, and allocated on a CUDA GPU.
     "memory": ["memory/peak_rss_gb", "memory/cuda_peak_allocated_gb"],
+    # --sampler: the share of each step's groups per curriculum key (level, family, subject),
+    # each key's pass rate as the sampler estimates it, and the groups with reward spread.
+    "curriculum_mix": None,  # every mix/<key>
+    "curriculum_pass_rate": None,  # every pass_rate/<key>
+    "signal_groups": ["signal/per_episode"],
+    "signal_per_1k_tokens": ["signal/per_1k_tokens"],
 }
 
 
@@ -78,6 +84,9 @@ def plot(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
             wanted = sorted(k for k in keys if k == "eval/accuracy" or k.startswith("eval/pass@"))
         elif name == "perturbations":
             wanted = sorted(k for k in keys if k.startswith("eval/perturb/"))
+        elif name in ("curriculum_mix", "curriculum_pass_rate"):
+            prefix = "mix/" if name == "curriculum_mix" else "pass_rate/"
+            wanted = sorted(k for k in keys if k.startswith(prefix))
         elif name == "reward_hack_flags":
             wanted = sorted(k for k in keys if k.startswith("flags/") and k != "flags/credited")
         series = {k: panel_series(rows, name, k) for k in wanted}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,6 +61,23 @@ class HashSplitGenerator:
         """``build``, for a caller that keeps only the keys ``wanted`` accepts: a subclass
         whose fields are costly may return None as the fields of any other key."""
         return self.build(combo, rng)
+
+    def curriculum_keys(self) -> list[str]:
+        """One difficulty key per option combination this generator draws from (``L3``,
+        ``L2-person``): a curriculum weighs them (``TaskEnv.curriculum_key``)."""
+        return [self.combo_key(combo) for combo in self.combos]
+
+    def combo_key(self, combo: tuple[Any, ...]) -> str:
+        return "-".join([f"L{combo[0]}", *map(str, combo[1:])])
+
+    def curriculum_key(self, record: Mapping[str, Any]) -> str:
+        """The key of a record: that of the combination its train id was drawn from (a train
+        id's index picks it, as ``record`` does), else its test id's ``L<level>[-<rest>]``."""
+        native = str(record["id"])
+        match = _TRAIN_ID.fullmatch(native)
+        if match is not None:
+            return self.combo_key(self.combos[int(match["index"]) % len(self.combos)])
+        return native.removeprefix("test-").rsplit("-", 1)[0]
 
     def source_files(self) -> list[Path]:
         """Files whose text decides the generated data (part of the pack's content hash)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,13 @@ class ReasoningGymGenerator(HashSplitGenerator):
         except Refused:
             return False
         return True
+
+    def combo_key(self, combo: tuple[Any, ...]) -> str:
+        # The reasoning-gym task and its level: packs of several tasks stay apart.
+        return f"{self.task}-L{combo[0]}"
+
+    def curriculum_key(self, record: Mapping[str, Any]) -> str:
+        return self.combo_key(self.combos[0])  # one task at one level per generator
 
     def source_files(self) -> list[Path]:
         return [Path(__file__), Path(__file__).with_name("answer_grammar.py")]

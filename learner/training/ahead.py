@@ -49,7 +49,8 @@ class DrawAhead:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-draw-ahead")
         self._pending: Future[StepSamples] | None = None
         self._version = 0
-        self.position: int | None = None  # the stream's position before the draw in flight
+        # The task sampler's state before the draw in flight (what a checkpoint saves).
+        self.position: dict[str, Any] | None = None
         self._frozen: torch.nn.Module | None = None
 
     @property
@@ -69,9 +70,10 @@ class DrawAhead:
                 buf.copy_(src)
         return self._frozen
 
-    def start(self, model: Any, version: int, position: int) -> None:
+    def start(self, model: Any, version: int, position: dict[str, Any]) -> None:
         """Draw the next step's samples with ``model`` (the frozen copy, or the policy when a
-        synced engine samples), drawn at policy ``version``; ``position``: the stream's."""
+        synced engine samples), drawn at policy ``version``; ``position``: the task sampler's
+        state before it."""
         if self._pending is not None:
             raise RuntimeError("a draw is already in flight")
         self._version, self.position = version, position

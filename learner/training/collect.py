@@ -32,11 +32,11 @@ from learner.sampling.graded import sample_graded
 from learner.sampling.scoring import RemoteScorer
 from learner.training import grpo, sharding
 from learner.training.batching import gather_rows, select_rows
-from learner.training.data import PromptStream
 from learner.training.distributed import Processes
 from learner.training.forward import completion_logprobs
 from learner.training.mismatch import LogprobMismatch
 from learner.training.samples import StepSamples
+from learner.training.task_sampler import LearnerSampler
 
 
 class Collector:
@@ -45,7 +45,7 @@ class Collector:
     samples (None: the learner's own loop on the policy)."""
 
     def __init__(self, config: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
-                 stream: PromptStream, procs: Processes, accelerator: Accelerator, *,
+                 stream: LearnerSampler, procs: Processes, accelerator: Accelerator, *,
                  scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int,
                  engine: SyncedEngine | None = None):
         self.config, self.env, self.tokenizer, self.stream = config, env, tokenizer, stream

@@ -50,7 +50,6 @@ from learner.training import (
 from learner.training.ahead import DrawAhead, Drawn
 from learner.training.batching import Batch, gather_rows, select_rows
 from learner.training.collect import Collector
-from learner.training.data import PromptStream
 from learner.training.distributed import (
     Processes,
     balance_rows,
@@ -64,6 +63,7 @@ from learner.training.policy_setup import enable_checkpointing, prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, infra_errors, step_metrics
 from learner.training.stops import InfraWatch, out_of_memory_as
+from learner.training.task_sampler import build_sampler, step_update
 from learner.training.update import PolicyUpdate
 
 
@@ -132,8 +132,11 @@ class GRPOTrainer:
             self.engine.seed_requests = bool(c.async_steps)
         self._synced_version = -1  # the policy version the engine holds
         self.sync_engine()
-        self.stream = PromptStream(self.env, "train", seed=c.seed)
-        self.collector = Collector(c, self.env, self.tokenizer, self.stream, self.procs,
+        # --sampler: which train tasks each step draws (``task_sampler``); ``stream`` is its
+        # seeded order of the train split.
+        self.sampler = build_sampler(c.sampler, self.env, c.seed, c.group_size)
+        self.stream = self.sampler.stream
+        self.collector = Collector(c, self.env, self.tokenizer, self.sampler, self.procs,
                                    self.accelerator, scorer=self.scorer, bridge=self.bridge,
                                    max_tokens=self.max_tokens, engine=self.engine)
         # --async-steps 1: the next step's samples, drawn while this one trains.
@@ -193,6 +196,8 @@ class GRPOTrainer:
                 if self.engine is not None and self.ahead is None:
                     self.engine.sleep()  # the update has the card (a no-op unless colocated)
             samples = drawn.samples
+            # Before the next draw starts: it draws with what this step's episodes taught.
+            mix = self.update_sampler(samples)
             sync_s = None
             if self.ahead is not None and self.step + 1 < c.steps:
                 sync_s = self.draw_ahead()  # the next step's, with the weights before the update
@@ -221,6 +226,7 @@ class GRPOTrainer:
                                StepTimes(time.perf_counter() - start, train_s),
                                lr=self.update.scheduler.get_last_lr()[0], procs=self.procs,
                                infra_errors=failed)
+        metrics.update(mix)
         if self.engine is not None and sync_s is not None:
             metrics["time/engine_sync_s"] = sync_s
         if self.ahead is not None:
@@ -243,8 +249,17 @@ class GRPOTrainer:
                 sync_s = time.perf_counter() - t0
         else:
             model = self.ahead.frozen_copy(self.policy)
-        self.ahead.start(model, self.update.version, self.stream.position)
+        self.ahead.start(model, self.update.version, self.sampler.state_dict())
         return sync_s
+
+    def update_sampler(self, samples: StepSamples) -> dict[str, Any]:
+        """Tell the task sampler how the step's episodes went (every process's); returns the
+        step's mix, signal and pass-rate metrics (``task_sampler.mix_metrics``)."""
+        roll = samples.rollout
+        return step_update(self.sampler, samples.tasks, samples.scores.passed,
+                           roll.policy_lengths.tolist(), samples.graded.tolist(),
+                           samples.reward_spread.tolist(), samples.group_size,
+                           self.procs.gather_objects if self.procs.world > 1 else None)
 
     def collect(self) -> StepSamples:
         """Generate and score until the step has its P groups (``collect``)."""
@@ -343,9 +358,10 @@ class GRPOTrainer:
         # A draw in flight holds the next step's prompts: a resumed run draws them again.
         ahead = self.ahead
         pending = ahead is not None and ahead.pending
-        position = ahead.position if ahead is not None and pending else self.stream.position
+        sampler = ahead.position if ahead is not None and pending else self.sampler.state_dict()
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,
-                        {"position": position}, keep=self.config.keep_checkpoints)
+                        {"position": sampler["position"], "sampler": sampler},
+                        keep=self.config.keep_checkpoints)
         self.saved_step = self.step
 
     def resume(self) -> bool:
@@ -353,7 +369,9 @@ class GRPOTrainer:
         if path is None:
             return False
         state = checkpoint.load(self.accelerator, path)
-        self.step, self.stream.position = state["step"], state["position"]
+        self.step = state["step"]
+        # A checkpoint from before --sampler holds the stream's position alone.
+        self.sampler.load_state_dict(state.get("sampler") or {"position": state["position"]})
         self.update.policy_is_reference = self.step == 0
         self.sync_engine()
         self.saved_step = self.step
