@@ -260,7 +260,8 @@ class TaskEnv(gym.Env[str, str]):
             return None
         keys = {self.curriculum_key(self.pack.task_at("train", i))
                 for i in range(self.pack.size("train") or 0)}
-        return None if not keys or None in keys else sorted(keys)  # type: ignore[type-var]
+        named = {k for k in keys if k is not None}
+        return None if not keys or len(named) < len(keys) else sorted(named)
 
     def gold_problem(self, task: Task) -> str | None:
         """Why the task's gold is not a well-formed answer for this env (``None`` when it is).

@@ -208,8 +208,8 @@ class CodeTestsEnv(TaskEnv):
 
     def score(self, task: Task | str, completion: str) -> tuple[float, ScoreInfo]:
         reward, info = super().score(task, completion)
-        info[INFRA_ERROR_KEY] = is_infra_error(info)
-        if info[INFRA_ERROR_KEY] and not self._warned_infra:
+        info["infra_error"] = is_infra_error(info)
+        if info["infra_error"] and not self._warned_infra:
             self._warned_infra = True  # once per env: a training run may hit thousands
             error = info["verdict"].details.get("error") or "the sandbox failed"
             warnings.warn(

@@ -126,5 +126,5 @@ class Episode:
         so a learner drops it rather than score the policy for the infrastructure."""
         self.done = True
         info = infra_failure_info(self.env, self.task, error)
-        info.update(**self._counters(), truncated_turns=False)
+        self._count(info, truncated=False)
         return "", 0.0, True, False, info

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from envs.learner_env import ScoreInfo
 from envs.verify.verdict import Verdict
 from tasks import Task
 
@@ -38,7 +39,7 @@ SANDBOX_ERROR = "sandbox_error"
 #: The verdict reason of a sample whose grading raised (a verifier bug: a result, not a crash).
 GRADER_RAISED = "grader_raised"
 
-Result = tuple[float, dict[str, Any]]
+Result = tuple[float, ScoreInfo]
 
 
 class Elapsed(float):
@@ -57,11 +58,10 @@ class Elapsed(float):
 class Gradable(Protocol):
     """What grading asks of an env (``envs.base.TaskEnv`` is one)."""
 
-    reward_weights: Mapping[str, float]
+    @property
+    def reward_weights(self) -> Mapping[str, float]: ...
 
     def score(self, task: Task, completion: str) -> Result: ...
-
-    def task_info(self, task: Task) -> dict[str, Any]: ...
 
 
 class Backend(Protocol):
@@ -95,7 +95,7 @@ def infra_verdict(error: str, extracted: str | None = None) -> Verdict:
 
 
 def infra_failure_info(env: Gradable, task: Task | str, error: str, *,
-                       raised: BaseException | None = None) -> dict[str, Any]:
+                       raised: BaseException | None = None) -> ScoreInfo:
     """The ``score`` info of a sample that could not be graded: the infrastructure failed
     (``error`` says how) or, with ``raised``, the grading raised that exception. Reward 0.0 for
     every component, not passed, ``info["infra_error"]`` True: trainers drop it."""
@@ -108,13 +108,13 @@ def infra_failure_info(env: Gradable, task: Task | str, error: str, *,
                 reason=verdict.reason, extracted=None, verdict=verdict,
                 grading_s=Elapsed(0.0), hit_time_limit=False)
     info[INFRA_ERROR_KEY] = True
-    return info
+    return cast(ScoreInfo, info)  # the task's keys (an env may add its own) and the grade's
 
 
-def _task_info(env: Gradable, task: Task | str) -> dict[str, Any]:
+def _task_info(env: Any, task: Task | str) -> dict[str, Any]:
     if isinstance(task, str):
         try:
-            task = env.pack.get(task)  # type: ignore[attr-defined]
+            task = env.pack.get(task)
         except Exception:  # noqa: BLE001 - an unknown id: the result still names it
             return {"task_id": task}
     return env.task_info(task)

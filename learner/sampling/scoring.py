@@ -56,7 +56,7 @@ def score_all(
     error (``Scores.infra_error``), which training drops."""
     backend = scorer if scorer is not None else Threads(env, workers)
     results = grade_batch(env, tasks, completions, backend=backend)
-    return Scores.from_results([r for r, _ in results], [info for _, info in results])
+    return Scores.from_results([r for r, _ in results], [dict(info) for _, info in results])
 
 
 def infra_reason(scores: Scores) -> str | None:

@@ -101,7 +101,7 @@ class KeyStats:
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    return rng.bit_generator.state
+    return dict(rng.bit_generator.state)
 
 
 class SamplerStateError(ValueError):
@@ -289,7 +289,7 @@ class PoolSampler(LearnerSampler):
     def sample(self, n: int) -> list[str]:
         shares = self.shares()
         revisit = self.rng.random(n) < POOL_SHARE if shares else np.zeros(n, dtype=bool)
-        picks = (self.rng.choice(len(shares), size=int(revisit.sum()),
+        picks: Any = (self.rng.choice(len(shares), size=int(revisit.sum()),
                                  p=list(shares.values())) if revisit.any() else [])
         ids, fresh = list(shares), iter(self.stream.take(int((~revisit).sum())))
         chosen = iter(picks)
@@ -384,7 +384,11 @@ def step_update(sampler: LearnerSampler, tasks: Sequence[Task], passed: Sequence
     mine = (ids, [float(p) for p in passed], [float(c) for c in costs], [bool(g) for g in graded],
             [t.id for t in tasks], [bool(s) for s in spread])
     parts = gather(mine) if gather is not None else [mine]
-    all_ids, rewards, tokens, keys, spreads = [], [], [], [], []
+    all_ids: list[str] = []
+    rewards: list[float] = []
+    tokens: list[float] = []
+    keys: list[str] = []
+    spreads: list[bool] = []
     total_tokens, episodes = 0.0, 0
     for p_ids, p_passed, p_costs, p_graded, p_groups, p_spread in parts:
         for task_id, reward, cost, ok in zip(p_ids, p_passed, p_costs, p_graded, strict=True):

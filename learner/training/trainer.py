@@ -358,7 +358,8 @@ class GRPOTrainer:
         # A draw in flight holds the next step's prompts: a resumed run draws them again.
         ahead = self.ahead
         pending = ahead is not None and ahead.pending
-        sampler = ahead.position if ahead is not None and pending else self.sampler.state_dict()
+        drawn_from = ahead.position if ahead is not None and pending else None
+        sampler = drawn_from if drawn_from is not None else self.sampler.state_dict()
         checkpoint.save(self.accelerator, self.config.output_dir, self.step,
                         {"position": sampler["position"], "sampler": sampler},
                         keep=self.config.keep_checkpoints)
