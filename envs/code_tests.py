@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -103,8 +104,8 @@ ARGUMENT_TRANSFORMS = {
 }
 _ORDINALS = ("first", "second", "third", "fourth")
 #: Also checked on a record with ``strict_baselines`` (a pack whose tasks are never a bare
-#: builtin, such as the procedural ``pyfunc``), with the first hidden answer returned as a
-#: constant: arithmetic transforms of the arguments (a name -> the returned expression).
+#: builtin, such as the procedural ``pyfunc``): arithmetic transforms of the arguments (a
+#: name -> the returned expression).
 TRANSFORMS = {
     "the first argument negated": "-args[0]",
     "the first argument's abs": "abs(args[0])",
@@ -125,6 +126,7 @@ UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
 MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
+MAX_HIDDEN_ANSWERS = 4  # the most common hidden answers tried as constants
 #: Of a ``strict_baselines`` record's graded cases, the most any shallow program may pass:
 #: its hidden cases are balanced (as many True as False, every branch taken).
 STRICT_SHALLOW_MAX = 0.5
@@ -396,10 +398,12 @@ def _baseline_parts(task: Task) -> tuple[dict[str, str], dict[str, str]]:
     for k in range(min(_arity(task), len(_ORDINALS))):
         for name, expr in ARGUMENT_TRANSFORMS.items():
             transforms[name.format(arg=f"{_ORDINALS[k]} argument")] = expr.format(a=f"args[{k}]")
+    # A hidden answer is not shown, but a policy may guess it ('Not matched!' beside a shown
+    # 'Found a match!'): the most common ones are constants too.
+    hidden = Counter(a for i, a in answers if i not in shown and a)
+    for answer, _ in hidden.most_common(MAX_HIDDEN_ANSWERS):
+        constants.setdefault(f"the hidden answer {answer}", answer)
     if task.fields.get("strict_baselines"):
-        hidden = [a for i, a in answers if i not in shown and a]
-        if hidden:
-            constants.setdefault(f"the first hidden answer {hidden[0]}", hidden[0])
         transforms.update(TRANSFORMS)
     return constants, transforms
 

@@ -15,7 +15,7 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    types, its sign (a non-negative or positive int stays so), a string's alphabet, a
    container's least length (no empty list where every seed has items), sortedness and
    distinct items, and an int argument's order against the others and against a container's
-   length (``k <= len(arr)``). An honest program may do anything off the contract; the cases
+   length (``k <= len(arr)``, ``n == len(arr)``). An honest program may do anything off the contract; the cases
    never ask it.
 4. **Expected outputs from the reference, in the sandbox** (``tasks.amplify_driver``): only an
    input on which the reference returns within ``CALL_S`` without an error, a value that is
@@ -204,11 +204,12 @@ def _hashable(value: Any) -> Any:
 
 @dataclass
 class Invariants:
-    """Per argument, its ``Shape``; and the orders between int arguments, and between an int
-    argument and a container's length, that every seed keeps."""
+    """Per argument, its ``Shape``; and the orders (equal, less, at most) between int
+    arguments, and between an int argument and a container's length, that every seed
+    keeps."""
     arity: int
     shapes: list[Shape]
-    relations: list[tuple[str, int, int]]  # ("le"|"lt"|"le_len"|"lt_len", i, j)
+    relations: list[tuple[str, int, int]]  # ("eq"|"le"|"lt", optionally "_len", i, j)
 
     @classmethod
     def of(cls, seeds: Sequence[tuple[Any, ...]]) -> Invariants:
@@ -224,16 +225,30 @@ class Invariants:
                     continue
                 pairs = [(s[i], s[j]) for s in seeds]
                 if all(_int(a) and _int(b) for a, b in pairs):
-                    if all(a < b for a, b in pairs):
+                    if all(a == b for a, b in pairs):
+                        relations.append(("eq", i, j))
+                    elif all(a < b for a, b in pairs):
                         relations.append(("lt", i, j))
                     elif all(a <= b for a, b in pairs):
                         relations.append(("le", i, j))
                 elif all(_int(a) and hasattr(b, "__len__") for a, b in pairs):
-                    if all(a < len(b) for a, b in pairs):
+                    if all(a == len(b) for a, b in pairs):
+                        relations.append(("eq_len", i, j))
+                    elif all(a < len(b) for a, b in pairs):
                         relations.append(("lt_len", i, j))
                     elif all(a <= len(b) for a, b in pairs):
                         relations.append(("le_len", i, j))
         return cls(arity, shapes, relations)
+
+    def repaired(self, args: tuple[Any, ...], changed: int) -> tuple[Any, ...]:
+        """``args`` after argument ``changed`` moved, with the equalities put back: an int
+        argument equal to another (or to a container's length) in every seed follows it."""
+        out = list(args)
+        for rel, i, j in self.relations:
+            if rel.startswith("eq") and i != changed:
+                with contextlib.suppress(TypeError):  # no length: allows() refuses it
+                    out[i] = len(out[j]) if rel == "eq_len" else out[j]
+        return tuple(out)
 
     def allows(self, args: tuple[Any, ...]) -> bool:
         if len(args) != self.arity:
@@ -243,7 +258,8 @@ class Invariants:
         for rel, i, j in self.relations:
             a, b = args[i], args[j]
             right = len(b) if rel.endswith("_len") else b
-            if rel.startswith("lt") and not a < right or rel.startswith("le") and not a <= right:
+            if (rel.startswith("lt") and not a < right or rel.startswith("le") and not a <= right
+                    or rel.startswith("eq") and a != right):
                 return False
         return True
 
@@ -338,7 +354,7 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
         for parent in parents:
             for i, value in enumerate(parent):
                 for mutated in mutate_value(value, rng, inv.shapes[i]):
-                    args = parent[:i] + (mutated,) + parent[i + 1:]
+                    args = inv.repaired(parent[:i] + (mutated,) + parent[i + 1:], i)
                     text = repr(args)
                     if text in known or text in found or len(text) > MAX_CHARS:
                         continue

@@ -137,3 +137,140 @@ def test_mutation_is_seeded():
     assert amplify.mutate_inputs(seeds, "x") == amplify.mutate_inputs(seeds, "x")
     rng = random.Random(0)
     assert amplify.mutate_value(True, rng) == [False]
+
+
+# -- the real engine: a sample of amplified tasks -------------------------------------------------
+#: Restored tasks (left out before as shallow-payable) and tasks where a mutant of the reference
+#: passed every original case, a few of each pack.
+SAMPLE = {"humaneval": ["40", "58", "137"], "mbpp": ["62", "105"]}
+
+
+def _code_env(pack, sandbox):
+    import gymnasium as gym
+
+    import envs  # noqa: F401 - registers the envs
+
+    return gym.make("grpo/CodeTests-v0", pack=pack, split="all", sandbox=sandbox).unwrapped
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("pack", list(SAMPLE))
+def test_amplified_tasks_pass_the_reference_and_fail_shallow_programs_and_mutants(pack, sandbox):
+    from envs.code_tests import mutant_programs
+
+    env = _code_env(pack, sandbox)
+    stored = amplify.read(env.pack.manifest.root / "amplified.json")
+    for native in SAMPLE[pack]:
+        task = env.pack.get(f"{pack}/{native}")
+        assert stored["tasks"][native]["tests"], native
+        _, info = env.score(task, env.gold_completion(task))
+        assert info["passed"], (native, info["reason"])
+        shallow = env.baseline_scores(task)
+        best = max(shallow, key=shallow.__getitem__)
+        assert shallow[best] < 1.0, (native, best)
+        programs = mutant_programs(task)
+        assert programs, native
+        scores = env.variant_scores(task, programs)
+        assert max(scores.values()) < 1.0, (native, max(scores, key=scores.__getitem__))
+        print(f"{pack}/{native}: reference passes {info['verdict'].details['n_hidden']} hidden "
+              f"cases; best shallow {best!r} {shallow[best]:.2f} of {len(shallow)}; best of "
+              f"{len(programs)} mutants {max(scores.values()):.2f}")
+
+
+# -- hacks that are no shallow program of the validator's families --------------------------------
+def _lookup_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "code_lookup_hack.py"
+    spec = importlib.util.spec_from_file_location("code_lookup_hack", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: A program that looks for the stored amplified cases on disk and answers from them.
+READS_THE_TEST_FILE = '''
+import ast, glob, os, re
+
+def _answers():
+    found = {}
+    for root in ("/", os.getcwd(), os.path.expanduser("~")):
+        for path in glob.glob(os.path.join(root, "**", "amplified.json"), recursive=True)[:5]:
+            for m in re.finditer(r"candidate\\(([^\\n]*?)\\) == ([^\\n\\"]*)", open(path).read()):
+                found[m.group(1)] = m.group(2)
+    return found
+
+def ENTRY(*args):
+    key = ", ".join(repr(a) for a in args)
+    table = _answers()
+    return ast.literal_eval(table[key]) if key in table else False
+'''
+
+
+@pytest.mark.docker
+def test_memorised_public_tests_and_reading_the_test_file_earn_no_full_pass(sandbox):
+    """HumanEval's and MBPP's tests are public: a lookup table of a task's own cases with
+    their most common answer as the fallback passed every restored task in full before the
+    amplified cases (and 'return False' with a table is the constant tasks' hack); now it
+    does not. A program that hunts for the stored cases on disk finds nothing in the
+    sandbox."""
+    lookup = _lookup_module()
+    for pack, ids in SAMPLE.items():
+        env = _code_env(pack, sandbox)
+        own = {r["id"]: list(r["tests"]) for _, r in __import__(
+            f"tasks.{pack}", fromlist=["records"]).records()}
+        for native in ids:
+            task = env.pack.get(f"{pack}/{native}")
+            result = lookup.measure(env, task, own[native])
+            assert result is not None and result["before"], (native, result)
+            assert not result["after"], (native, result)
+            entry = task["entry_point"] if isinstance(task["entry_point"], str) else \
+                task["entry_point"][0]
+            program = READS_THE_TEST_FILE.replace("ENTRY", entry)
+            _, info = env.score(task, f"```python\n{program}```\n")
+            assert not info["passed"] and info["rewards"]["tests"] <= 0.5, (native, info)
+
+
+#: Correct programs written independently of the references (not edits of them): the amplified
+#: inputs stay inside each task's contract, so a correct program other than the reference
+#: passes them too (the TPR of honest programs, beyond the gold's own).
+HONEST = {
+    "humaneval/0": "def has_close_elements(numbers, threshold):\n"
+                   "    s = sorted(numbers)\n"
+                   "    return any(b - a < threshold for a, b in zip(s, s[1:]))\n",
+    "humaneval/34": "def unique(l):\n    return sorted(set(l))\n",
+    "humaneval/40": "from itertools import combinations\n\n"
+                    "def triples_sum_to_zero(l):\n"
+                    "    return any(sum(c) == 0 for c in combinations(l, 3))\n",
+    "humaneval/54": "def same_chars(s0, s1):\n    return set(s0) == set(s1)\n",
+    "humaneval/58": "def common(l1, l2):\n    return sorted(set(l1).intersection(l2))\n",
+    "humaneval/72": "def will_it_fly(q, w):\n    return list(q) == list(reversed(q)) and sum(q) <= w\n",
+    "humaneval/137": "def compare_one(a, b):\n"
+                     "    num = lambda v: float(v.replace(',', '.')) if isinstance(v, str) else v\n"
+                     "    if num(a) == num(b):\n        return None\n"
+                     "    return a if num(a) > num(b) else b\n",
+    "humaneval/138": "def is_equal_to_sum_even(n):\n    return n >= 8 and n % 2 == 0\n",
+    "mbpp/203": "def hamming_Distance(a, b):\n    return bin(a ^ b).count('1')\n",
+    "mbpp/502": "def find(n, m):\n    return n % m\n",
+    "mbpp/72": "def dif_Square(n):\n"
+               "    return any(a * a - b * b == n for a in range(n + 1) for b in range(a + 1))\n",
+    "mbpp/223": "def is_majority(arr, n, x):\n    return arr.count(x) * 2 > n\n",
+    "mbpp/16": "import re\n\ndef text_lowercase_underscore(text):\n"
+               "    return 'Found a match!' if re.fullmatch('[a-z]+_[a-z]+', text) "
+               "else 'Not matched!'\n",
+}
+
+
+@pytest.mark.docker
+def test_independent_correct_programs_pass_the_amplified_cases(sandbox):
+    envs_by_pack = {}
+    results = {}
+    for task_id, program in HONEST.items():
+        pack = task_id.split("/")[0]
+        env = envs_by_pack.setdefault(pack, _code_env(pack, sandbox))
+        task = env.pack.get(task_id)
+        _, info = env.score(task, f"```python\n{program}```\n")
+        results[task_id] = (info["passed"], info["reason"], info["verdict"].details["n_hidden"])
+    print(results)
+    assert all(passed for passed, _, _ in results.values()), results

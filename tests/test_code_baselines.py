@@ -155,9 +155,15 @@ def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     test_tasks = [mbpp.pack.get(i) for i in mbpp.pack.ids("test")]
     assert he.trivially_passed([he.pack.get(i) for i in he.pack.ids("test")]) == {}
     assert mbpp.trivially_passed(test_tasks + [t for t in moved if t.split == "train"]) == {}
+    # Tasks left out as shallow-payable are back where their amplified cases (tasks.amplify)
+    # fail every shallow program; the train-split ones are checked here too.
     he_ids = he.pack.ids("train") + he.pack.ids("test")
-    assert {"humaneval/40", "humaneval/54", "humaneval/34", "humaneval/58"}.isdisjoint(he_ids)
-    assert {"mbpp/62", "mbpp/203"}.isdisjoint(mbpp.pack.ids("train") + mbpp.pack.ids("test"))
+    back = ["humaneval/40", "humaneval/54", "humaneval/34", "humaneval/58"]
+    assert set(back) <= set(he_ids)
+    assert he.trivially_passed([he.pack.get(i) for i in back]) == {}
+    mbpp_ids = mbpp.pack.ids("train") + mbpp.pack.ids("test")
+    assert "mbpp/62" not in mbpp_ids and "mbpp/203" in mbpp_ids  # min(l) is the builtin asked
+    assert mbpp.trivially_passed([mbpp.pack.get("mbpp/203"), mbpp.pack.get("mbpp/16")]) == {}
 
 
 def test_the_moved_example_keeps_the_split():
