@@ -205,6 +205,7 @@ def _provenance(pack: str, module: Any, started: float) -> dict[str, Any]:
         "source": {"distribution": dist, "version": importlib.metadata.version(dist),
                    "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
         "settings": {"pool": amplify.POOL, "max_added": amplify.MAX_ADDED,
+                     "min_graded": amplify.MIN_GRADED,
                      "call_s": amplify.CALL_S, "shallow_max": amplify.SHALLOW_MAX,
                      "max_mutants": MAX_MUTANTS, "fast_share": FAST_SHARE},
         "made": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -27,7 +27,7 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    cases, and with ``extended`` swapped operators) are run on every kept input; cases are
    chosen greedily so that each of them that the task's own cases let pass in full fails one,
    then so that no shallow program passes more than half of the graded cases where the inputs
-   allow it, at most ``MAX_ADDED`` cases a task.
+   allow it, then up to ``MIN_GRADED`` graded cases; at most ``MAX_ADDED`` cases a task.
 
 The result is stored per pack (``tasks/<pack>/amplified.json``) with its provenance, and the
 pack's loader appends each task's cases to its hidden tests (``amplified_tests``).
@@ -50,6 +50,9 @@ from typing import Any
 #: limit, so that a slow container does not fail the reference).
 POOL = 160
 MAX_ADDED = 8
+#: Graded cases a task gets at least (its hidden ones and the added ones), where the inputs
+#: allow: a task with one hidden case (humaneval/34) grades on more than one input.
+MIN_GRADED = 4
 CALL_S = 0.25
 #: The most a shallow program may pass of a task's graded cases, where the inputs allow it
 #: (the issue's rule for partially graded code).
@@ -390,11 +393,13 @@ class Adversary:
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
-                 max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX) -> list[int]:
+                 max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX,
+                 min_graded: int = MIN_GRADED) -> list[int]:
     """Indices of candidate inputs (of ``usable``) to add: first, greedily, each adversary that
     passes every graded case so far gets one it fails (the input that fails most of those
     left); then, while a shallow program passes more than ``shallow_max`` of the graded cases,
-    the input that the most of those fail (ties: the one most adversaries fail)."""
+    the input that the most of those fail (ties: the one most adversaries fail); then, while
+    the task has fewer than ``min_graded`` graded cases, the input most adversaries fail."""
     chosen: list[int] = []
     usable = list(usable)
 
@@ -428,6 +433,11 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
         if kills(best, over) == 0:
             break
         chosen.append(best)
+    while len(chosen) < max_added and total() < min_graded:
+        left = [i for i in usable if i not in chosen]
+        if not left:
+            break
+        chosen.append(max(left, key=lambda i: (kills(i, adversaries), -i)))
     return chosen
 
 

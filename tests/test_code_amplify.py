@@ -61,9 +61,10 @@ def test_select_cases_kills_full_passers_then_halves_the_shallow():
     # a shallow program that passes in full gets a case it fails (1), then one more, to half
     d = amplify.Adversary("shallow", True, 2, "1000")
     assert amplify.select_cases([d], own, [0, 1, 2, 3], max_added=4) == [1, 2]
-    # at half already: nothing is added
+    # at half already: only up to MIN_GRADED (4) graded cases, those most adversaries fail
     e = amplify.Adversary("half", True, 1, "1000")
-    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4) == []
+    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4) == [1, 2]
+    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4, min_graded=2) == []
 
 
 def test_render_case_compares_floats_within_a_tolerance():

@@ -474,15 +474,29 @@ def test_tpr_tnr_counts_golds_passed_and_negatives_failed():
 
 
 class MutantToyEnv(ToyEnv):
-    """Offers the gold with its last character changed as a mutant, and pays it."""
+    """Offers the gold in lower case as a mutant (the reference check reads it as wrong)."""
 
     def mutant_completions(self, task: Task) -> dict[str, str]:
-        return {"last digit": self.gold_completion(task) + "0"}
+        return {"lower case": self.gold_completion(task).lower()}
 
 
 def test_a_paid_mutant_fails_tpr_tnr():
-    env = MutantToyEnv(lambda t, c: c.startswith(f"ANSWER {t['answer']}"))
+    env = MutantToyEnv(lambda t, c: c.upper() == f"ANSWER {t['answer']}".upper())
     card = run_card(env, fast=True, corpus_lines=[])
     result = card.result("grpo.tpr_tnr")
     assert result.status == "fail" and result.metrics["mutants"] == card.n_tasks
-    assert result.metrics["tnr"] < 1.0 and "last digit" in result.note
+    assert result.metrics["tnr"] < 1.0 and "lower case" in result.note
+
+
+class LuckyToyEnv(ToyEnv):
+    """Offers a shallow constant that happens to be the task's answer."""
+
+    def shallow_completions(self, task: Task) -> dict[str, str]:
+        return {**super().shallow_completions(task), "lucky": self.gold_completion(task)}
+
+
+def test_a_shallow_completion_that_is_the_answer_is_no_false_positive():
+    """Math's base rate: a constant that is a task's answer passes, and is correct."""
+    card = run_card(LuckyToyEnv(honest_rule), fast=True, corpus_lines=[])
+    assert card.result("statistical.adversarial_floor").metrics["passed"] > 0  # some did pass
+    assert card.result("grpo.tpr_tnr").metrics["tnr"] == 1.0

@@ -21,6 +21,7 @@ import gymnasium as gym
 
 from envs.base import TaskEnv
 from envs.card import corpus as corpora
+from envs.card import reference
 from envs.card import search as reward_search
 from envs.card.checks import BY_ID, ORACLE_TOLERANCE, Result, share_rules
 from envs.card.grading import Graded, grade, max_reward, skill_weights
@@ -179,8 +180,10 @@ class _Run:
                 jobs.append(("mutant", name, task, completion))
         graded = self._grade(env, [(t, c) for _, _, t, c in jobs])
         by_group: dict[str, list[tuple[str, Task, Graded]]] = defaultdict(list)
-        for (group, name, task, _), g in zip(jobs, graded, strict=True):
+        texts: dict[tuple[str, str, str], str] = {}
+        for (group, name, task, completion), g in zip(jobs, graded, strict=True):
             by_group[group].append((name, task, g))
+            texts[group, name, task.id] = completion
         # Determinism: the golds, the do-nothing and the canary completions graded again.
         again = [(i, j) for i, j in enumerate(jobs) if j[0] in ("gold", "floor", "canary")]
         second = self._grade(env, [(t, c) for _, (_, _, t, c) in again])
@@ -193,7 +196,7 @@ class _Run:
             _determinism(pairs),
             self._adversarial(by_group["shallow"]),
             self._hacks(hacks, by_group["gold"]),
-            _tpr_tnr(by_group["gold"], by_group["shallow"], by_group["mutant"]),
+            self._tpr_tnr(by_group, texts),
             self._search(),
             _honest(honest, self.stale["honest"]),
             _latency(self.all),
@@ -265,6 +268,24 @@ class _Run:
         return dict(list(found.items())[:keep])
 
     # -- checks -----------------------------------------------------------------------------
+    def _tpr_tnr(self, by_group: dict[str, list[tuple[str, Task, Graded]]],
+                 texts: dict[tuple[str, str, str], str]) -> Result:
+        """``_tpr_tnr`` over the golds, and over the shallow and mutant completions that are
+        not correct answers by the reference check of ``envs.card.reference`` (a shallow
+        constant that is a task's answer, math's base rate, is no false positive)."""
+        def wrong(group: str, name: str, task: Task, g: Graded) -> bool:
+            if not g.passed:
+                return True
+            try:
+                return not reference.correct(self.env, task, texts[group, name, task.id])
+            except Exception:  # noqa: BLE001 - no reference verdict: count it as wrong
+                return True
+
+        negatives = [(n, t, g) for group in ("shallow", "mutant") for n, t, g in by_group[group]
+                     if wrong(group, n, t, g)]
+        return _tpr_tnr(by_group["gold"], negatives,
+                        sum(1 for _, _, g in by_group["mutant"] if g.usable))
+
     def _oracle(self, golds: list[tuple[str, Task, Graded]]) -> Result:
         usable = [(t, g) for _, t, g in golds if g.usable]
         at_max = [g.frac >= 1 - ORACLE_TOLERANCE for _, g in usable]
@@ -397,18 +418,17 @@ def _floor_result(check_id: str, graded: list[tuple[str, Task, Graded]]) -> Resu
     return Result(BY_ID[check_id], metrics)
 
 
-def _tpr_tnr(golds: list[tuple[str, Task, Graded]], shallow: list[tuple[str, Task, Graded]],
-             mutants: list[tuple[str, Task, Graded]]) -> Result:
-    """TPR: the golds that pass in full; TNR: the shallow completions and gold mutants that do
-    not (the card's own ``prompt_words_shuffled`` included)."""
+def _tpr_tnr(golds: list[tuple[str, Task, Graded]], negatives: list[tuple[str, Task, Graded]],
+             n_mutants: int) -> Result:
+    """TPR: the golds that pass in full; TNR: the negatives (shallow completions, the card's
+    own ``prompt_words_shuffled`` included, and ``n_mutants`` gold mutants) that do not."""
     positives = [g for _, _, g in golds if g.usable]
-    negatives = [(n, t, g) for n, t, g in shallow + mutants if g.usable]
+    negatives = [(n, t, g) for n, t, g in negatives if g.usable]
     passed = [f"{t.id} by {n}" for n, t, g in negatives if g.passed]
     metrics = {"n": len(positives) + len(negatives), "golds": len(positives),
                "tpr": _mean(g.passed for g in positives) if positives else 1.0,
                "negatives": len(negatives),
-               "shallow": sum(1 for _, _, g in shallow if g.usable),
-               "mutants": sum(1 for _, _, g in mutants if g.usable),
+               "shallow": len(negatives) - n_mutants, "mutants": n_mutants,
                "tnr": _mean(not g.passed for _, _, g in negatives) if negatives else 1.0}
     note = f"passed in full: {', '.join(passed[:3])}" if passed else ""
     return Result(BY_ID["grpo.tpr_tnr"], metrics, note)
