@@ -123,7 +123,7 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     for (name, is_shallow), agrees, own in zip(kinds, out["agree"], out["cases"][1:],
                                                strict=True):
         adversaries.append(amplify.Adversary(name, is_shallow,
-                                             sum(own[i] == "1" for i in graded), agrees))
+                                             sum(own[i] in "1t" for i in graded), agrees))
     chosen = amplify.select_cases(adversaries, len(graded), usable)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
@@ -156,7 +156,7 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
     total = len(graded) + len(chosen)
 
     def passed(a: amplify.Adversary, picks: Sequence[int]) -> int:
-        return a.passes_own + sum(a.agrees[i] == "1" for i in picks)
+        return a.passes_own + sum(a.agrees[i] in "1t" for i in picks)
 
     def in_full(group: Sequence[amplify.Adversary], picks: Sequence[int], n: int) -> list[str]:
         return [a.name for a in group if passed(a, picks) == n]

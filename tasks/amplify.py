@@ -388,8 +388,9 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
 class Adversary:
     name: str
     shallow: bool  # a shallow program (else a mutant of the reference)
-    passes_own: int  # of the task's graded cases
-    agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none
+    passes_own: int  # of the task's graded cases (those it was not run on included)
+    agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
+    # "t" not run (after its third timeout): never counted as failed
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
@@ -403,8 +404,8 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
     chosen: list[int] = []
     usable = list(usable)
 
-    def passed(a: Adversary) -> int:
-        return a.passes_own + sum(a.agrees[i] == "1" for i in chosen)
+    def passed(a: Adversary) -> int:  # an input it was not run on ("t") may pass
+        return a.passes_own + sum(a.agrees[i] in "1t" for i in chosen)
 
     def total() -> int:
         return n_graded + len(chosen)

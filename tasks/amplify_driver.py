@@ -18,9 +18,10 @@ stdin: one JSON object
 stdout: one JSON line: ``canon`` (per input: ``[status, repr of the reference's value,
 seconds]``, status ``ok``, ``error``, ``timeout`` or ``not_literal``), ``agree`` (per
 program but the reference, then per shallow program: one character per input, ``1`` when it
-returns the reference's value, ``0`` when not, ``-`` where the reference gave none) and
-``cases`` (per program, reference included, then per shallow program: one character per test
-case, ``1`` when it passes).
+returns the reference's value, ``0`` when not, ``-`` where the reference gave none, ``t`` not
+run after the program's third timeout) and ``cases`` (per program, reference included, then per
+shallow program: one character per test case, ``1`` when it passes, ``0`` when not, ``t`` not
+run after its third timeout).
 """
 
 DRIVER = r'''
@@ -151,8 +152,9 @@ for args in inputs:
         canon.append([status, value, round(seconds, 6)])
         values.append(None)
 
-# A program that runs out of time MAX_TIMEOUTS times is taken to fail the rest (a mutant
-# whose loop no longer ends would otherwise cost a timeout per input).
+# A program that runs out of time MAX_TIMEOUTS times runs no more (a mutant whose loop no
+# longer ends would otherwise cost a timeout per input): its timeouts are failures ("0"), what
+# it was not run on is unknown ("t"), never taken for a failure.
 MAX_TIMEOUTS = 3
 timeouts = [0] * len(functions)
 agree = []
@@ -161,8 +163,10 @@ for k, fn in enumerate(functions[1:], start=1):
     for args, want, c in zip(inputs, values, canon):
         if c[0] != "ok" or c[2] > FAST_S:  # no value, or too slow to be a case
             row.append("-")
-        elif fn is None or timeouts[k] >= MAX_TIMEOUTS:
+        elif fn is None:
             row.append("0")
+        elif timeouts[k] >= MAX_TIMEOUTS:
+            row.append("t")
         else:
             status, got, _ = timed(fn, *copy.deepcopy(args))
             timeouts[k] += status == "timeout"
@@ -170,11 +174,15 @@ for k, fn in enumerate(functions[1:], start=1):
     agree.append("".join(row))
 
 cases = []
+timeouts = [0] * len(functions)  # the task's own cases count their own
 for k, fn in enumerate(functions):
     row = []
     for case in spec["cases"]:
-        if fn is None or (k and timeouts[k] >= MAX_TIMEOUTS):
+        if fn is None:
             row.append("0")
+            continue
+        if k and timeouts[k] >= MAX_TIMEOUTS:
+            row.append("t")
             continue
         ns = dict(base)
         for name in names:
