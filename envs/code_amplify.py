@@ -124,6 +124,11 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                                                strict=True):
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
+    # The task's own cases are public: each shallow program behind a table of them passes
+    # them all, and on any other input answers as the shallow program does.
+    adversaries += [amplify.Adversary(f"its own cases memorised, else {a.name}", False,
+                                      len(graded), a.agrees, memorised=True)
+                    for a in adversaries if a.shallow]
     chosen = amplify.select_cases(adversaries, len(graded), usable)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
@@ -162,9 +167,10 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
         return [a.name for a in group if passed(a, picks) == n]
 
     shallow = [a for a in adversaries if a.shallow]
+    memorised = [a for a in adversaries if a.memorised]
     # A mutant that returns the reference's value on every input tried and passes the task's
     # own cases is (as far as the inputs tell) the same function: no test can fail it.
-    live = [a for a in adversaries if not a.shallow and not (
+    live = [a for a in adversaries if not a.shallow and not a.memorised and not (
         a.passes_own == len(graded) and "0" not in a.agrees)]
     live_idx = {a.name for a in live}
     edits = [[k, m.edit] for k, m in enumerate(mutated) if f"mutant {k}: {m.edit}" in live_idx]
@@ -182,7 +188,8 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
                    "best_shallow": round(max((a.passes_own / len(graded) for a in shallow),
                                              default=0.0), 4)},
         "after": {"shallow_in_full": len(shallow_full), "mutants_in_full": len(mutants_full),
-                  "best_shallow": round(best, 4)},
+                  "best_shallow": round(best, 4),
+                  "memorised_in_full": len(in_full(memorised, chosen, total))},
         "survivors": (shallow_full + mutants_full)[:5],
         "mutant_edits": edits,
         "safe": not shallow_full and not mutants_full,
@@ -230,6 +237,9 @@ def summary(stored: dict[str, Any]) -> dict[str, Any]:
             "tasks_best_shallow_over_half": sum(e[when]["best_shallow"] > amplify.SHALLOW_MAX
                                                 for e in entries),
         }
+    # Before, every task's own cases memorised pass it in full.
+    out["after"]["tasks_its_memorised_cases_pass"] = sum(
+        e["after"].get("memorised_in_full", 0) > 0 for e in entries)
     return out
 
 

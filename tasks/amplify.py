@@ -24,7 +24,9 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    ``envs.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
    transforms of an argument, each falling back to a constant) and the reference's mutants
    (``tasks.mutants``: comparisons off by one, shifted bounds, swapped branches, dropped zero
-   cases, and with ``extended`` swapped operators) are run on every kept input; cases are
+   cases, and with ``extended`` swapped operators) are run on every kept input, and so is each
+   shallow program behind a lookup table of the task's own cases (HumanEval's and MBPP's tests
+   are public: a memorised table passes them all, so it must fail an added case); cases are
    chosen greedily so that each of them that the task's own cases let pass in full fails one,
    then so that no shallow program passes more than half of the graded cases where the inputs
    allow it, then up to ``MIN_GRADED`` graded cases; at most ``MAX_ADDED`` cases a task.
@@ -391,6 +393,10 @@ class Adversary:
     passes_own: int  # of the task's graded cases (those it was not run on included)
     agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
     # "t" not run (after its third timeout): never counted as failed
+    #: A shallow program behind a lookup table of the task's own (public) cases: it passes
+    #: them all, and must fail an added one. Not held to ``shallow_max``: with its own cases
+    #: memorised it would take more added cases than ``MAX_ADDED`` allows.
+    memorised: bool = False
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],

@@ -101,6 +101,15 @@ def test_stored_file_has_provenance_and_a_summary(module):
     assert after["tasks_a_mutant_passes"] <= stored["summary"]["before"]["tasks_a_mutant_passes"]
 
 
+def test_no_humaneval_task_is_paid_by_its_memorised_public_cases():
+    """Every HumanEval task's own cases are public; with them as a lookup table and any
+    shallow program behind it, a program passed 143 of 152 tasks in full before the amplified
+    cases, and 48 with the first amplified file (``benchmarks/code_lookup_hack.py``): each
+    task has now an added case that each such program fails (counted by the generator)."""
+    summary = amplify.read(humaneval.AMPLIFIED)["summary"]
+    assert summary["after"]["tasks_its_memorised_cases_pass"] == 0
+
+
 def test_left_out_tasks_come_back_only_when_safe():
     he = {r["id"] for recs in humaneval.load().values() for r in recs}
     stored = amplify.read(humaneval.AMPLIFIED)
