@@ -19,7 +19,7 @@ expected value, so a program that hard-codes the docstring's examples earns noth
 (see ``shown_cases``). Written calls are read by the parser, so brackets inside their strings
 (``match_parens([')', ')'])``) do not end them, and a bare word argument is the string it
 spells (``is_happy(abcd) => True``). 120 of the 162 graded problems show at least one of
-their own cases, 319 of 1128 in all (the 269 amplified cases are never shown).
+their own cases, 319 of 1128 in all (the 348 amplified cases are never shown).
 
 The tests run in a trusted process with the prompt as their set-up (its helper functions, such
 as ``encode_cyclic`` for ``decode_cyclic``, are the prompt's, never the program's), and
