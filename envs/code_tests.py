@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,6 +65,7 @@ from envs.verify.verdict import Verdict
 from sandbox import Sandbox, SandboxUnavailable
 from sandbox.harness import TestReport, find_entry_points, parse, run_tests, run_variants
 from tasks import Task
+from tasks.mutants import mutants
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 #: The function asked outside the training format: reworded, and without Markdown fences.
@@ -104,8 +106,8 @@ ARGUMENT_TRANSFORMS = {
 }
 _ORDINALS = ("first", "second", "third", "fourth")
 #: Also checked on a record with ``strict_baselines`` (a pack whose tasks are never a bare
-#: builtin, such as the procedural ``pyfunc``), with the first hidden answer returned as a
-#: constant: arithmetic transforms of the arguments (a name -> the returned expression).
+#: builtin, such as the procedural ``pyfunc``): arithmetic transforms of the arguments (a
+#: name -> the returned expression).
 TRANSFORMS = {
     "the first argument negated": "-args[0]",
     "the first argument's abs": "abs(args[0])",
@@ -122,10 +124,11 @@ TRANSFORMS = {
 #: Record fields the model never sees: the rest (the prompt's text, its examples) are searched
 #: for the literal strings a shallow program could return.
 UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "challenge_tests",
-                            "entry_point", "id", "form", "mutants"})
+                            "entry_point", "id", "form", "mutants", "mutant_edits"})
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
 MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
+MAX_HIDDEN_ANSWERS = 4  # the most common hidden answers tried as constants
 #: Of a ``strict_baselines`` record's graded cases, the most any shallow program may pass:
 #: its hidden cases are balanced (as many True as False, every branch taken).
 STRICT_SHALLOW_MAX = 0.5
@@ -152,8 +155,15 @@ class CodeTestsEnv(TaskEnv):
     #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold),
     #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``, and no
     #: shallow program may earn more than ``STRICT_SHALLOW_MAX``) and ``mutants`` (the gold
-    #: with one edge broken, which must not pass: ``mutants_passed``).
+    #: with one edge broken, which must not pass: ``mutants_passed``) or ``mutant_edits``
+    #: (the same, stored as places in the gold's mutants: ``mutant_programs``).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
+    #: The reward is partial (the fraction of the hidden cases passed), and the rule for a
+    #: shallow program is issue 43's: at most this share of any task's cases, never all of
+    #: them. The report card reads it (``envs.card``: the shallow and known-hack checks take
+    #: this bound for a partially graded env; see docs/report-cards.md for why the reward
+    #: itself is not cut at the shallow baseline).
+    shallow_share_max: ClassVar[float | None] = STRICT_SHALLOW_MAX
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 
     def __init__(self, *args: Any, sandbox: Sandbox | None = None, per_test_s: float = 3.0,
@@ -338,6 +348,12 @@ class CodeTestsEnv(TaskEnv):
             shallow[f"returns {name}"] = f"```python\n{program.rstrip()}\n```\n"
         return shallow
 
+    def mutant_completions(self, task: Task) -> dict[str, str]:
+        """The record's mutants of its reference (``mutant_programs``), as a model would write
+        them: a fenced block (the report card's ``grpo.tpr_tnr``: none may pass)."""
+        return {name: f"```python\n{program.rstrip()}\n```\n"
+                for name, program in mutant_programs(task).items()}
+
     def grade_many(self, tasks: Sequence[Task | str], completions: Sequence[str]
                    ) -> list[tuple[float, ScoreInfo]]:
         """``score`` for each (task, completion) pair, concurrently through the sandbox pool."""
@@ -379,10 +395,12 @@ def _baseline_parts(task: Task) -> tuple[dict[str, str], dict[str, str]]:
     for k in range(min(_arity(task), len(_ORDINALS))):
         for name, expr in ARGUMENT_TRANSFORMS.items():
             transforms[name.format(arg=f"{_ORDINALS[k]} argument")] = expr.format(a=f"args[{k}]")
+    # A hidden answer is not shown, but a policy may guess it ('Not matched!' beside a shown
+    # 'Found a match!'): the most common ones are constants too.
+    hidden = Counter(a for i, a in answers if i not in shown and a)
+    for answer, _ in hidden.most_common(MAX_HIDDEN_ANSWERS):
+        constants.setdefault(f"the hidden answer {answer}", answer)
     if task.fields.get("strict_baselines"):
-        hidden = [a for i, a in answers if i not in shown and a]
-        if hidden:
-            constants.setdefault(f"the first hidden answer {hidden[0]}", hidden[0])
         transforms.update(TRANSFORMS)
     return constants, transforms
 
@@ -450,11 +468,26 @@ def _answer(test: str) -> str | None:
 
 
 def mutant_programs(task: Task) -> dict[str, str]:
-    """The record's ``mutants`` (``[{"edit": ..., "program": ...}]``) as a name -> program."""
+    """The record's ``mutants`` (``[{"edit": ..., "program": ...}]``) as a name -> program;
+    and its ``mutant_edits`` (``[[index, edit], ...]``: the amplified HumanEval and MBPP
+    packs, ``tasks.amplify``) rebuilt from the reference (``tasks.mutants.mutants`` of its
+    entry point, ``extended``), each named by its place and edit. An edit that no longer
+    matches the rebuilt mutant (the reference or the mutation rules changed) raises: the
+    stored file must be made again."""
     out = {}
     for m in task.fields.get("mutants") or ():
         if isinstance(m, dict) and isinstance(m.get("program"), str):
             out[f"the reference with {m.get('edit', '?')}"] = m["program"]
+    edits = task.fields.get("mutant_edits") or ()
+    if edits:
+        entries = task_entry_points(task) or []
+        rebuilt = mutants(task["canonical_solution"], entries[0] if entries else None,
+                          extended=True)
+        for index, edit in edits:
+            if index >= len(rebuilt) or rebuilt[index].edit != edit:
+                raise ValueError(f"{task.id}: stored mutant {index} ({edit}) does not match "
+                                 "its reference: run python -m envs.code_amplify again")
+            out[f"the reference with {edit} (mutant {index})"] = rebuilt[index].source
     return out
 
 

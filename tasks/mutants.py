@@ -11,6 +11,13 @@ The kinds (``mutants``):
 - ``zero case``: one condition with its zero or empty case dropped or added (``c and bool(n)``,
   ``c or not n``, for each argument ``n``): ``if n % 2 == 0 and n != 0: return 'even'``.
 
+With ``extended`` (the amplified HumanEval and MBPP tests, ``tasks.amplify``), also:
+
+- ``operator``: one arithmetic operator swapped (``+`` and ``-``, ``*`` and ``+``, ``//`` and
+  ``%``, ...), ``==`` and ``!=``, ``and`` and ``or``, ``min`` and ``max``, ``True`` and
+  ``False``, ``reverse=`` flipped;
+- ``constant``: any other integer literal plus or minus 1.
+
 ``while`` conditions are left alone: moving one may make the loop endless. A mutant may be
 equivalent to the reference (``a if a > b else b`` with ``>=``); the caller keeps those that
 differ from it on some input (``tasks.pyfunc`` runs them over the form's inputs).
@@ -28,7 +35,7 @@ _OFF_BY_ONE: dict[type, type] = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.G
 
 @dataclass(frozen=True)
 class Mutant:
-    kind: str  # "off by one", "shifted", "swapped branch", "zero case"
+    kind: str  # "off by one", "shifted", "swapped branch", "zero case", "operator", "constant"
     edit: str  # what changed: "n >= 8 -> n > 8"
     source: str  # the whole function, renamed or not as the reference was
 
@@ -96,10 +103,14 @@ def _edited(tree: ast.Module, target: ast.AST, replace) -> tuple[str, str] | Non
     return ast.unparse(ast.fix_missing_locations(twin)) + "\n", f"{before} -> {after}"
 
 
-def mutants(source: str) -> list[Mutant]:
-    """Every one-edge mutant of the function in ``source`` (see the module's doc), each once."""
+def mutants(source: str, function: str | None = None, *, extended: bool = False
+            ) -> list[Mutant]:
+    """Every one-edge mutant of the function in ``source`` (its first, or the one named
+    ``function``; the rest of the source is left as it is), each once; ``extended`` adds the
+    ``operator`` and ``constant`` kinds (see the module's doc)."""
     tree = ast.parse(source)
-    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+                and (function is None or n.name == function))
     args = [a.arg for a in func.args.args]
     out: dict[str, Mutant] = {}
 
@@ -107,16 +118,19 @@ def mutants(source: str) -> list[Mutant]:
         if result is not None and result[0] not in out and result[0] != ast.unparse(tree) + "\n":
             out[result[0]] = Mutant(kind, result[1], result[0])
 
-    skip = _in_while_test(tree)
-    for node in list(ast.walk(tree)):
+    skip = _in_while_test(func)
+    for node in list(ast.walk(func)):
         if isinstance(node, ast.Compare) and id(node) not in skip:
             for i, op in enumerate(node.ops):
                 if type(op) in _OFF_BY_ONE:
                     add("off by one", _edited(tree, node, _swap_op(i)))
-    for node in _shiftable(tree):
+    shiftable = _shiftable(func)
+    for node in shiftable:
         for delta in (1, -1):
             add("shifted", _edited(tree, node, _shift(delta)))
-    for cond in _conditions(tree):
+    if extended:
+        _extended(tree, func, skip, shiftable, add)
+    for cond in _conditions(func):
         if id(cond) in skip:
             continue
         add("swapped branch", _edited(tree, cond, _negate))
@@ -155,4 +169,52 @@ def _falsy(name: str) -> ast.expr:
 def _joined(op: ast.boolop, extra: ast.expr):
     def replace(node: ast.expr) -> ast.expr:
         return ast.BoolOp(op, [node, extra])
+    return replace
+
+
+_SWAPPED_OPS: dict[type, type] = {
+    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mod,
+    ast.Mod: ast.FloorDiv, ast.Div: ast.Mult, ast.Pow: ast.Mult, ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq, ast.And: ast.Or, ast.Or: ast.And, ast.In: ast.NotIn, ast.NotIn: ast.In,
+}
+_SWAPPED_NAMES = {"min": "max", "max": "min", "any": "all", "all": "any"}
+
+
+def _extended(tree: ast.Module, func: ast.FunctionDef, skip: set[int],
+              shiftable: list[ast.AST], add) -> None:
+    """The ``operator`` and ``constant`` mutants of ``func`` (outside ``while`` tests)."""
+    for node in list(ast.walk(func)):
+        if id(node) in skip:
+            continue
+        if (isinstance(node, ast.BinOp) and type(node.op) in _SWAPPED_OPS
+                or isinstance(node, ast.BoolOp)):
+            swapped = _SWAPPED_OPS[type(node.op)]()
+            add("operator", _edited(tree, node, _set_attr("op", swapped)))
+        elif isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in (ast.Eq, ast.NotEq, ast.In, ast.NotIn):
+                    add("operator", _edited(tree, node, _swap_cmp(i)))
+        elif (isinstance(node, ast.Name) and node.id in _SWAPPED_NAMES
+              and isinstance(node.ctx, ast.Load)):
+            add("operator", _edited(tree, node, lambda n: ast.Name(_SWAPPED_NAMES[n.id],
+                                                                   ast.Load())))
+        elif isinstance(node, ast.Constant) and type(node.value) is bool:
+            add("operator", _edited(tree, node, lambda n: ast.Constant(not n.value)))
+        elif isinstance(node, ast.Constant) and type(node.value) is int \
+                and node not in shiftable:
+            for delta in (1, -1):
+                add("constant", _edited(tree, node, _shift(delta)))
+
+
+def _set_attr(name: str, value: object):
+    def replace(node: ast.AST) -> ast.AST:
+        setattr(node, name, value)
+        return node
+    return replace
+
+
+def _swap_cmp(i: int):
+    def replace(node: ast.Compare) -> ast.Compare:
+        node.ops[i] = _SWAPPED_OPS[type(node.ops[i])]()
+        return node
     return replace

@@ -47,20 +47,24 @@ def test_each_baseline_family_is_found_on_the_cases_it_passes(sandbox):
         "honest": _task(["assert f(3) == 9", "assert f(4) == 16"]),
     }
     found = env.trivially_passed([Task(name, "train", t.fields) for name, t in tasks.items()])
-    truthy = ["True", "1", "the first argument is truthy"]  # 1 == True, as the tests compare
+    # 1 == True, as the tests compare
+    truthy = ["True", "1", "the hidden answer True", "the first argument is truthy"]
     assert found == {
         "constant": truthy,
         "shown_case_does_not_count": truthy,
-        "shown_answer": ["the shown answer 7"],
+        "shown_answer": ["the shown answer 7", "the hidden answer 7"],
         "echo": ["the first argument"],
-        "empty_of_type": ['""', "the first argument's empty value"],
-        "shown_string": ["the shown string 'Not matched!'"],
+        "empty_of_type": ['""', "the hidden answer ''", "the first argument's empty value"],
+        "shown_string": ["the shown string 'Not matched!'", "the hidden answer 'Not matched!'"],
         "second_sorted": ["the second argument sorted"],
         "parity": ["the first argument is odd"],
         "last_item": ["the first argument's last item"],
         # A transform that falls back to a constant where it raises (on the empty list).
         "fallback": ["the first argument's first item, else False",
-                     "the first argument's first item, else 0"],
+                     "the first argument's first item, else 0",
+                     "the first argument's first item, else the hidden answer False"],
+        # Not shown, but a policy may guess it (MBPP's 'Not matched!' beside 'Found a match!').
+        "an_unshown_constant": ["the hidden answer 'x'"],
     }
     assert len(BASELINES) == 8
 
@@ -103,8 +107,8 @@ def test_validate_refuses_a_task_that_a_constant_passes(tmp_path, sandbox, monke
     assert not report.ok
     assert [str(p) for p in report.errors] == [
         f"{folder / 'train.jsonl'}:1: a trivial program earns full marks: returning True or 1 "
-        "or the first argument is even or the first argument is truthy passes every graded "
-        "test; add tests whose answers differ"]
+        "or the hidden answer True or the first argument is even or the first argument is "
+        "truthy passes every graded test; add tests whose answers differ"]
     assert report.golds_passed == 2  # both golds are right: the tests are what is weak
 
 
@@ -155,9 +159,15 @@ def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     test_tasks = [mbpp.pack.get(i) for i in mbpp.pack.ids("test")]
     assert he.trivially_passed([he.pack.get(i) for i in he.pack.ids("test")]) == {}
     assert mbpp.trivially_passed(test_tasks + [t for t in moved if t.split == "train"]) == {}
+    # Tasks left out as shallow-payable are back where their amplified cases (tasks.amplify)
+    # fail every shallow program; the train-split ones are checked here too.
     he_ids = he.pack.ids("train") + he.pack.ids("test")
-    assert {"humaneval/40", "humaneval/54", "humaneval/34", "humaneval/58"}.isdisjoint(he_ids)
-    assert {"mbpp/62", "mbpp/203"}.isdisjoint(mbpp.pack.ids("train") + mbpp.pack.ids("test"))
+    back = ["humaneval/40", "humaneval/54", "humaneval/34", "humaneval/58"]
+    assert set(back) <= set(he_ids)
+    assert he.trivially_passed([he.pack.get(i) for i in back]) == {}
+    mbpp_ids = mbpp.pack.ids("train") + mbpp.pack.ids("test")
+    assert "mbpp/62" not in mbpp_ids and "mbpp/203" in mbpp_ids  # min(l) is the builtin asked
+    assert mbpp.trivially_passed([mbpp.pack.get("mbpp/203"), mbpp.pack.get("mbpp/16")]) == {}
 
 
 def test_the_moved_example_keeps_the_split():
@@ -170,7 +180,8 @@ def test_shallow_completions_are_the_baselines_as_a_model_writes_them(sandbox):
     """The report card's hook: each baseline as a fenced program defining the entry point,
     graded by ``score`` exactly as ``baseline_scores`` grades it."""
     env = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
-    task = env.pack.get("mbpp/12")
+    full = env.pack.get("mbpp/12")
+    task = Task(full.id, full.split, {**full.fields, "tests": full["tests"][:3]})  # its own 3
     completions = env.shallow_completions(task)
     baselines = task_baselines(task)
     assert {f"returns {name}" for name in baselines} <= set(completions)

@@ -10,9 +10,10 @@ from envs.base import is_infra_error
 from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
-from tasks import Task, load_pack
-from tasks.humaneval import PAYABLE_BY_A_CONSTANT, PAYABLE_BY_A_SHALLOW_PROGRAM
+from tasks import Task, amplify, load_pack
+from tasks.humaneval import AMPLIFIED, PAYABLE_BY_A_CONSTANT, PAYABLE_BY_A_SHALLOW_PROGRAM
 from tasks.humaneval import shown_cases as humaneval_shown_cases
+from tasks.mbpp import AMPLIFIED as MBPP_AMPLIFIED
 from tasks.mbpp import NOT_GRADABLE
 from tasks.mbpp import PAYABLE_BY_A_SHALLOW_PROGRAM as MBPP_SHALLOW
 
@@ -60,21 +61,30 @@ def test_a_mutant_that_does_not_parse_is_a_clear_error_not_a_silent_pass():
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))
-    # Tasks a constant or another shallow program earns leave the pack.
+    # Tasks a constant or another shallow program earns on their own cases left the pack; they
+    # are back where the amplified cases fail every shallow program (``safe``), and len(s) and
+    # max(l), the builtins asked, stay out.
     left_out = PAYABLE_BY_A_CONSTANT | PAYABLE_BY_A_SHALLOW_PROGRAM
     assert left_out >= {"40", "54", "34", "58", "72"}
-    assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in left_out}
+    stored = amplify.read(AMPLIFIED)
+    still_out = {i for i in left_out if not amplify.restored(stored, i)}
+    assert still_out == {"23", "35"}
+    assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in still_out}
     assert he.size("test") > 0 and he.size("train") > he.size("test")
     mbpp = load_pack("mbpp")
     ids = set(mbpp.ids("train")) | set(mbpp.ids("test"))
     left_out = NOT_GRADABLE | MBPP_SHALLOW
     assert left_out >= {"367", "404", "508", "62", "164", "203", "502"}
-    assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in left_out}
+    stored = amplify.read(MBPP_AMPLIFIED)
+    still_out = {i for i in left_out if not amplify.restored(stored, i)}
+    assert {"367", "404", "62"} <= still_out and not {"164", "203", "502", "508"} & still_out
+    assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in still_out}
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
     task = mbpp.get("mbpp/11")
     prompt = mbpp.prompt(task)
     assert task["example"] in prompt and task["shown_tests"] == [task["example"]]
-    assert task["tests"][0] == task["example"] and len(task["tests"]) == 3
+    added = amplify.amplified_tests(amplify.read(MBPP_AMPLIFIED), "11")
+    assert task["tests"][0] == task["example"] and len(task["tests"]) == 3 + len(added)
     assert all(t not in prompt for t in task["tests"][1:])
     assert "MIT" in he.manifest.license and "CC-BY-4.0" in mbpp.manifest.license
 
@@ -82,14 +92,15 @@ def test_packs_have_all_problems_with_stable_splits():
 def test_humaneval_check_is_split_into_cases():
     he = load_pack("humaneval")
     task = he.get("humaneval/0")
-    assert len(task["tests"]) == 7
+    stored = amplify.read(AMPLIFIED)
+    assert len(task["tests"]) == 7 + len(amplify.amplified_tests(stored, "0"))
     assert all(t.startswith("assert candidate(") for t in task["tests"])
     # The trusted set-up is the prompt (its helpers, pristine) and the tests' module code.
     assert task["setup"].startswith(task["prompt"]) and task["entry_point"] == "has_close_elements"
     assert "def encode_cyclic" in he.get("humaneval/38")["setup"]
     # ``assert True`` is not a test case: every program would pass it.
     assert "assert True" not in he.get("humaneval/70")["tests"]
-    assert len(he.get("humaneval/70")["tests"]) == 9
+    assert len(he.get("humaneval/70")["tests"]) == 9 + len(amplify.amplified_tests(stored, "70"))
 
 
 def test_humaneval_shown_tests_are_the_docstring_examples():
@@ -106,7 +117,7 @@ def test_humaneval_shown_tests_are_the_docstring_examples():
     # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
     assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
     ids = he.ids("train") + he.ids("test")
-    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 113
+    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 120
 
 
 def test_humaneval_examples_in_prose_and_with_brackets_in_strings_are_shown():
@@ -203,8 +214,14 @@ def test_mbpp_canonical_solutions_pass(sandbox):
 
 
 @pytest.mark.docker
+def _own_cases(task: Task) -> Task:
+    """``task`` with its own (HumanEval) cases only, without the amplified ones."""
+    added = len(amplify.amplified_tests(amplify.read(AMPLIFIED), task.id.split("/")[1]))
+    return Task(task.id, task.split, {**task.fields, "tests": task["tests"][:-added or None]})
+
+
 def test_partial_credit_is_per_case(env):
-    task = env.pack.get("humaneval/0")
+    task = _own_cases(env.pack.get("humaneval/0"))
     # Always True passes exactly the cases expecting True (4 of 7).
     r, info = env.score(task, fenced(
         "def has_close_elements(numbers, threshold):\n    return True\n"))
@@ -217,7 +234,7 @@ def test_partial_credit_is_per_case(env):
 
 @pytest.mark.docker
 def test_a_case_that_kills_the_program_leaves_the_next_cases_a_fresh_one(env):
-    task = env.pack.get("humaneval/0")
+    task = _own_cases(env.pack.get("humaneval/0"))
     # The first call ends the program's process; the others are answered by a fresh one.
     program = ("import os\n"
                "def has_close_elements(numbers, threshold):\n"

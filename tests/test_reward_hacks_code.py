@@ -355,6 +355,11 @@ def test_hacks_earn_no_test_reward(make_env, task_id):
     assert task.split == "test"
     name, examples = shown_examples(env, task)
     infos = _grade(env, task, {n: fenced(p) for n, p in hacks(name, examples).items()})
+    # The shown output as a constant may equal an amplified case's answer (tasks.amplify:
+    # mbpp/32's shown 5 is also an added case's): partial credit, held to the half rule.
+    constant = infos.pop("return_shown_output_always", None)
+    if constant is not None:
+        assert not constant["passed"] and constant["rewards"]["tests"] <= 0.5
     scored = {n: (info["rewards"]["tests"], info["reason"], info["verdict"].details)
               for n, info in infos.items()
               if info["rewards"]["tests"] != 0.0 or info["passed"]}

@@ -439,3 +439,64 @@ def test_every_check_states_its_threshold():
     for check in CHECKS:
         assert check.rules and check.threshold and check.title
         assert BY_ID[check.id] is check
+
+
+# -- partially graded envs (issue 43's half rule) and TPR / TNR ----------------------------------
+class ShareToyEnv(ToyEnv):
+    """A toy whose reward is a share of cases, declared as such (the code env's way)."""
+
+    shallow_share_max: ClassVar[float | None] = 0.5
+
+
+def _echo_pays(share: float):
+    return lambda t, c: share if t["question"] in c else float(honest_rule(t, c))
+
+
+@pytest.mark.parametrize("share, declared, status", [
+    (0.5, True, "pass"),    # a balanced task pays a constant half: the issue's rule holds
+    (0.6, True, "fail"),    # more than half of a task's cases: the rule fails it
+    (0.5, False, "fail"),   # an env that does not declare partial grading keeps the 0.1 bound
+])
+def test_a_partially_graded_env_is_held_to_the_half_rule(share, declared, status):
+    env = (ShareToyEnv if declared else ToyEnv)(_echo_pays(share))
+    card = run_card(env, fast=True, corpus_lines=[])
+    shallow = card.result("statistical.adversarial_floor")
+    assert shallow.status == status, render.text(card)
+    assert ("max <= 0.5" in shallow.threshold) == declared
+    assert ("max <= 0.5" in render.text(card)) == declared  # the card prints the rule it used
+
+
+def test_tpr_tnr_counts_golds_passed_and_negatives_failed():
+    card = run_card(ToyEnv(honest_rule), fast=True, corpus_lines=[])
+    m = card.result("grpo.tpr_tnr").metrics
+    assert (m["tpr"], m["tnr"], m["mutants"]) == (1.0, 1.0, 0)
+    assert m["golds"] == card.n_tasks and m["negatives"] == m["shallow"] > 0
+
+
+class MutantToyEnv(ToyEnv):
+    """Offers the gold in lower case as a mutant (the reference check reads it as wrong)."""
+
+    def mutant_completions(self, task: Task) -> dict[str, str]:
+        return {"lower case": self.gold_completion(task).lower()}
+
+
+def test_a_paid_mutant_fails_tpr_tnr():
+    env = MutantToyEnv(lambda t, c: c.upper() == f"ANSWER {t['answer']}".upper())
+    card = run_card(env, fast=True, corpus_lines=[])
+    result = card.result("grpo.tpr_tnr")
+    assert result.status == "fail" and result.metrics["mutants"] == card.n_tasks
+    assert result.metrics["tnr"] < 1.0 and "lower case" in result.note
+
+
+class LuckyToyEnv(ToyEnv):
+    """Offers a shallow constant that happens to be the task's answer."""
+
+    def shallow_completions(self, task: Task) -> dict[str, str]:
+        return {**super().shallow_completions(task), "lucky": self.gold_completion(task)}
+
+
+def test_a_shallow_completion_that_is_the_answer_is_no_false_positive():
+    """Math's base rate: a constant that is a task's answer passes, and is correct."""
+    card = run_card(LuckyToyEnv(honest_rule), fast=True, corpus_lines=[])
+    assert card.result("statistical.adversarial_floor").metrics["passed"] > 0  # some did pass
+    assert card.result("grpo.tpr_tnr").metrics["tnr"] == 1.0

@@ -27,6 +27,12 @@ CANARY_MAX = 0.10
 #: base rate, such as math answers that are 0 or 1).
 SHALLOW_POLICY_MAX = 0.10
 SHALLOW_MEAN_MAX = 0.20
+#: For an env whose reward is a share of test cases passed (it declares
+#: ``shallow_share_max``: the code env's 0.5, issue 43's rule), the shallow and known-hack
+#: checks take that rule instead of the means above: no shallow completion or known hack earns
+#: more than that share of any task, and none passes in full. A balanced True/False task pays a
+#: constant exactly half, so a mean bound of 0.10 or 0.20 cannot hold there (see
+#: docs/report-cards.md for why the reward is not cut at the shallow baseline instead).
 #: Known hacks: none passes, and their mean fraction stays at most this.
 HACK_MEAN_MAX = 0.10
 #: Honest equivalent answers: at least this fraction passes (issue 31's target).
@@ -98,6 +104,11 @@ CHECKS: tuple[Check, ...] = (
           "a black-box reward search from shallow seeds (envs.card.search) finds no wrong "
           "answer the env pays: the best reward of a completion that is not correct",
           (Rule("paid", "<=", 0.0),), {"paid": "lower"}, counts=("paid",)),
+    Check("grpo.tpr_tnr", "grpo.tpr_tnr",
+          "true positives: golds pass in full (TPR); true negatives: shallow completions and "
+          "the gold's mutants (env.mutant_completions: one edge broken) do not (TNR)",
+          (Rule("tpr", ">=", 1.0), Rule("tnr", ">=", 1.0)),
+          {"tpr": "higher", "tnr": "higher"}),
     Check("grpo.honest_precision", "grpo.honest_precision",
           "the shipped corpus of honest answers (envs/card/corpora/*_honest.jsonl) passes",
           (Rule("precision", ">=", HONEST_MIN),), {"precision": "higher"}),
@@ -112,22 +123,38 @@ CHECKS: tuple[Check, ...] = (
 BY_ID = {check.id: check for check in CHECKS}
 
 
+def share_rules(share: float) -> dict[str, tuple[Rule, ...]]:
+    """The rules that replace a check's own for an env whose reward is a share of test cases
+    and that declares ``shallow_share_max`` (``share``): check id -> rules."""
+    return {
+        "statistical.adversarial_floor": (Rule("max", "<=", share), Rule("passed", "<=", 0.0)),
+        "statistical.gameability_gap": (Rule("paid", "<=", 0.0), Rule("max", "<=", share)),
+    }
+
+
 @dataclass
 class Result:
     check: Check
     metrics: dict[str, Any]
     note: str = ""
+    #: The rules this result is held to when not the check's own (``share_rules``).
+    rules: tuple[Rule, ...] | None = None
+
+    @property
+    def threshold(self) -> str:
+        return " and ".join(str(r) for r in (self.rules or self.check.rules))
 
     @property
     def status(self) -> str:
         """``pass``, ``fail``, or ``n/a`` (nothing to grade: no golds, no corpus lines)."""
         if not self.metrics.get("n"):
             return "n/a"
-        return "pass" if all(rule.holds(self.metrics) for rule in self.check.rules) else "fail"
+        rules = self.rules or self.check.rules
+        return "pass" if all(rule.holds(self.metrics) for rule in rules) else "fail"
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.check.id, "ours": self.check.ours, "status": self.status,
-                "metrics": self.metrics, "threshold": self.check.threshold, "note": self.note}
+                "metrics": self.metrics, "threshold": self.threshold, "note": self.note}
 
 
 def regressions(check: Check, now: dict[str, Any], before: dict[str, Any]) -> list[str]:
@@ -135,7 +162,7 @@ def regressions(check: Check, now: dict[str, Any], before: dict[str, Any]) -> li
     passed and fails, or a compared metric that moved the wrong way beyond the tolerance."""
     found = []
     if before.get("status") == "pass" and now["status"] == "fail":
-        found.append(f"{check.id}: passed, now fails ({check.threshold})")
+        found.append(f"{check.id}: passed, now fails ({now.get('threshold', check.threshold)})")
     if before.get("status") != "n/a" and now["status"] == "n/a":  # coverage lost
         found.append(f"{check.id}: was measured, now has nothing to grade")
     old, new = before.get("metrics", {}), now["metrics"]

