@@ -20,12 +20,14 @@ import argparse
 import ast
 import datetime
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from typing import Any
 
 from envs.code_tests import fallback_baselines, shown_cases, task_baselines
@@ -48,14 +50,10 @@ DRIVER_LIMITS = Limits(wall_s=600.0, cpu_s=600.0, memory_mb=1024, pids=64,
 DRIVER_MEMORY_MB = 768
 
 
-def _pack_module(pack: str):
-    if pack == "humaneval":
-        import tasks.humaneval as module
-    elif pack == "mbpp":
-        import tasks.mbpp as module
-    else:
+def _pack_module(pack: str) -> ModuleType:
+    if pack not in PACKS:
         raise SystemExit(f"no amplification for pack '{pack}' (known: {', '.join(PACKS)})")
-    return module
+    return importlib.import_module(f"tasks.{pack}")
 
 
 def _call_names(pack: str, rec: dict[str, Any]) -> tuple[str, str] | None:

@@ -275,6 +275,7 @@ def _int(value: Any) -> bool:
 
 # -- mutation ------------------------------------------------------------------------------------
 def _mutate_number(v: int | float, rng: random.Random) -> list[Any]:
+    out: list[Any]
     if isinstance(v, int):
         out = [v + 1, v - 1, 0, 1, -v, 2 * v, v // 2, v + rng.randint(2, 20), v * 10 + 7,
                rng.randint(-abs(v) - 5, abs(v) + 5)]
