@@ -35,3 +35,28 @@ def test_a_held_out_evaluation_generates_in_calls_of_a_steps_rows(tmp_path, monk
         c, helpers.model(), helpers.tokenizer(), env, tasks, scorer=None)
     assert calls == [3, 3, 1]  # P x G = 3 prompts per call, not all 7 at once
     assert metrics["eval/n"] == 7 and len(records) == 7
+
+
+def test_perturbed_prompts_share_calls_and_the_original_is_not_generated_again(tmp_path,
+                                                                              monkeypatch):
+    calls: list[int] = []
+    real = heldout.sample_graded
+
+    def counted(engine, tokenizer, env, chunk, prompts, **kwargs):
+        calls.append(len(prompts))
+        return real(engine, tokenizer, env, chunk, prompts, **kwargs)
+
+    monkeypatch.setattr(heldout, "sample_graded", counted)
+    env = helpers.ShortEnv()
+    tasks = [env.pack.task_at("test", i) for i in range(4)]
+    variants = len(env.perturbations(tasks[0]))
+    c = helpers.config(tmp_path, prompts_per_step=1, group_size=4, eval_batch_size=0,
+                       eval_perturbations=True, eval_perturb_size=2, max_new_tokens=2)
+    metrics, records = during_training.heldout_metrics(
+        c, helpers.model(), helpers.tokenizer(), env, tasks, scorer=None)
+    rows = 2 * variants  # the perturbed prompts alone: the original's answers are the greedy's
+    assert calls == [4] + [4] * (rows // 4) + ([rows % 4] if rows % 4 else [])
+    check = env.check_components[0]
+    assert metrics["eval/perturb/original"] == pytest.approx(
+        sum(r["components"][check] for r in records[:2]) / 2)
+    assert {f"eval/perturb/{n}" for n in env.perturbations(tasks[0])} < set(metrics)

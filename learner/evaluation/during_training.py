@@ -25,6 +25,7 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
                       k=c.eval_k, temperature=c.temperature, top_p=c.top_p,
                       batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
                       max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role)
+    local = result.records
     if gather is not None:
         result.records = gather(result.records)
     metrics: dict[str, Any] = {f"eval/{k}": v for k, v in result.metrics().items()}
@@ -32,8 +33,10 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
         from learner.evaluation.gates import perturbation_metrics
 
         subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
+        # The unperturbed prompts' greedy answers are the evaluation's own: not generated again.
+        original = [{**r, "rewards": r["components"]} for r in local[:len(subset)]]
         metrics.update(perturbation_metrics(
             policy, tokenizer, env, subset, max_new_tokens=c.max_new_tokens,
             batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
-            gather=gather))
+            gather=gather, original=(gather or list)(original)))
     return metrics, result.records

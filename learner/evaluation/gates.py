@@ -196,17 +196,26 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     components = env.check_components
     descriptions = {kind.name: kind.description for kind in env.perturbation_kinds}
     names = list(env.perturbations(tasks[0])) if tasks else []
-    run = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True, batch_size=batch_size,
-               workers=workers, scorer=scorer)
+    # Every variant's prompts go through one sampling pass, ``batch_size`` per generate call
+    # (a step's P x G rows in training): a pass per variant generated a few rows per call.
+    variants = ([] if original is not None else ["original"]) + names
+    prompts = [env.prompt(t) if name == "original" else env.perturbations(t)[name]
+               for name in variants for t in tasks]
+    graded = sample(model, tokenizer, env, [t for _ in variants for t in tasks], prompts=prompts,
+                    max_new_tokens=max_new_tokens, group_size=1, greedy=True,
+                    batch_size=batch_size, workers=workers, scorer=scorer,
+                    desc="perturbed prompts")
+    by_variant = {}
+    for j, name in enumerate(variants):
+        rows = graded[j * len(tasks):(j + 1) * len(tasks)]
+        by_variant[name] = gather([{**r, "group": r["group"] - j * len(tasks)} for r in rows])
     if original is None:
-        original = gather(sample(model, tokenizer, env, tasks, desc="perturbed: original", **run))
+        original = by_variant.pop("original")
     results = {"original": {"description": "the pack's own prompt",
                             **_summarise(original, components)}}
     samples = {}
     for name in names:
-        graded = gather(sample(model, tokenizer, env, tasks,
-                               build=lambda t, n=name: env.perturbations(t)[n],
-                               desc=f"perturbed: {name}", **run))
+        graded = by_variant[name]
         results[name] = {"description": descriptions.get(name, ""),
                          **_summarise(graded, components),
                          "example_prompt": graded[0]["prompt"] if graded else None}
@@ -223,11 +232,13 @@ def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
                          env: LearnerEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                          batch_size: int = 8, workers: int = 16,
                          scorer: RemoteScorer | None = None,
-                         gather: Callable[[list], list] | None = None) -> dict[str, float]:
-    """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl."""
+                         gather: Callable[[list], list] | None = None,
+                         original: Sequence[dict[str, Any]] | None = None) -> dict[str, float]:
+    """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl (``original``: as
+    ``perturbation_accuracy``'s)."""
     result = perturbation_accuracy(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens,
                                    batch_size=batch_size, workers=workers, scorer=scorer,
-                                   gather=gather)
+                                   original=original, gather=gather)
     return {f"eval/perturb/{name}": r["score"] for name, r in result["results"].items()
             if r["score"] is not None}
 

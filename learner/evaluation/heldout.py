@@ -158,8 +158,10 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
            scorer: RemoteScorer | None = None, build: Callable[[Task], str] | None = None,
            desc: str | None = None, max_episode_tokens: int = 0,
-           tool_role: str = "auto") -> list[dict[str, Any]]:
-    """``group_size`` graded completions per task (prompts from ``build``, default the env's).
+           tool_role: str = "auto", prompts: Sequence[str] | None = None
+           ) -> list[dict[str, Any]]:
+    """``group_size`` graded completions per task (prompts from ``build``, default the env's,
+    or ``prompts``, one per task), ``batch_size`` tasks per generate call.
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
     rewards (components), passed, truncated, infra_error (and infra_reason when it holds); on a
@@ -175,15 +177,16 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
                disable=desc is None)
     for start in range(0, len(tasks), batch_size):
         chunk = list(tasks[start:start + batch_size])
-        prompts = [build(t) for t in chunk]
+        chunk_prompts = (list(prompts[start:start + batch_size]) if prompts is not None
+                         else [build(t) for t in chunk])
         bar.set_postfix_str("episodes" if bridge else "generating and grading")
         graded = sample_graded(lambda: nullcontext(HFEngine(model)), tokenizer, env, chunk,
-                               prompts, group_size=group_size, max_new_tokens=max_new_tokens,
+                               chunk_prompts, group_size=group_size, max_new_tokens=max_new_tokens,
                                bridge=bridge, max_episode_tokens=max_episode_tokens,
                                greedy=greedy, temperature=temperature, top_p=top_p,
                                workers=workers, scorer=scorer)
         roll, scores = graded.rollout, graded.scores
-        out += _records(chunk, prompts, start, group_size, roll, scores)
+        out += _records(chunk, chunk_prompts, start, group_size, roll, scores)
         bar.update(len(chunk))
     bar.close()
     return out
