@@ -130,7 +130,10 @@ def _replica_check(out: str) -> None:
     from learner.training import sharding
     from learner.training.trainer import GRPOTrainer
 
+    # eval_batch_size 1: process 0 evaluates 2 tasks in 2 calls, process 1 one in 1 (ZeRO-3
+    # generation must not need the processes to make the same number of forwards).
     cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
+                 eval_batch_size=1,
                  samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1,
                  gradient_accumulation_steps=2)
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
