@@ -152,3 +152,10 @@ def _hooks_on(offload, reset) -> None:
     # records it again).
     offload.fwd_pre_hook = offload.module.register_forward_pre_hook(reset)
     offload._register_deepspeed_module(offload.module)
+
+
+def full_state_dict(accelerator: Accelerator, model: torch.nn.Module) -> dict | None:
+    """The whole policy's state dict (gathered under ZeRO-3; every process must call this)."""
+    if zero_stage(accelerator) == 3:
+        return accelerator.get_state_dict(model)
+    return None  # save_pretrained reads the unwrapped module's own weights
