@@ -153,6 +153,10 @@ def evaluate(
     return result
 
 
+#: Batches' worth of prompts per refilled generate call: the progress bar moves per call.
+REFILLED = 4
+
+
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
@@ -161,7 +165,10 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
            tool_role: str = "auto", prompts: Sequence[str] | None = None
            ) -> list[dict[str, Any]]:
     """``group_size`` graded completions per task (prompts from ``build``, default the env's,
-    or ``prompts``, one per task), ``batch_size`` tasks per generate call.
+    or ``prompts``, one per task), ``batch_size`` tasks per generate call; a greedy single-turn
+    pass decodes ``batch_size`` rows at once, each finished row's place taken by the next
+    task's prompt (``REFILLED`` batches' worth of tasks per call, ``decoding.decode``'s
+    ``max_rows``).
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
     rewards (components), passed, truncated, infra_error (and infra_reason when it holds); on a
@@ -175,16 +182,21 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
     out: list[dict[str, Any]] = []
     bar = tqdm(total=len(tasks), desc=desc, unit="task", leave=False, dynamic_ncols=True,
                disable=desc is None)
-    for start in range(0, len(tasks), batch_size):
-        chunk = list(tasks[start:start + batch_size])
-        chunk_prompts = (list(prompts[start:start + batch_size]) if prompts is not None
+    # Rows of one prompt each finish at different lengths: refilled, a call keeps its batch
+    # full where calls of ``batch_size`` prompts ended with a few rows decoding alone.
+    refill = group_size == 1 and bridge is None
+    per_call = batch_size * REFILLED if refill else batch_size
+    for start in range(0, len(tasks), per_call):
+        chunk = list(tasks[start:start + per_call])
+        chunk_prompts = (list(prompts[start:start + per_call]) if prompts is not None
                          else [build(t) for t in chunk])
         bar.set_postfix_str("episodes" if bridge else "generating and grading")
         graded = sample_graded(lambda: nullcontext(HFEngine(model)), tokenizer, env, chunk,
                                chunk_prompts, group_size=group_size, max_new_tokens=max_new_tokens,
                                bridge=bridge, max_episode_tokens=max_episode_tokens,
                                greedy=greedy, temperature=temperature, top_p=top_p,
-                               workers=workers, scorer=scorer)
+                               workers=workers, scorer=scorer,
+                               max_rows=batch_size if refill else 0)
         roll, scores = graded.rollout, graded.scores
         out += _records(chunk, chunk_prompts, start, group_size, roll, scores)
         bar.update(len(chunk))
