@@ -337,6 +337,28 @@ def _cli(argv: list[str]) -> int:
     return run.main(argv)
 
 
+def _cli_out_of_memory(argv: list[str]) -> int:
+    """``python -m tests.learner_helpers cli-oom ARGS``: as ``cli``, with CUDA's
+    out-of-memory error raised from process 1's second update (process 0 carries on into
+    the step's collectives)."""
+    import os
+
+    import torch
+
+    from learner.training.update import PolicyUpdate
+
+    real, calls = PolicyUpdate.__call__, []
+
+    def update(self, batch, staleness=0):
+        calls.append(1)
+        if os.environ.get("RANK") == "1" and len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, batch, staleness)
+
+    PolicyUpdate.__call__ = update
+    return _cli(argv)
+
+
 def _end_processes() -> None:
     """Tear the process group down together (as ``GRPOTrainer.close`` does for a run): a rank
     that exits while the other still holds it can abort in the C++ teardown."""
@@ -352,6 +374,8 @@ if __name__ == "__main__":
 
     if sys.argv[1] == "cli":
         sys.exit(_cli(sys.argv[2:]))
+    if sys.argv[1] == "cli-oom":
+        sys.exit(_cli_out_of_memory(sys.argv[2:]))
     {"replicas": _replica_check, "grads": _gradient_check,
      "infra": _infra_check}[sys.argv[1]](sys.argv[2])
     _end_processes()
