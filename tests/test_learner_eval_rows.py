@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from learner.config import Config, ConfigError
-from learner.evaluation import during_training, heldout
+from learner.evaluation import during_training, gates, heldout
 from tests import learner_helpers as helpers
 
 
@@ -64,14 +64,22 @@ def test_perturbed_prompts_share_calls_and_the_original_is_not_generated_again(t
     tasks = [env.pack.task_at("test", i) for i in range(4)]
     variants = len(env.perturbations(tasks[0]))
     c = helpers.config(tmp_path, prompts_per_step=1, group_size=4, eval_batch_size=0,
-                       eval_perturbations=True, eval_perturb_size=2, max_new_tokens=2)
+                       eval_perturbations=True, eval_perturb_size=2, max_new_tokens=6)
     model = helpers.model()
     rows = _rows_per_forward(model)
     metrics, records = during_training.heldout_metrics(
         c, model, helpers.tokenizer(), env, tasks, scorer=None)
-    # The greedy pass, then the perturbed prompts alone (the original's answers are the
-    # greedy's) in one call, never more than P x G = 4 rows at once.
-    assert calls == [4, 2 * variants] and max(rows) == 4
+    # The held-out prompts and the perturbed ones (the original's answers are the greedy's)
+    # in one greedy pass, never more than P x G = 4 rows at once.
+    assert calls == [4 + 2 * variants] and max(rows) == 4
+    # ... with the answers and figures that separate passes give.
+    monkeypatch.undo()
+    alone = heldout.evaluate(model, helpers.tokenizer(), env, tasks, max_new_tokens=6,
+                             batch_size=1)
+    assert [r["completion"] for r in records] == [r["completion"] for r in alone.records]
+    separate = gates.perturbation_metrics(model, helpers.tokenizer(), env, tasks[:2],
+                                          max_new_tokens=6, batch_size=1)
+    assert separate == {k: v for k, v in metrics.items() if k.startswith("eval/perturb/")}
     check = env.check_components[0]
     assert metrics["eval/perturb/original"] == pytest.approx(
         sum(r["components"][check] for r in records[:2]) / 2)

@@ -46,6 +46,8 @@ class EvalResult:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     k: int = 1
+    #: ``evaluate``'s ``also`` prompts' greedy samples (as ``sample`` gives them), in order
+    also: list[dict[str, Any]] = field(default_factory=list)
 
     def infra(self) -> InfraCount:
         """The greedy pass's failures: what the accuracy's denominator holds."""
@@ -113,13 +115,20 @@ def evaluate(
     scorer: RemoteScorer | None = None,
     max_episode_tokens: int = 0,
     tool_role: str = "auto",
+    also: Sequence[tuple[Task, str]] = (),
 ) -> EvalResult:
-    """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
+    """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``).
+    ``also``: more (task, prompt) pairs decoded greedily in the same pass (the perturbed
+    prompts: one pass keeps its batch full where two each ended half empty), returned in
+    ``EvalResult.also`` with ``group`` counted within them."""
     n_samples = samples or k
     run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
                scorer=scorer, max_episode_tokens=max_episode_tokens, tool_role=tool_role)
-    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
-                    desc="held-out greedy", **run)
+    build = env.prompt
+    both = sample(model, tokenizer, env, [*tasks, *(t for t, _ in also)], group_size=1,
+                  greedy=True, desc="held-out greedy", **run,
+                  prompts=[*(build(t) for t in tasks), *(p for _, p in also)])
+    greedy, extra = both[:len(tasks)], both[len(tasks):]
     sampled_correct = [int(g["passed"] and not g["infra_error"]) for g in greedy]
     sampled_infra = [int(g["infra_error"]) for g in greedy]
     reasons = [g.get("infra_reason") for g in greedy]
@@ -132,7 +141,7 @@ def evaluate(
             sampled_correct[i] += int(row["passed"] and not row["infra_error"])
             sampled_infra[i] += int(row["infra_error"])
             reasons[i] = reasons[i] or row.get("infra_reason")
-    result = EvalResult(k=k)
+    result = EvalResult(k=k, also=[{**r, "group": r["group"] - len(tasks)} for r in extra])
     for task, g, correct, failed, reason in zip(tasks, greedy, sampled_correct, sampled_infra,
                                                 reasons, strict=True):
         record = {
