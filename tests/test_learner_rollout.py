@@ -80,8 +80,11 @@ def test_refilled_rows_decode_what_each_prompt_decodes_alone_never_over_max_rows
     try:
         whole = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True)
         rows.clear()
-        refilled = {m: generate(model, tok, prompts, group_size=1, max_new_tokens=16,
-                                greedy=True, max_rows=m) for m in (2, 4)}
+        # (rows at once, share of them finished before they are dropped): at 0.5 and 2.0
+        # finished rows stay in the batch while later prompts' rows run past their budget.
+        refilled = {(m, f): generate(model, tok, prompts, group_size=1, max_new_tokens=16,
+                                     greedy=True, max_rows=m, compact_fraction=f)
+                    for m, f in ((2, 0.25), (4, 0.25), (4, 0.5), (3, 2.0))}
         most = max(rows)
         alone = [generate(model, tok, [p], group_size=1, max_new_tokens=16, greedy=True)
                  for p in prompts]
@@ -94,7 +97,8 @@ def test_refilled_rows_decode_what_each_prompt_decodes_alone_never_over_max_rows
         assert torch.equal(roll.completion_ids, whole.completion_ids), m
         assert torch.equal(roll.truncated, whole.truncated), m
         assert torch.allclose(roll.logprobs, whole.logprobs, atol=1e-5), m
-        assert roll.generated_tokens < whole.generated_tokens  # no finished row decodes on
+        if m[1] < 1:  # finished rows leave the batch
+            assert roll.generated_tokens < whole.generated_tokens, m
     assert [r.texts[0] for r in alone] == whole.texts
 
 

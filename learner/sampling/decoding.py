@@ -216,10 +216,14 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
     while True:
         nxt = sample_next(logits, temperature, top_p, greedy)
         cols = t - start[rows]  # each row's own token index
-        tokens[rows, cols] = nxt
-        logprobs[rows, cols] = token_logprobs(logits, nxt, temperature, top_p)
+        # A finished row left in the batch decodes on, past its budget once a later row
+        # keeps the loop going: only running rows' tokens are kept.
+        live = ~done[rows]
+        tokens[rows[live], cols[live]] = nxt[live]
+        logprobs[rows[live], cols[live]] = token_logprobs(logits[live], nxt[live], temperature,
+                                                          top_p)
         decoded += rows.numel()
-        ended = ~done[rows] & torch.isin(nxt, eos)
+        ended = live & torch.isin(nxt, eos)
         for r, c in zip(rows[ended].tolist(), cols[ended].tolist(), strict=True):
             lengths[r], stops[r] = c + 1, EOS
             done[r] = True
