@@ -74,11 +74,7 @@ def test_the_rehearsal_runs_every_phase_on_the_lazy_device(tmp_path):
         assert len(grid) == 1 and all(g["seconds"] > 0 and g["plan_gb"] > 0 for g in grid)
         assert "| 4096 | off |" in table
     if phases["cli"]["status"] == "ok":
-        steps = phases["cli"]["figures"]["steps"]
-        assert len(steps) == 2
-        # The random model earns the CLI env's reward: every step updated and has a train time.
-        assert all(not s["skipped"] and s["tokens_per_s/train"] > 0 for s in steps), steps
-        assert "train " in phases["cli"]["detail"] and "skipped" not in phases["cli"]["detail"]
+        assert len(phases["cli"]["figures"]["steps"]) == 2
     if phases["learn"]["status"] == "ok":
         figures = phases["learn"]["figures"]
         assert figures["device"].startswith("lazy") and figures["steps"] == 2
@@ -91,14 +87,6 @@ def test_the_synthetic_task_is_learned_on_cpu(tmp_path):
     assert figures["learned"], figures["rewards"]
     assert figures["rewards"][0] < 0.3  # it starts near chance (1 word in 13)
     assert figures["steps"] <= learning.STEPS
-
-
-def test_the_cli_envs_reward_is_brevity_in_characters():
-    env = synthetic.BriefEnv()
-    assert env.grade(None, "")[0] == {"brevity": 1.0} and env.grade(None, "")[1].passed
-    assert synthetic.brevity("x" * (synthetic.BRIEF_CHARS // 2)) == 0.5
-    assert synthetic.brevity("x" * (synthetic.BRIEF_CHARS * 2)) == 0.0
-    assert not env.grade(None, "x" * 1000)[1].passed
 
 
 def test_the_synthetic_reward_is_the_share_of_the_target_word():

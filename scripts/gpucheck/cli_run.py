@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# A random-init model earns no reward on a real env (its groups have no signal and each update
-# was skipped): the run's env is ``synthetic.BriefEnv``, rewarded for brevity in characters,
-# which every group of a random model spreads over, so every step updates.
+# A random-init model earns no reward on a real env: its groups have no signal, the update is
+# skipped (``skipped``) and the train figures are the update phase's to give.
 FIGURES = ("time/step_s", "time/generate_s", "time/score_s", "time/train_s",
            "tokens_per_s/generate", "tokens_per_s/train", "completion/len_mean", "kl", "skipped")
 
@@ -27,11 +26,7 @@ def learner_takes_device() -> bool:
 def command(model: Path, out: Path, device: str, *, steps: int, prompts: int, group: int,
             tokens: int) -> list[str]:
     # --env-recipe off: these sizes, not the env's GPU recipe (which is minutes a step).
-    from scripts.gpucheck.synthetic import BRIEF_ENV_ID
-
-    # learner.run with the env registered (scripts/gpucheck/cli_env.py): the arith pack's
-    # prompts and token budgets, a reward a random-init model earns.
-    cmd = [sys.executable, "-m", "scripts.gpucheck.cli_env", "--env", BRIEF_ENV_ID,
+    cmd = [sys.executable, "-m", "learner.run", "--env", "grpo/MathExact-v0",
            "--env-kwargs", json.dumps({"pack": "arith", "level": 1}), "--env-recipe", "off",
            "--model", str(model), "--output-dir", str(out), "--steps", str(steps),
            "--prompts-per-step", str(prompts), "--group-size", str(group),
