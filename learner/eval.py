@@ -54,6 +54,7 @@ SHARED: dict[str, tuple[object, str | None]] = {
     "seed": (field_default("seed"), None),
     "ray_address": (None, None),
     "cpu_matmul": (field_default("cpu_matmul"), None),
+    "device": (field_default("device"), None),
 }
 
 
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-threads", type=_non_negative, default=0,
                    help="torch CPU threads (0 = torch's default)")
     _shared(p, "cpu_matmul")
+    _shared(p, "device")
     return p
 
 
@@ -182,9 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     args.max_new_tokens = resolve_max_new_tokens(args)
     from learner.evaluation.command import ERRORS, evaluate_command  # torch, transformers
     from learner.evaluation.report import headline, load_report
+    from learner.training.placement import moved, run_device
 
     try:
-        path = evaluate_command(args)
+        # The one place a device is decided, as for learner.run (auto: accelerate's choice);
+        # a device this machine lacks is one line.
+        device = run_device(args.device).device
+        path = evaluate_command(args, device, lambda model: moved(model, device))
     except ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -138,20 +138,31 @@ def _train(config: Config) -> int:
             print(f"--overwrite: removed the earlier run's {', '.join(removed)} from {out}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(run_record(config, trainer), indent=1))
-    from learner.training.stops import RunStopped
+    from learner.training.stops import OutOfMemory, RunStopped
 
     failed = False  # after an unexpected error no barrier: a peer may never arrive
     try:
         result = trainer.train()
         trainer.save_model(out / "final")
+    except OutOfMemory as stop:
+        if trainer.accelerator.num_processes > 1:
+            _end_launch(trainer, scorer, f"error: {stop.alone()}; resume from the last "
+                                         f"checkpoint with: {resume_command(config)}")
+        if main:
+            print(f"error: {stop}; resume with: {resume_command(config)}", file=sys.stderr,
+                  flush=True)
+        return stop.exit_code
     except RunStopped as stop:
         if main:
             prefix = "error: " if stop.exit_code == 1 else ""
             print(f"{prefix}{stop}; resume with: {resume_command(config)}", file=sys.stderr,
                   flush=True)
         return stop.exit_code
-    except BaseException:
+    except BaseException as exc:
         failed = True
+        if trainer.accelerator.num_processes > 1 and peer_ended(exc):
+            _end_launch(trainer, scorer, "error: another process of the launch ended (its "
+                                         f"line says why): {first_line(exc)}")
         raise
     finally:
         if scorer is not None:
@@ -162,6 +173,36 @@ def _train(config: Config) -> int:
             checkpoint.remove_all(out)  # periodic ones: final/ supersedes them
         print(finished_lines(result, out, config.keep_final_checkpoint))
     return 0
+
+
+def peer_ended(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective failing because another process of the launch ended
+    (gloo's closed connection, NCCL's aborted communicator)."""
+    import torch
+
+    text = str(exc)
+    return isinstance(exc, torch.distributed.DistBackendError) or any(
+        w in text for w in ("Connection closed by peer", "Connection reset by peer",
+                            "communicator was aborted"))
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+def _end_launch(trainer: Any, scorer: Any, line: str) -> None:
+    """One process of several cannot go on: say why in one line and end this process now,
+    without the process group's collectives (its peers are elsewhere in the step and would
+    wait for it forever). ``accelerate launch`` (torchrun) then stops the other processes."""
+    import os
+
+    if scorer is not None:
+        scorer.close()  # the nodes' actors and their sandbox containers
+    print(f"{line} [process {trainer.accelerator.process_index} of "
+          f"{trainer.accelerator.num_processes}]", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def finished_lines(result: dict[str, Any], out: Path, kept_checkpoint: bool) -> str:

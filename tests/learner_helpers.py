@@ -131,7 +131,10 @@ def _replica_check(out: str) -> None:
     from learner.training import sharding
     from learner.training.trainer import GRPOTrainer
 
+    # eval_batch_size 1: process 0 evaluates 2 tasks in 2 calls, process 1 one in 1 (ZeRO-3
+    # generation must not need the processes to make the same number of forwards).
     cfg = config(Path(out), steps=2, prompts_per_step=4, group_size=4, eval=True, eval_size=3,
+                 eval_batch_size=1,
                  samples_every=0, lr_scheduler="cosine", warmup_steps=4, save_every=1,
                  gradient_accumulation_steps=2, dist_timeout=321)
     t = GRPOTrainer(cfg, model=model(), tokenizer=tokenizer(), env=ShortEnv())
@@ -415,6 +418,28 @@ def _cli(argv: list[str]) -> int:
     return run.main(argv)
 
 
+def _cli_out_of_memory(argv: list[str]) -> int:
+    """``python -m tests.learner_helpers cli-oom ARGS``: as ``cli``, with CUDA's
+    out-of-memory error raised from process 1's second update (process 0 carries on into
+    the step's collectives)."""
+    import os
+
+    import torch
+
+    from learner.training.update import PolicyUpdate
+
+    real, calls = PolicyUpdate.__call__, []
+
+    def update(self, batch, staleness=0):
+        calls.append(1)
+        if os.environ.get("RANK") == "1" and len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, batch, staleness)
+
+    PolicyUpdate.__call__ = update
+    return _cli(argv)
+
+
 def _end_processes() -> None:
     """Tear the process group down together (as ``GRPOTrainer.close`` does for a run): a rank
     that exits while the other still holds it can abort in the C++ teardown."""
@@ -430,6 +455,8 @@ if __name__ == "__main__":
 
     if sys.argv[1] == "cli":
         sys.exit(_cli(sys.argv[2:]))
+    if sys.argv[1] == "cli-oom":
+        sys.exit(_cli_out_of_memory(sys.argv[2:]))
     {"replicas": _replica_check, "grads": _gradient_check,
      "infra": _infra_check}[sys.argv[1]](sys.argv[2])
     _end_processes()

@@ -156,3 +156,39 @@ def test_perturbations_gather_samples_across_processes(setup):
     twice = perturbation_accuracy(model, tokenizer, env, tasks[:1], max_new_tokens=2,
                                   gather=lambda rows: rows + rows)  # as if two ranks
     assert [r["n"] for r in twice["results"].values()] == [2] * 6
+
+
+def test_perturbed_prompts_go_in_batches_with_each_variants_own_answers(setup, monkeypatch):
+    """Every variant's prompts share generate calls that decode ``batch_size`` rows at once
+    (one pass per variant made calls of a few prompts each), and each variant gets the greedy
+    answers its own pass gives."""
+    from learner.evaluation import heldout
+
+    model, tokenizer, env, tasks = setup
+    calls: list[int] = []
+    real = heldout.sample_graded
+
+    def counted(engine, tok, env_, chunk, prompts, **kwargs):
+        calls.append(len(prompts))
+        return real(engine, tok, env_, chunk, prompts, **kwargs)
+
+    monkeypatch.setattr(heldout, "sample_graded", counted)
+    rows: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda mod, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    pair = tasks[:2]
+    try:
+        result = perturbation_accuracy(model, tokenizer, env, pair, max_new_tokens=6,
+                                       batch_size=5)
+    finally:
+        hook.remove()
+    variants = len(result["results"])
+    assert variants == 6 and calls == [12]  # 6 variants x 2 tasks in one call ...
+    assert max(rows) == 5  # ... of 5 rows at once
+    for name, samples in result["samples"].items():
+        alone = heldout.sample(model, tokenizer, env, pair, group_size=1, greedy=True,
+                               max_new_tokens=6, batch_size=2,
+                               build=lambda t, n=name: env.perturbations(t)[n])
+        assert [s["completion"] for s in samples] == [s["completion"] for s in alone], name
+        assert [s["prompt"] for s in samples] == [s["prompt"] for s in alone]
+        assert [s["group"] for s in samples] == [0, 1]

@@ -187,6 +187,39 @@ def test_device_flag_errors_are_one_line(tmp_path, capsys):
             placement.resolve("cuda:1")
 
 
+def test_learner_eval_evaluates_on_the_lazy_device_and_records_it(tmp_path):
+    """``python -m learner.eval --device``: the same placement as learner.run (the model
+    moved there, greedy, sampled and perturbed passes on it), recorded in the report."""
+    tiny = h.save_tiny(tmp_path / "tiny")
+    out = tmp_path / "eval"
+    argv = [sys.executable, "-m", "learner.eval", "--env", "grpo/MathExact-v0",
+            "--env-kwargs", '{"pack": "arith", "level": 1}', "--model", str(tiny),
+            "--device", "lazy", "--limit", "2", "--group-size", "2", "--max-new-tokens", "4",
+            "--batch-size", "2", "--general-limit", "0", "--num-threads", "1",
+            "--output-dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    meta = report["metadata"]
+    assert meta["device"] == "lazy" and meta["provenance"]["device"] == "lazy"
+    assert report["accuracy"]["n"] == 2 and report["pass_at_k"]["n"] == 2
+    assert report["perturbations"]["results"]["original"]["n"] == 2
+
+
+def test_learner_eval_device_errors_are_one_line(tmp_path, capsys):
+    from learner import eval as eval_cli
+
+    with pytest.raises(SystemExit):
+        eval_cli.main(["--env", "grpo/MathExact-v0", "--device", "cuda 0"])
+    assert "--device must be auto, cpu, cuda, cuda:N" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        code = eval_cli.main(["--env", "grpo/MathExact-v0", "--device", "cuda",
+                              "--output-dir", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1 and "no CUDA GPU is visible" in err[0], err
+
+
 def test_the_resume_command_repeats_the_device(tmp_path):
     from learner.config import parse_config
     from learner.resume_command import resume_command

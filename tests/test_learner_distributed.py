@@ -164,3 +164,33 @@ def test_infrastructure_failures_are_counted_over_processes_and_stop_them_togeth
     rows = read_metrics(tmp_path / "run")
     assert [(r["step"], r["samples/infra_errors"]) for r in rows] == [(1, 4)]
     assert (tmp_path / "run/checkpoints/step-0000001").is_dir()
+
+
+def test_out_of_memory_on_one_process_ends_the_launch_in_one_line(tmp_path):
+    """Process 1 runs out of memory in step 2's update while process 0 goes on into the
+    step's collectives: process 1 says so in one line and ends at once (a checkpoint would
+    need process 0), process 0's collective fails on the closed connection and says that in
+    one line, and the launcher stops: no wait for a timeout, no traceback from a process."""
+    tiny = h.save_tiny(tmp_path / "tiny")
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--main_process_port", str(free_port()), "--dynamo_backend", "no",
+           "-m", "tests.learner_helpers", "cli-oom", "--env", h.SHORT_ENV_ID,
+           "--model", str(tiny), "--output-dir", str(tmp_path / "run"), "--steps", "3",
+           "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4",
+           "--no-eval", "--no-progress", "--samples-every", "0", "--save-every", "1",
+           "--micro-batch-tokens", "256"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    # 10 s on a quiet machine; before, process 1 waited in the checkpoint's collectives and
+    # process 0 in the step's, until the process group's timeout (30 minutes).
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env,
+                          cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert proc.returncode != 0
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    oom = [line for line in ours if "out of memory" in line]
+    assert len(oom) == 1 and "[process 1 of 2]" in oom[0], proc.stderr[-3000:]
+    assert "--micro-batch-tokens 128" in oom[0] and "resume from the last checkpoint" in oom[0]
+    # Process 0 either said its peer ended, or the launcher stopped it first.
+    assert all("another process of the launch ended" in line for line in ours if line not in oom)
+    assert "[rank0]: Traceback" not in proc.stderr and "[rank1]: Traceback" not in proc.stderr
+    assert (tmp_path / "run/checkpoints/step-0000001").is_dir()  # step 1's checkpoint stays

@@ -62,6 +62,46 @@ def test_dropping_finished_rows_changes_nothing():
     assert dropped.generated_tokens < kept.generated_tokens
 
 
+def test_refilled_rows_decode_what_each_prompt_decodes_alone_never_over_max_rows():
+    """``max_rows``: finished rows give their place to the next prompts (prefilled as they
+    enter, the cache's padding re-aligned); greedy tokens, lengths, ends and log-probs are
+    those of one call holding every prompt, and of each prompt decoded alone."""
+    tok, model = h.tokenizer(), h.model()
+    eos = torch.tensor([tok.eos_token_id])
+    prompts = [chat_prompt(tok, f"What is {i} + {j}?" + " Think." * (i * j % 4))
+               for i in range(3) for j in range(3)]
+    rows: list[int] = []
+
+    def bias(mod, inp, out):  # EOS just below the top logit: rows end at mixed lengths
+        rows.append(out.shape[0])
+        return out.index_add(-1, eos, torch.full((*out.shape[:-1], 1), 1.1))
+
+    hook = model.lm_head.register_forward_hook(bias)
+    try:
+        whole = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True)
+        rows.clear()
+        # (rows at once, share of them finished before they are dropped): at 0.5 and 2.0
+        # finished rows stay in the batch while later prompts' rows run past their budget.
+        refilled = {(m, f): generate(model, tok, prompts, group_size=1, max_new_tokens=16,
+                                     greedy=True, max_rows=m, compact_fraction=f)
+                    for m, f in ((2, 0.25), (4, 0.25), (4, 0.5), (3, 2.0))}
+        most = max(rows)
+        alone = [generate(model, tok, [p], group_size=1, max_new_tokens=16, greedy=True)
+                 for p in prompts]
+    finally:
+        hook.remove()
+    assert len(set(whole.lengths.tolist())) > 2  # rows leave at different steps
+    assert most == 4  # never more rows in a forward than max_rows
+    for m, roll in refilled.items():
+        assert roll.texts == whole.texts, m
+        assert torch.equal(roll.completion_ids, whole.completion_ids), m
+        assert torch.equal(roll.truncated, whole.truncated), m
+        assert torch.allclose(roll.logprobs, whole.logprobs, atol=1e-5), m
+        if m[1] < 1:  # finished rows leave the batch
+            assert roll.generated_tokens < whole.generated_tokens, m
+    assert [r.texts[0] for r in alone] == whole.texts
+
+
 def test_a_completion_ends_at_its_first_eos_and_only_a_full_one_is_truncated():
     tok, model = h.tokenizer(), h.model()
     eos = tok.eos_token_id

@@ -11,6 +11,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,14 @@ from learner.sampling.kernels import onednn_linear
 #: With ``--run``: the starting model's result, beside the policy's ``eval.json``.
 START_RESULT = "eval_start.json"
 
+#: Moves a loaded model to the evaluation's device (``placement.moved``).
+Placer = Callable[[PreTrainedModel], PreTrainedModel]
 #: Set-up failures that ``learner.eval`` reports as one line (exit status 1).
 ERRORS = (SetupError, ModelLoadError, RunDirError)
 
 
 def metadata(args: argparse.Namespace, env: LearnerEnv, model_name: str, n_tasks: int,
-             settings: GateSettings) -> dict[str, Any]:
+             settings: GateSettings, device: torch.device | None = None) -> dict[str, Any]:
     pack = env.pack
     return {
         "model": model_name,
@@ -61,6 +64,9 @@ def metadata(args: argparse.Namespace, env: LearnerEnv, model_name: str, n_tasks
         "reward_weights": env.reward_weights,
         "general_benchmark": ARC_EASY if settings.general_limit else None,
         "versions": package_versions() | {"python": platform.python_version()},
+        # As learner.run's config.json: the flag, and the device it resolved to (placement).
+        "device": getattr(args, "device", "auto"),
+        "provenance": {"device": str(device) if device is not None else None},
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -93,8 +99,9 @@ def _eval_result(args: argparse.Namespace, env: LearnerEnv, model: PreTrainedMod
 
 def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
               tasks: list, settings: GateSettings, label: str, scorer: Any = None,
-              cpu_matmul: str = "onednn") -> dict[str, Any]:
+              cpu_matmul: str = "onednn", place: Placer = lambda m: m) -> dict[str, Any]:
     print(f"evaluating {label} on {len(tasks)} held-out tasks ...", file=sys.stderr)
+    model = place(model)
     onednn_linear.route_on_cpu(model, cpu_matmul)
     start = time.perf_counter()
     report = run_gates(model, tokenizer, env, tasks, settings,
@@ -103,9 +110,12 @@ def _evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: L
     return report
 
 
-def evaluate_command(args: argparse.Namespace) -> Path:
+def evaluate_command(args: argparse.Namespace, device: torch.device | None = None,
+                     place: Placer = lambda m: m) -> Path:
     """Evaluate as the parsed flags say; returns the path of ``report.json``. Raises one of
-    ``ERRORS`` when the env, the cluster, the run or the model cannot be set up."""
+    ``ERRORS`` when the env, the cluster, the run or the model cannot be set up. ``device``:
+    where ``--device`` resolved (``learner.training.placement``, by the entry point), and
+    ``place`` moves a loaded model there."""
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     start_model: str | None = args.model
@@ -132,14 +142,14 @@ def evaluate_command(args: argparse.Namespace) -> Path:
     env = make_env(env_config)
     scorer = ray_scorer(env, args.ray_address)
     try:
-        return _evaluate_all(args, env, scorer, start_model)
+        return _evaluate_all(args, env, scorer, start_model, device, place)
     finally:
         if scorer is not None:
             scorer.close()
 
 
-def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_model: str | None
-                  ) -> Path:
+def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_model: str | None,
+                  device: torch.device | None, place: Placer) -> Path:
     silence_deepspeed_cpu_notice()  # accelerate imports DeepSpeed, which says "CPU" on CPU
     tasks = heldout_tasks(env, args.limit)
     settings = GateSettings(
@@ -157,19 +167,20 @@ def _evaluate_all(args: argparse.Namespace, env: LearnerEnv, scorer: Any, start_
     else:
         policy, policy_name = load_model(start_model), start_name
     report = _evaluate(policy, tokenizer, env, tasks, settings, policy_name, scorer,
-                       args.cpu_matmul)
+                       args.cpu_matmul, place)
     samples = report.pop("samples")
     write_result(_eval_result(args, env, policy, policy_name, samples, settings),
                  out / RESULT_JSON)
     _write_samples(out / "samples.jsonl", samples)
-    report = {"metadata": metadata(args, env, policy_name, len(tasks), settings), **report}
+    report = {"metadata": metadata(args, env, policy_name, len(tasks), settings, device),
+              **report}
     if args.run:
         report["metadata"]["run"] = str(args.run)
         report["metadata"]["start_model"] = start_name
         del policy  # two 135M+ models fit, but there is no need to hold both
         start = load_model(start_model)
         baseline = _evaluate(start, tokenizer, env, tasks, settings,
-                             f"the starting model {start_name}", scorer, args.cpu_matmul)
+                             f"the starting model {start_name}", scorer, args.cpu_matmul, place)
         samples = baseline.pop("samples")
         # The starting model's result beside the policy's: compare START_RESULT eval.json.
         write_result(_eval_result(args, env, start, start_name, samples, settings),

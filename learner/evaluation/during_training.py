@@ -25,21 +25,32 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``eval/*`` metrics of this process's ``tasks`` and the per-task records they count
     (heldout.jsonl); ``gather`` joins every process's records (several processes)."""
+    subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
+    perturbed: list = []
+    if c.eval_perturbations:
+        from learner.evaluation.gates import perturbed_prompts
+
+        _, repeated, prompts = perturbed_prompts(env, subset)
+        perturbed = list(zip(repeated, prompts, strict=True))
+    # The perturbed prompts go through the greedy pass too: one pass of P x G rows at once.
     result = evaluate(policy, tokenizer, env, list(tasks), max_new_tokens=c.max_new_tokens,
                       k=c.eval_k, temperature=c.temperature, top_p=c.top_p,
                       batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
-                      max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role)
+                      max_episode_tokens=c.max_episode_tokens, tool_role=c.tool_role,
+                      also=perturbed)
+    local = result.records
     if gather is not None:
         result.records = gather(result.records)
     metrics: dict[str, Any] = {f"eval/{k}": v for k, v in result.metrics().items()}
     if c.eval_perturbations:
         from learner.evaluation.gates import perturbation_metrics
 
-        subset = tasks[:c.eval_perturb_size] if c.eval_perturb_size else tasks
+        # The unperturbed prompts' greedy answers are the evaluation's own: not generated again.
+        original = [{**r, "rewards": r["components"]} for r in local[:len(subset)]]
         metrics.update(perturbation_metrics(
             policy, tokenizer, env, subset, max_new_tokens=c.max_new_tokens,
             batch_size=c.eval_rows, workers=c.score_workers, scorer=scorer,
-            gather=gather))
+            gather=gather, original=(gather or list)(original), graded=result.also))
     return metrics, result.records
 
 

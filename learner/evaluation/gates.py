@@ -180,14 +180,28 @@ def _summarise(samples: Sequence[dict[str, Any]], components: Sequence[str]) -> 
     }
 
 
+def perturbed_prompts(env: LearnerEnv, tasks: Sequence[Task], original: bool = False
+                      ) -> tuple[list[str], list[Task], list[str]]:
+    """The variants' names (``original`` first when asked: the pack's own prompt), and their
+    tasks and prompts, variant by variant: what ``perturbation_accuracy`` samples."""
+    names = (["original"] if original else []) + (
+        list(env.perturbations(tasks[0])) if tasks else [])
+    prompts = [env.prompt(t) if name == "original" else env.perturbations(t)[name]
+               for name in names for t in tasks]
+    return names, [t for _ in names for t in tasks], prompts
+
+
 def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                           env: LearnerEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                           batch_size: int = 8, workers: int = 16,
                           scorer: RemoteScorer | None = None,
                           original: Sequence[dict[str, Any]] | None = None,
-                          gather: Callable[[list], list] | None = None) -> dict[str, Any]:
+                          gather: Callable[[list], list] | None = None,
+                          graded: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Greedy score of ``tasks`` under each of the env's perturbations (``env.perturbations``),
-    next to the unperturbed prompt (``original``: its greedy samples when already computed).
+    next to the unperturbed prompt (``original``: its greedy samples when already computed;
+    ``graded``: with it, the perturbed prompts' greedy samples when already computed, in
+    ``perturbed_prompts``' order, as the held-out evaluation's own pass gives them).
 
     ``score`` is the mean of the env's first ``check_components`` entry, the component that does
     not depend on the answer's format; ``samples`` keeps the graded completions for the report.
@@ -197,22 +211,26 @@ def perturbation_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizer
     gather = gather or list
     components = env.check_components
     descriptions = {kind.name: kind.description for kind in env.perturbation_kinds}
-    names = list(env.perturbations(tasks[0])) if tasks else []
-    run: dict[str, Any] = dict(max_new_tokens=max_new_tokens, group_size=1, greedy=True,
-                               batch_size=batch_size, workers=workers, scorer=scorer)
-
-    def perturbed(n: str) -> Callable[[Task], str]:
-        return lambda t: env.perturbations(t)[n]
-
+    # Every variant's prompts go through one sampling pass, ``batch_size`` rows at once (a
+    # step's P x G rows in training): a pass per variant generated a few rows per call.
+    variants, repeated, prompts = perturbed_prompts(env, tasks, original=original is None)
+    names = [n for n in variants if n != "original"]
+    if graded is None or original is None:
+        graded = sample(model, tokenizer, env, repeated, prompts=prompts,
+                        max_new_tokens=max_new_tokens, group_size=1, greedy=True,
+                        batch_size=batch_size, workers=workers, scorer=scorer,
+                        desc="perturbed prompts")
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for j, name in enumerate(variants):
+        rows = graded[j * len(tasks):(j + 1) * len(tasks)]
+        by_variant[name] = gather([{**r, "group": r["group"] - j * len(tasks)} for r in rows])
     if original is None:
-        original = gather(sample(model, tokenizer, env, tasks, desc="perturbed: original", **run))
+        original = by_variant.pop("original")
     results = {"original": {"description": "the pack's own prompt",
                             **_summarise(original, components)}}
     samples: dict[str, list[dict[str, Any]]] = {}
     for name in names:
-        graded = gather(sample(model, tokenizer, env, tasks,
-                               build=perturbed(name),
-                               desc=f"perturbed: {name}", **run))
+        graded = by_variant[name]
         results[name] = {"description": descriptions.get(name, ""),
                          **_summarise(graded, components),
                          "example_prompt": graded[0]["prompt"] if graded else None}
@@ -229,11 +247,14 @@ def perturbation_metrics(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
                          env: LearnerEnv, tasks: Sequence[Task], *, max_new_tokens: int,
                          batch_size: int = 8, workers: int = 16,
                          scorer: RemoteScorer | None = None,
-                         gather: Callable[[list], list] | None = None) -> dict[str, float]:
-    """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl."""
+                         gather: Callable[[list], list] | None = None,
+                         original: Sequence[dict[str, Any]] | None = None,
+                         graded: Sequence[dict[str, Any]] | None = None) -> dict[str, float]:
+    """``eval/perturb/<name>`` -> score, for the trainer's metrics.jsonl (``original`` and
+    ``graded``: as ``perturbation_accuracy``'s)."""
     result = perturbation_accuracy(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens,
                                    batch_size=batch_size, workers=workers, scorer=scorer,
-                                   gather=gather)
+                                   original=original, gather=gather, graded=graded)
     return {f"eval/perturb/{name}": r["score"] for name, r in result["results"].items()
             if r["score"] is not None}
 

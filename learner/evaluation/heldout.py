@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,8 @@ class EvalResult:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     k: int = 1
+    #: ``evaluate``'s ``also`` prompts' greedy samples (as ``sample`` gives them), in order
+    also: list[dict[str, Any]] = field(default_factory=list)
 
     def infra(self) -> InfraCount:
         """The greedy pass's failures: what the accuracy's denominator holds."""
@@ -65,8 +67,7 @@ class EvalResult:
             v >= 1.0 for v in r["components"].values()))
         for name in sorted({k for r in records if not r["infra_error"]
                             for k in r["components"]}):
-            out[f"reward/{name}"] = counted_mean(records,
-                                                 lambda r, n=name: r["components"].get(n, 0.0))
+            out[f"reward/{name}"] = counted_mean(records, _component(name))
         if self.k > 1:
             sampled = self.sampled_infra()
             out["sampled_infra_errors"] = sampled.failures
@@ -75,6 +76,11 @@ class EvalResult:
                 pass_at_k(r["samples"], r["samples_correct"], self.k) for r in records
             ) / len(records)
         return out
+
+
+def _component(name: str) -> Callable[[Mapping[str, Any]], float]:
+    """A record's reward component ``name`` (0 where it has none)."""
+    return lambda r: r["components"].get(name, 0.0)
 
 
 def heldout_tasks(env: LearnerEnv, size: int = 0, split: str = "test") -> list[Task]:
@@ -104,13 +110,20 @@ def evaluate(
     scorer: RemoteScorer | None = None,
     max_episode_tokens: int = 0,
     tool_role: str = "auto",
+    also: Sequence[tuple[Task, str]] = (),
 ) -> EvalResult:
-    """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``)."""
+    """Greedy-decode every task once; with ``k > 1`` also sample ``samples`` (default ``k``).
+    ``also``: more (task, prompt) pairs decoded greedily in the same pass (the perturbed
+    prompts: one pass keeps its batch full where two each ended half empty), returned in
+    ``EvalResult.also`` with ``group`` counted within them."""
     n_samples = samples or k
     run: dict[str, Any] = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, workers=workers,
                scorer=scorer, max_episode_tokens=max_episode_tokens, tool_role=tool_role)
-    greedy = sample(model, tokenizer, env, tasks, group_size=1, greedy=True,
-                    desc="held-out greedy", **run)
+    build = env.prompt
+    both = sample(model, tokenizer, env, [*tasks, *(t for t, _ in also)], group_size=1,
+                  greedy=True, desc="held-out greedy", **run,
+                  prompts=[*(build(t) for t in tasks), *(p for _, p in also)])
+    greedy, extra = both[:len(tasks)], both[len(tasks):]
     sampled_correct = [int(g["passed"] and not g["infra_error"]) for g in greedy]
     sampled_infra = [int(g["infra_error"]) for g in greedy]
     reasons = [g.get("infra_reason") for g in greedy]
@@ -123,7 +136,7 @@ def evaluate(
             sampled_correct[i] += int(row["passed"] and not row["infra_error"])
             sampled_infra[i] += int(row["infra_error"])
             reasons[i] = reasons[i] or row.get("infra_reason")
-    result = EvalResult(k=k)
+    result = EvalResult(k=k, also=[{**r, "group": r["group"] - len(tasks)} for r in extra])
     for task, g, correct, failed, reason in zip(tasks, greedy, sampled_correct, sampled_infra,
                                                 reasons, strict=True):
         record = {
@@ -144,13 +157,22 @@ def evaluate(
     return result
 
 
+#: Batches' worth of prompts per refilled generate call: the progress bar moves per call.
+REFILLED = 4
+
+
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: LearnerEnv,
            tasks: Sequence[Task], *, group_size: int, max_new_tokens: int, greedy: bool = False,
            temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8, workers: int = 16,
            scorer: RemoteScorer | None = None, build: Callable[[Task], str] | None = None,
            desc: str | None = None, max_episode_tokens: int = 0,
-           tool_role: str = "auto") -> list[dict[str, Any]]:
-    """``group_size`` graded completions per task (prompts from ``build``, default the env's).
+           tool_role: str = "auto", prompts: Sequence[str] | None = None
+           ) -> list[dict[str, Any]]:
+    """``group_size`` graded completions per task (prompts from ``build``, default the env's,
+    or ``prompts``, one per task), ``batch_size`` tasks per generate call; a greedy single-turn
+    pass decodes ``batch_size`` rows at once, each finished row's place taken by the next
+    task's prompt (``REFILLED`` batches' worth of tasks per call, ``decoding.decode``'s
+    ``max_rows``).
 
     One dict per completion: task_id, group (index of its task), prompt, completion, reward,
     rewards (components), passed, truncated, infra_error (and infra_reason when it holds); on a
@@ -164,17 +186,23 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Lear
     out: list[dict[str, Any]] = []
     bar = tqdm(total=len(tasks), desc=desc, unit="task", leave=False, dynamic_ncols=True,
                disable=desc is None)
-    for start in range(0, len(tasks), batch_size):
-        chunk = list(tasks[start:start + batch_size])
-        prompts = [build(t) for t in chunk]
+    # Rows of one prompt each finish at different lengths: refilled, a call keeps its batch
+    # full where calls of ``batch_size`` prompts ended with a few rows decoding alone.
+    refill = group_size == 1 and bridge is None
+    per_call = batch_size * REFILLED if refill else batch_size
+    for start in range(0, len(tasks), per_call):
+        chunk = list(tasks[start:start + per_call])
+        chunk_prompts = (list(prompts[start:start + per_call]) if prompts is not None
+                         else [build(t) for t in chunk])
         bar.set_postfix_str("episodes" if bridge else "generating and grading")
         graded = sample_graded(lambda: nullcontext(HFEngine(model)), tokenizer, env, chunk,
-                               prompts, group_size=group_size, max_new_tokens=max_new_tokens,
+                               chunk_prompts, group_size=group_size, max_new_tokens=max_new_tokens,
                                bridge=bridge, max_episode_tokens=max_episode_tokens,
                                greedy=greedy, temperature=temperature, top_p=top_p,
-                               workers=workers, scorer=scorer)
+                               workers=workers, scorer=scorer,
+                               max_rows=batch_size if refill else 0)
         roll, scores = graded.rollout, graded.scores
-        out += _records(chunk, prompts, start, group_size, roll, scores)
+        out += _records(chunk, chunk_prompts, start, group_size, roll, scores)
         bar.update(len(chunk))
     bar.close()
     return out

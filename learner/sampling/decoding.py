@@ -25,7 +25,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
-from learner.sampling.kernels.kv_cache import decode_cache
+from learner.sampling.kernels.kv_cache import can_refill, decode_cache, merge_rows, trim_left
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call or answer), its
 #: budget.
@@ -107,7 +107,7 @@ class RowText:
 
     def add(self, token: int) -> bool:
         """Append ``token``; whether the text grew."""
-        if self._stream is not None:
+        if self._stream is not None and self._backend is not None:
             chunk = self._stream.step(self._backend, token)
         else:
             chunk = self._window(token)
@@ -119,8 +119,9 @@ class RowText:
     def _window(self, token: int) -> str | None:
         self._ids.append(token)
         decode = self._tokenizer.decode
-        before = decode(self._ids[self._prefix:self._read], skip_special_tokens=True)
-        after = decode(self._ids[self._prefix:], skip_special_tokens=True)
+        # One sequence of ids decodes to one string.
+        before = str(decode(self._ids[self._prefix:self._read], skip_special_tokens=True))
+        after = str(decode(self._ids[self._prefix:], skip_special_tokens=True))
         if len(after) <= len(before) or after.endswith("\ufffd"):  # an incomplete character
             return None
         self._prefix, self._read = self._read, len(self._ids)
@@ -161,49 +162,71 @@ def sample_next(logits: Tensor, temperature: float, top_p: float, greedy: bool) 
 def decode(model: PreTrainedModel, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor,
            pad_id: int, repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
            greedy: bool = False, stop: Callable[[int, list[int]], int | None] | None = None,
-           compact_fraction: float = 0.25) -> Decoded:
+           compact_fraction: float = 0.25, max_rows: int = 0) -> Decoded:
     """Sample a continuation of each left-padded context (``repeat`` rows per context).
 
     A row ends at an ``eos`` token (kept), at its budget (``budgets`` (n,), after ``repeat``),
     or where ``stop(row, tokens so far)`` returns how many of its tokens to keep.
+
+    ``max_rows`` (with ``repeat`` 1): at most that many rows decode at once; contexts enter the
+    batch as rows leave it (each prefilled when it enters), so one call keeps a full batch
+    where calls of ``max_rows`` contexts each would end with a few long rows running alone.
     """
     was_training = model.training
     model.eval()  # also lets the KV cache work with gradient checkpointing enabled
     try:
         return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
-                       temperature, top_p, greedy, stop, compact_fraction)
+                       temperature, top_p, greedy, stop, compact_fraction, max_rows)
     finally:
         model.train(was_training)
 
 
-def _decode(model, ids, mask, budgets, eos, pad_id, repeat, temperature, top_p, greedy, stop,
-            compact_fraction) -> Decoded:
+def _prefill(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor, mask: Tensor
+             ) -> tuple[Tensor, Tensor, Tensor]:
+    """Prefill left-padded contexts into ``cache`` (padding no row uses is cut first): the
+    last logits, the mask as the cache holds it, each row's next position."""
+    first = int(mask.any(0).long().argmax())
+    ids, mask = ids[:, first:], mask[:, first:]
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache, arg = decode_cache(), cache_kwarg(model)  # the cache is filled in place
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                 logits_to_keep=1, **{arg: cache})
-    logits = out.logits[:, -1]
+    return out.logits[:, -1], mask, positions[:, -1] + 1
+
+
+def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, top_p, greedy,
+            stop, compact_fraction, max_rows) -> Decoded:
+    cache, arg = decode_cache(), cache_kwarg(model)  # the cache is filled in place
+    contexts = ids.shape[0]
+    refill = 0 < max_rows < contexts and repeat == 1 and can_refill(cache)
+    entered = max_rows if refill else contexts  # contexts in the batch so far
+    logits, mask, next_pos = _prefill(model, cache, arg, ids[:entered], ctx_masks[:entered])
     if repeat > 1:
         cache.batch_repeat_interleave(repeat)
         logits = logits.repeat_interleave(repeat, 0)
     mask = mask.repeat_interleave(repeat, 0)
-    next_pos = positions[:, -1].repeat_interleave(repeat, 0) + 1
-    n, width = mask.shape[0], int(budgets.max())
+    next_pos = next_pos.repeat_interleave(repeat, 0)
+    n, width = contexts * repeat, int(budgets.max())
     tokens = torch.full((n, width), pad_id, dtype=torch.long, device=ids.device)
     logprobs = torch.zeros((n, width), device=ids.device)
     lengths, stops = budgets.clone(), [LENGTH] * n
     done = torch.zeros(n, dtype=torch.bool, device=ids.device)
-    rows = torch.arange(n, device=ids.device)  # which output row each cache row feeds
-    decoded = 0
+    rows = torch.arange(entered * repeat, device=ids.device)  # the output row of each cache row
+    start = torch.zeros(n, dtype=torch.long, device=ids.device)  # the step of a row's 1st token
+    decoded, t = 0, 0
     sampled: list[list[int]] = [[] for _ in range(n)]  # each row's tokens, for ``stop``
-    for t in range(width):
+    while True:
         nxt = sample_next(logits, temperature, top_p, greedy)
-        tokens[rows, t] = nxt
-        logprobs[rows, t] = token_logprobs(logits, nxt, temperature, top_p)
+        cols = t - start[rows]  # each row's own token index
+        # A finished row left in the batch decodes on, past its budget once a later row
+        # keeps the loop going: only running rows' tokens are kept.
+        live = ~done[rows]
+        tokens[rows[live], cols[live]] = nxt[live]
+        logprobs[rows[live], cols[live]] = token_logprobs(logits[live], nxt[live], temperature,
+                                                          top_p)
         decoded += rows.numel()
-        live = rows[~done[rows]]
-        for r in live[torch.isin(tokens[live, t], eos)].tolist():
-            lengths[r], stops[r] = t + 1, EOS
+        ended = live & torch.isin(nxt, eos)
+        for r, c in zip(rows[ended].tolist(), cols[ended].tolist(), strict=True):
+            lengths[r], stops[r] = c + 1, EOS
             done[r] = True
         if stop is not None:
             # One copy of the step's tokens to the host, appended to each row's list: a
@@ -217,14 +240,52 @@ def _decode(model, ids, mask, budgets, eos, pad_id, repeat, temperature, top_p, 
                 if keep is not None:
                     lengths[r], stops[r] = keep, STOP
                     done[r] = True
-        done[rows[t + 1 >= budgets[rows]]] = True
-        if t == width - 1 or bool(done.all()):
+        done[rows[cols + 1 >= budgets[rows]]] = True
+        active = ~done[rows]
+        waiting = contexts - entered
+        if not waiting and not bool(active.any()):
             break
-        logits, rows, mask, next_pos = _feed(model, cache, arg, nxt, ~done[rows], rows, mask,
+        t += 1
+        free = max_rows - int(active.sum())
+        if waiting and (free >= max(1.0, compact_fraction * max_rows) or not active.any()):
+            new = torch.arange(entered, entered + min(free, waiting), device=ids.device)
+            entered += new.numel()
+            logits, rows, mask, next_pos, cache = _refill(
+                model, cache, arg, nxt, active, rows, mask, next_pos, new, ids[new],
+                ctx_masks[new])
+            start[new] = t
+            continue
+        logits, rows, mask, next_pos = _feed(model, cache, arg, nxt, active, rows, mask,
                                              next_pos, pad_id, compact_fraction)
     kept = torch.arange(width, device=ids.device) < lengths.unsqueeze(-1)
     return Decoded(tokens.masked_fill(~kept, pad_id), logprobs.masked_fill(~kept, 0.0),
                    lengths, stops, decoded)
+
+
+def _refill(model: PreTrainedModel, cache: DynamicCache, arg: str, nxt: Tensor, active: Tensor,
+            rows: Tensor, mask: Tensor, next_pos: Tensor, new: Tensor, new_ids: Tensor,
+            new_mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, DynamicCache]:
+    """Drop the finished rows, feed the running ones their sampled tokens ``nxt``, and append
+    the contexts ``new`` (output rows; their ids and mask) prefilled: the next logits, rows,
+    mask, positions and cache of the whole batch."""
+    fresh = decode_cache()
+    new_logits, new_mask, new_pos = _prefill(model, fresh, arg, new_ids, new_mask)
+    idx = active.nonzero().squeeze(-1)
+    if idx.numel() == 0:
+        return new_logits, new, new_mask, new_pos, fresh
+    cache.batch_select_indices(idx)
+    rows, nxt, mask, next_pos = rows[idx], nxt[idx], mask[idx], next_pos[idx]
+    first = int(mask.any(0).long().argmax())  # positions no running row attends to are cut
+    trim_left(cache, first)
+    mask = torch.cat([mask[:, first:], mask.new_ones(mask.shape[0], 1)], dim=-1)
+    out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask,
+                position_ids=next_pos.unsqueeze(-1), use_cache=True, **{arg: cache})
+    merge_rows(cache, fresh)
+    width = max(mask.shape[1], new_mask.shape[1])
+    mask = torch.cat([torch.nn.functional.pad(m, (width - m.shape[1], 0))
+                      for m in (mask, new_mask)])
+    return (torch.cat([out.logits[:, -1], new_logits]), torch.cat([rows, new]), mask,
+            torch.cat([next_pos + 1, new_pos]), cache)
 
 
 def _feed(model: PreTrainedModel, cache: DynamicCache, cache_arg: str, nxt: Tensor,

@@ -44,7 +44,7 @@ class SamplingEngine(Protocol):
     def decode(self, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor, pad_id: int,
                repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
                greedy: bool = False, stop: Stop | None = None,
-               compact_fraction: float = 0.25) -> Decoded: ...
+               compact_fraction: float = 0.25, max_rows: int = 0) -> Decoded: ...
 
 
 class HFEngine:

@@ -43,13 +43,15 @@ def sample_graded(sampler: Callable[[], AbstractContextManager[SamplingEngine]],
                   prompts: Sequence[str], *, group_size: int, max_new_tokens: int,
                   bridge: ChatBridge | None, max_episode_tokens: int = 0,
                   temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                  workers: int = 16, scorer: RemoteScorer | None = None) -> Graded:
+                  workers: int = 16, scorer: RemoteScorer | None = None,
+                  max_rows: int = 0) -> Graded:
     """``group_size`` completions of each of ``prompts`` (the user messages for ``tasks``, put
     through the chat template here), graded; rows are task-major.
 
     ``sampler()`` opens the engine for the sampling only: a single-turn batch is graded after
     it closes (under ZeRO-3 the gathered weights are let go before grading). ``bridge`` is set
     for a multi-turn env (``is_multi_turn``), whose episodes run inside the sampler.
+    ``max_rows``: a single-turn batch decodes at most that many rows at once (``generate``).
     """
     t0 = time.perf_counter()
     with sampler() as engine:
@@ -62,7 +64,8 @@ def sample_graded(sampler: Callable[[], AbstractContextManager[SamplingEngine]],
             return Graded(eps.rollout, eps.scores, eps.generate_s, eps.step_s)
         roll = generate(engine, tokenizer, [chat_prompt(tokenizer, p) for p in prompts],
                         group_size=group_size, max_new_tokens=max_new_tokens, greedy=greedy,
-                        temperature=temperature, top_p=top_p, answer_end=answer_rule(env))
+                        temperature=temperature, top_p=top_p, answer_end=answer_rule(env),
+                        max_rows=max_rows)
     generate_s, t1 = time.perf_counter() - t0, time.perf_counter()
     scores = score_all(env, [t for t in tasks for _ in range(group_size)], roll.texts,
                        workers, scorer)

@@ -89,11 +89,13 @@ def generate(
     greedy: bool = False,
     compact_fraction: float = 0.25,
     answer_end: Callable[[str], int | None] | None = None,
+    max_rows: int = 0,
 ) -> Rollout:
     """Sample ``group_size`` completions for each templated prompt; rows are prompt-major.
     ``engine`` decodes them (``HFEngine(model)``: the learner's own loop). A row stops at
     EOS, at ``max_new_tokens``, or where ``answer_end(its text)`` says its answer is complete
-    (the env's ``answer_end``: what follows would not be graded)."""
+    (the env's ``answer_end``: what follows would not be graded). ``max_rows``: at most that
+    many rows decode at once, prompts entering as rows finish (``decoding.decode``)."""
     device = engine.device
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
@@ -103,7 +105,8 @@ def generate(
                             eos=engine.eos_ids(tokenizer), pad_id=tokenizer.pad_token_id,
                             repeat=group_size, temperature=temperature, top_p=top_p,
                             greedy=greedy, compact_fraction=compact_fraction,
-                            stop=text_stop(tokenizer, answer_end) if answer_end else None)
+                            stop=text_stop(tokenizer, answer_end) if answer_end else None,
+                            max_rows=max_rows)
     width = max(int(out.lengths.max()), 1)  # columns no completion uses are cut
     mask = (torch.arange(width, device=device) < out.lengths.unsqueeze(-1)).long()
     ids = out.tokens[:, :width]

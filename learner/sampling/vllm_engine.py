@@ -215,9 +215,10 @@ class VLLMEngine:
     def decode(self, ids: Tensor, mask: Tensor, *, budgets: Tensor, eos: Tensor, pad_id: int,
                repeat: int = 1, temperature: float = 1.0, top_p: float = 1.0,
                greedy: bool = False, stop: Stop | None = None,
-               compact_fraction: float = 0.25) -> Decoded:
+               compact_fraction: float = 0.25, max_rows: int = 0) -> Decoded:
         """As ``decoding.decode``: ``repeat`` rows per left-padded context, each ending at an
-        ``eos`` token (kept), its budget, or where ``stop(row, tokens)`` says."""
+        ``eos`` token (kept), its budget, or where ``stop(row, tokens)`` says (``max_rows`` is
+        ignored: vLLM schedules its own batch)."""
         from vllm import SamplingParams
 
         contexts = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask.cpu(), strict=True)]

@@ -116,8 +116,10 @@ class TrainLoop:
                 result.update(self.steps(signals))
             except OutOfMemory:
                 # The steps done are kept: the weights and optimizer are as the last
-                # finished step left them (a loss pass that failed stepped nothing).
-                if t.saved_step != t.step:
+                # finished step left them (a loss pass that failed stepped nothing). With
+                # several processes the others are inside the step, not at the save's
+                # collectives: the launch ends (``launch``) and the last checkpoint stays.
+                if t.saved_step != t.step and t.procs.world == 1:
                     t.save()
                 raise
             finally:

@@ -136,8 +136,11 @@ def matmul_weights_in(model: torch.nn.Module, dtype: torch.dtype) -> int:
 def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[Any]:
     """The unwrapped policy with all its weights present, for generation on this process alone.
 
-    Under ZeRO-3 the shards are gathered for the duration (read-only); otherwise nothing is
-    gathered. Processes may then run different numbers of decoding steps without collectives.
+    Under ZeRO-3 the shards are gathered for the duration (read-only), and DeepSpeed's module
+    hooks are taken off meanwhile (as TRL's ``unwrap_model_for_generation`` does): they would
+    release and all-gather every layer again in each forward, a collective per forward, so
+    processes making different numbers of forwards went out of step ("Cannot partition a
+    param in flight"). Processes may then run any number of forwards without collectives.
     """
     unwrapped = accelerator.unwrap_model(model)
     if zero_stage(accelerator) != 3:
@@ -146,7 +149,42 @@ def full_weights(accelerator: Accelerator, model: torch.nn.Module) -> Iterator[A
     import deepspeed
 
     with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
-        yield unwrapped
+        offload = _hooked(model)
+        reset = _hooks_off(offload) if offload is not None else None
+        try:
+            yield unwrapped
+        finally:
+            if offload is not None:
+                _hooks_on(offload, reset)
+
+
+def _hooked(engine: torch.nn.Module):
+    """The ZeRO-3 engine's parameter offload (what holds its module hooks), or None."""
+    optimizer = getattr(engine, "optimizer", None)
+    offload = getattr(optimizer, "parameter_offload", optimizer)
+    return offload if hasattr(offload, "forward_hooks") else None
+
+
+def _hooks_off(offload):
+    """Remove the engine's module hooks; returns the step-reset hook, to put back."""
+    from deepspeed.runtime.zero.partitioned_param_coordinator import iter_params
+
+    for param in iter_params(offload.module, recurse=True):
+        param.ds_active_sub_modules.clear()
+    # The step reset is a collective too while no trace is recorded.
+    reset = offload.module._forward_pre_hooks[offload.fwd_pre_hook.id]
+    for hook in [*offload.forward_hooks, *offload.backward_hooks, offload.fwd_pre_hook]:
+        hook.remove()
+    offload.forward_hooks, offload.backward_hooks = [], []
+    return reset
+
+
+def _hooks_on(offload, reset) -> None:
+    # DeepSpeed's own order: the step reset first, then every module's fetch and release
+    # hooks (re-registering the root invalidates the recorded trace: the next forward
+    # records it again).
+    offload.fwd_pre_hook = offload.module.register_forward_pre_hook(reset)
+    offload._register_deepspeed_module(offload.module)
 
 
 def bucket_gather(accelerator: Accelerator) -> Callable[[list], Any] | None:

@@ -75,8 +75,14 @@ class OutOfMemory(RunStopped):
 
     def __init__(self, doing: str, flag: str, step: int, total: int):
         self.doing, self.flag = doing, flag
+        self.total = total
         super().__init__(f"out of memory while {doing} after step {step} of {total}; "
                          f"checkpoint saved: lower the memory with {flag}", step)
+
+    def alone(self) -> str:
+        """The line for one process of several, which saves nothing (see ``loop``)."""
+        return (f"out of memory while {self.doing} after step {self.step} of {self.total}: "
+                f"lower the memory with {self.flag}")
 
 
 @contextlib.contextmanager

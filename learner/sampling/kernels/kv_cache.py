@@ -15,6 +15,8 @@ cache layers get a plain ``DynamicCache``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor
 from transformers import DynamicCache
 
@@ -93,3 +95,48 @@ if DynamicLayer is not None:
         return out
 else:
     ReservedLayer = None  # type: ignore[assignment,misc]  # the optional class's fallback
+
+
+def can_refill(cache: Any) -> bool:
+    """Whether ``trim_left`` and ``merge_rows`` work on this cache (per-layer caches)."""
+    return DynamicLayer is not None and hasattr(cache, "layers")
+
+
+def trim_left(cache: Any, columns: int) -> None:
+    """Drop the first ``columns`` positions of every layer (padding no row attends to)."""
+    if columns <= 0:
+        return
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            continue
+        if isinstance(layer, ReservedLayer):
+            layer._kbuf, layer._vbuf = layer._kbuf[..., columns:, :], layer._vbuf[..., columns:, :]
+            layer._length -= columns
+            layer._views()
+        else:
+            layer.keys, layer.values = layer.keys[..., columns:, :], layer.values[..., columns:, :]
+
+
+def merge_rows(cache: Any, other: Any) -> None:
+    """Append ``other``'s rows to ``cache``'s, the shorter side padded on the left with zeros
+    to the longer one's positions (the caller pads its attention mask alike)."""
+    for layer, extra in zip(cache.layers, other.layers, strict=True):
+        width = max(layer.keys.shape[-2], extra.keys.shape[-2])
+        if isinstance(layer, ReservedLayer):
+            assert layer.keys is not None and layer.values is not None  # filled: it has a width
+            layer._kbuf = _left_padded_cat(layer.keys, extra.keys, width, HEADROOM)
+            layer._vbuf = _left_padded_cat(layer.values, extra.values, width, HEADROOM)
+            layer._length = width
+            layer._views()
+        else:
+            layer.keys = _left_padded_cat(layer.keys, extra.keys, width, 0)
+            layer.values = _left_padded_cat(layer.values, extra.values, width, 0)
+
+
+def _left_padded_cat(a: Tensor, b: Tensor, width: int, room: int) -> Tensor:
+    """``a``'s rows then ``b``'s, each right-aligned at ``width`` positions, zeros before
+    them, with ``room`` positions to spare after."""
+    out = a.new_zeros(a.shape[0] + b.shape[0], *a.shape[1:-2], width + room, a.shape[-1])
+    out[:a.shape[0], ..., width - a.shape[-2]:width, :] = a
+    out[a.shape[0]:, ..., width - b.shape[-2]:width, :] = b
+    return out
