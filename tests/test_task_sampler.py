@@ -226,7 +226,7 @@ def drawn_ids(run_dir) -> dict[int, list[str]]:
 
 
 def test_a_resumed_run_draws_the_same_mix_as_an_uninterrupted_one(tmp_path):
-    from learner.training import checkpoint
+    from learner import run_layout
     from learner.training.run_log import read_metrics
 
     full = trainer(tmp_path / "full", steps=4)
@@ -235,8 +235,9 @@ def test_a_resumed_run_draws_the_same_mix_as_an_uninterrupted_one(tmp_path):
     part = trainer(tmp_path / "part", steps=2)
     part.train()  # saves its last step
     part.close()
-    state = json.loads((checkpoint.latest(tmp_path / "part/run") / checkpoint.STATE_FILE)
-                       .read_text())
+    saved = run_layout.latest(tmp_path / "part/run")
+    assert saved is not None
+    state = json.loads((saved / run_layout.STATE_FILE).read_text())
     assert state["sampler"]["kind"] == "curriculum" and "rng" in state["sampler"]
     resumed = trainer(tmp_path / "part", steps=4, resume=True)
     resumed.train()

@@ -181,7 +181,7 @@ class _Spare:
         self.tx = Connection(req_w, readable=False)
         self.rx = Connection(rep_r, writable=False)
 
-    def score(self, spec: ScorerSpec, entry: dict[str, Any], answer: str, timeout: float,
+    def score_answer(self, spec: ScorerSpec, entry: dict[str, Any], answer: str, timeout: float,
               fork_next: Callable[[], None]) -> tuple[str, Any]:
         """Send the one answer, fork the next spare while it scores, wait for the reply, and
         kill the child (reaped later by ``close``: it runs nothing once killed, and the reply
@@ -275,7 +275,7 @@ def _serve_loop(requests: Connection, replies: Connection, memory: int, prefork:
                 _SPARE[0] = None
                 assert spare is not None
                 used = spare
-                outcome = spare.score(spec, entry, answer, timeout,
+                outcome = spare.score_answer(spec, entry, answer, timeout,
                                       lambda: _replace_spare(prepared, memory))
             else:
                 outcome = _fork_and_score(spec, entry, answer, timeout, own, memory)
