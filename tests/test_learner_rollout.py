@@ -76,17 +76,18 @@ def test_refilled_rows_decode_what_each_prompt_decodes_alone_never_over_max_rows
         rows.append(out.shape[0])
         return out.index_add(-1, eos, torch.full((*out.shape[:-1], 1), 1.1))
 
+    engine = HFEngine(model)
     hook = model.lm_head.register_forward_hook(bias)
     try:
-        whole = generate(model, tok, prompts, group_size=1, max_new_tokens=16, greedy=True)
+        whole = generate(engine, tok, prompts, group_size=1, max_new_tokens=16, greedy=True)
         rows.clear()
         # (rows at once, share of them finished before they are dropped): at 0.5 and 2.0
         # finished rows stay in the batch while later prompts' rows run past their budget.
-        refilled = {(m, f): generate(model, tok, prompts, group_size=1, max_new_tokens=16,
+        refilled = {(m, f): generate(engine, tok, prompts, group_size=1, max_new_tokens=16,
                                      greedy=True, max_rows=m, compact_fraction=f)
                     for m, f in ((2, 0.25), (4, 0.25), (4, 0.5), (3, 2.0))}
         most = max(rows)
-        alone = [generate(model, tok, [p], group_size=1, max_new_tokens=16, greedy=True)
+        alone = [generate(engine, tok, [p], group_size=1, max_new_tokens=16, greedy=True)
                  for p in prompts]
     finally:
         hook.remove()
