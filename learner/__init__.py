@@ -6,12 +6,14 @@ entry points ``run``, ``eval``, ``plot`` and ``demo`` share their set-up in ``la
 
 The learner's dependencies are the ``learner`` extra (``pip install "grpo-gym[learner]"``); the
 core install (the envs, verifiers and sandbox) has none of them. Without them, importing the
-learner fails at once with one line that says so, rather than with torch's bare
-``ModuleNotFoundError`` from somewhere inside.
+learner's modules fails at once with one line that says so, rather than with torch's bare
+``ModuleNotFoundError`` from somewhere inside (``model_files``, which set-up runs in a fresh
+venv, needs only the standard library).
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import sys
 
@@ -34,12 +36,31 @@ def missing_modules() -> list[str]:
     return missing
 
 
+class _NeedsTheExtra(importlib.abc.MetaPathFinder):
+    """Refuses, in one line, an import of a learner module while the extra is missing.
+    ``STDLIB_ONLY`` modules stay importable: set-up fetches the model with them into a fresh
+    venv."""
+
+    def __init__(self, message: str, missing: str):
+        self.message, self.missing = message, missing
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if not name.startswith(f"{__name__}.") or name in STDLIB_ONLY:
+            return None
+        if sys.argv[:1] == ["-m"]:  # `python -m learner.X`: the one line, without a traceback
+            raise SystemExit(f"learner: {self.message}")
+        try:
+            from envs.extras import MissingExtraError
+        except ImportError:  # not even the core: the plain error, with the same line
+            raise ModuleNotFoundError(self.message, name=self.missing) from None
+        raise MissingExtraError(self.message, name=self.missing)
+
+
+#: Learner modules that need only the standard library (and pip).
+STDLIB_ONLY = frozenset({f"{__name__}.model_files"})
+
 if _missing := missing_modules():
     _what = _missing[0] + (f" and {len(_missing) - 1} more" if len(_missing) > 1 else "")
     _message = (f"the learner needs the learner extra ({_what} not installed): {INSTALL_HINT} "
                 '(in a clone: pip install -e ".[learner]")')
-    if sys.argv[:1] == ["-m"]:  # `python -m learner.X`: the one line, without a traceback
-        raise SystemExit(f"learner: {_message}")
-    from envs.extras import MissingExtraError
-
-    raise MissingExtraError(_message, name=_missing[0])
+    sys.meta_path.insert(0, _NeedsTheExtra(_message, _missing[0]))
