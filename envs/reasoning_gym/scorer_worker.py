@@ -82,6 +82,17 @@ def _scorer(spec: ScorerSpec) -> Callable[[str, dict[str, Any]], float]:
     return make_dataset(task, config_from_key(config), seed=0, size=1).score_answer
 
 
+def _run_scorer(scorer: Callable[[str, Any], Any], answer: str, entry: Any) -> list[Any]:
+    """A confined child's reply for one answer: ``["ok", score]`` or ``["scorer_error", why]``."""
+    try:
+        value = scorer(answer, entry)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return ["ok", float(value)]  # float() too may raise (an int past a float's range)
+    except BaseException as exc:  # noqa: BLE001 - an upstream scorer may raise anything
+        return ["scorer_error", f"{type(exc).__name__}: {exc}"[:300]]
+    return ["scorer_error", f"the scorer returned {type(value).__name__}"]
+
+
 def _child(scorer: Callable[..., Any], entry: dict[str, Any], answer: str, out: int,
            closing: tuple[int, ...], memory: int) -> None:  # pragma: no cover - a forked child
     """In the forked child: confine, score, write ``[outcome, value]`` as JSON; never returns."""
@@ -94,13 +105,7 @@ def _child(scorer: Callable[..., Any], entry: dict[str, Any], answer: str, out: 
             reply: list[Any] = ["scorer_error", f"the scorer cannot be confined here ({exc}), so it "
                                      f"does not run"]
         else:
-            try:
-                value = scorer(answer, entry)
-                ok = isinstance(value, int | float) and not isinstance(value, bool)
-                reply = ["ok", float(value)] if ok else \
-                    ["scorer_error", f"the scorer returned {type(value).__name__}"]
-            except BaseException as exc:  # noqa: BLE001 - an upstream scorer may raise anything
-                reply = ["scorer_error", f"{type(exc).__name__}: {exc}"[:300]]
+            reply = _run_scorer(scorer, answer, entry)
         Connection(out, readable=False).send_bytes(json.dumps(reply).encode())
     finally:
         os._exit(0)
@@ -152,13 +157,7 @@ def _spare_child(requests: int, reply: int, memory: int) -> None:  # pragma: no 
         if confined is not None:
             out: list[Any] = ["scorer_error", confined]
         else:
-            try:
-                value = _scorer(spec)(answer, entry)
-                ok = isinstance(value, int | float) and not isinstance(value, bool)
-                out = ["ok", float(value)] if ok else \
-                    ["scorer_error", f"the scorer returned {type(value).__name__}"]
-            except BaseException as exc:  # noqa: BLE001 - an upstream scorer may raise anything
-                out = ["scorer_error", f"{type(exc).__name__}: {exc}"[:300]]
+            out = _run_scorer(_scorer(spec), answer, entry)
         Connection(reply, readable=False).send_bytes(json.dumps(out).encode())
     finally:
         os._exit(0)
