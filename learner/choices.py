@@ -36,6 +36,9 @@ LrScheduler = Literal["constant", "cosine"]
 AsyncSteps = Literal[0, 1]
 # --autocast: bf16 autocast of the loss and reference passes (auto: on a CUDA GPU only).
 Autocast = Literal["auto", "bf16", "off"]
+# --packing: a loss pass's rows as one packed sequence without padding (auto: where the model's
+# attention takes variable lengths without a mask, flash attention; learner.training.forward).
+Packing = Literal["auto", "on", "off"]
 # --sampler: which train tasks a step draws (learner.training.task_sampler).
 TaskSamplerName = Literal["sequential", "uniform", "curriculum"]
 
@@ -52,3 +55,4 @@ VLLM_DTYPES = get_args(VllmDtype)
 DYNAMIC_SAMPLING_METRICS = get_args(DynamicSamplingMetric)
 ALGORITHM_RECIPES = get_args(AlgorithmRecipe)
 AUTOCASTS = get_args(Autocast)
+PACKINGS = get_args(Packing)

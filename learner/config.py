@@ -31,6 +31,7 @@ from learner.choices import (
     ISCorrection,
     LossType,
     LrScheduler,
+    Packing,
     RewardNorm,
     RolloutEngine,
     ScaleRewards,
@@ -250,6 +251,12 @@ class Config:
         "auto", "bf16 autocast of the loss and reference passes (fp32 weights and optimizer "
         "state; the reference's weights in bf16 too): auto turns it on on a CUDA GPU, off on "
         "CPU; config.json records the run's choice")
+    packing: Packing = _opt(
+        "auto", "run a loss pass's rows as one packed sequence, without padding (position ids "
+        "restart at each row, attention stays within it; each row runs its own prompt): auto "
+        "turns it on where the model's attention takes variable lengths without a mask (flash "
+        "attention), off elsewhere (SDPA and eager would need a dense block-diagonal mask); "
+        "config.json records the run's choice")
     lora_r: int = _opt(0, "LoRA rank (0 = full fine-tuning)")
     lora_alpha: int = _opt(16, "LoRA alpha")
     lora_dropout: float = _opt(0.0, "LoRA dropout")

@@ -51,28 +51,32 @@ class Batch:
         bounds = [i * len(self) // n for i in range(n + 1)]
         return [self._rows(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
 
-    def positions(self) -> Tensor:
+    def positions(self, packed: bool = False) -> Tensor:
         """(B,) what each row costs a loss pass, in positions run through the model: its
         completion tokens, and its group's prompt for the first row of each group (the
-        prompt runs once per group, ``forward._Prompts``)."""
+        prompt runs once per group, ``forward._Prompts``); ``packed`` (``--packing``): its
+        own prompt, for every row that has a completion token (a packed row runs its prompt;
+        padding is never run)."""
         completion = self.completion_mask.sum(-1)
+        if packed:
+            return completion + (completion > 0) * self.prompt_mask.sum(-1)
         first = torch.ones_like(self.groups, dtype=torch.bool)
         first[1:] = self.groups[1:] != self.groups[:-1]
         return completion + first * self.prompt_mask.sum(-1)
 
-    def parts_for(self, budget: int) -> int:
+    def parts_for(self, budget: int, packed: bool = False) -> int:
         """How many micro-batches ``split_by_tokens`` needs so that none holds more than
         ``budget`` positions (a row over the budget alone is a micro-batch of its own)."""
-        return len(_pack(self.positions().tolist(), budget)) if budget > 0 else 1
+        return len(_pack(self.positions(packed).tolist(), budget)) if budget > 0 else 1
 
-    def split_by_tokens(self, n: int) -> list[Batch]:
+    def split_by_tokens(self, n: int, packed: bool = False) -> list[Batch]:
         """Exactly ``min(n, len(self))`` micro-batches of contiguous rows whose largest holds as
         few positions (``positions``) as ``n`` allows, each trimmed to its own longest prompt
         and completion. Peak memory then follows the budget, not P x G x (prompt +
         completion); the loss does not change (``grpo.aggregate`` normalises over the whole
-        batch, and padding is masked)."""
+        batch, and padding is masked). ``packed``: positions as ``--packing`` runs them."""
         n = min(n, len(self))
-        cost = self.positions().tolist()
+        cost = self.positions(packed).tolist()
         # The smallest largest-micro-batch that packs into n: a binary search over the budget.
         lo, hi = max(cost), sum(cost)
         while lo < hi:

@@ -16,6 +16,25 @@ away, none of which changes the result beyond float rounding:
 - The last completion token is never fed in (what it would predict is not scored), and the
   output head, the log-softmax and the entropy run only on valid positions.
 
+Packing (``packing=True``, ``--packing``): instead of the above, a pass's rows are run as one
+packed sequence, each row's prompt and completion one after another with no padding at all,
+its position ids restarting at 0 at each row, and attention confined to each row. How the
+attention keeps rows apart depends on the model's backend:
+
+- flash attention (``flash_attention_2/3/4``, a hub kernel, any backend whose mask function is
+  transformers' ``flash_attention_mask``): variable-length attention, from the rows'
+  cumulative lengths (``cu_seq_lens_q/k``, ``max_length_q/k``, passed as TRL's
+  ``DataCollatorWithFlattening`` and verl's remove-padding pass them); no mask at all, and
+  no attention between rows is computed. ``packing_on`` turns packing on by default there.
+- SDPA and eager: transformers sees the restarting position ids (``masking_utils.
+  find_packed_sequence_indices``, with no 2D mask) and builds a block-diagonal causal mask,
+  dense: (positions x positions) per pass, and the kernels still compute every pair. Exact,
+  as the tests show, but it pays only where padding costs more than that; off by default.
+
+A packed row runs its own prompt (rows of a group cannot share a prompt's pass in one packed
+sequence), so packing trades the prompts' repeats for the padding: it pays where completions'
+lengths vary more than the prompt is long (``benchmarks/loss_pass_speed.py --packing``).
+
 Chunked scores: the model is run with its output head set aside (``head_apart``), so a pass
 yields final hidden states, not (positions, vocabulary) logits; the valid positions' hidden
 states are then scored ``logit_chunk`` rows at a time (head, log-softmax, the chosen token,
@@ -31,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -71,6 +90,7 @@ def completion_logprobs(
     entropy: bool = False,
     bucket_overhead: int | None = None,
     logit_chunk: int | None = None,
+    packing: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """(B, T) log-probs of ``completion_ids`` (0 where ``completion_mask`` is 0) under the
     sampling distribution (``temperature``, ``top_p``: ``distribution.sampling_logits``) and, with
@@ -81,9 +101,14 @@ def completion_logprobs(
     same prompt. ``model`` may be wrapped (DDP) or a PEFT model. ``bucket_overhead``: see
     ``length_buckets`` (default: ``BUCKET_OVERHEAD`` for the model's device). ``logit_chunk``:
     positions scored at a time (default: ``LOGIT_CHUNK_ELEMENTS`` over the vocabulary; see
-    the module's docstring).
+    the module's docstring). ``packing``: the rows as one packed sequence, without padding
+    (the module's docstring; ``share_prompts`` and ``bucket_overhead`` then do not apply).
     """
     with head_apart(model) as head:
+        if packing:
+            return _packed_logprobs(model, head, prompt_ids, prompt_mask, completion_ids,
+                                    completion_mask, temperature=temperature, top_p=top_p,
+                                    entropy=entropy, logit_chunk=logit_chunk)
         return _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids,
                                     completion_mask, groups, temperature=temperature,
                                     top_p=top_p, share_prompts=share_prompts, entropy=entropy,
@@ -98,17 +123,12 @@ def _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, c
     lengths = completion_lengths(completion_mask)
     if bucket_overhead is None:
         bucket_overhead = BUCKET_OVERHEAD.get(device.type, BUCKET_OVERHEAD["default"])
-    if logit_chunk is None and head is not None:
-        # out_features, not the weight's shape: ZeRO-3 leaves a partitioned weight empty here
-        vocab = getattr(head, "out_features", 0) or int(head.weight.shape[0])
-        logit_chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(vocab, 1))
-    # Recompute a chunk's logits in the backward only when the pass holds more than one chunk
-    # (with one, its logits would be alive at the head's backward anyway).
-    recompute = (head is not None and torch.is_grad_enabled()
-                 and int(completion_mask.sum()) > logit_chunk)
+    scorer = _Scorer(head, completion_mask, temperature, top_p, entropy, logit_chunk)
     prompts = _Prompts(model, prompt_ids, prompt_mask, groups) \
         if share_prompts and groups is not None else None
-    index, logps, ents = [], [], []
+    index: list[Tensor] = []
+    logps: list[Tensor] = []
+    ents: list[Tensor] = []
     for rows in length_buckets(lengths, bucket_overhead):
         width = int(lengths[rows].max())
         ids, mask = completion_ids[rows, :width], completion_mask[rows, :width]
@@ -124,30 +144,131 @@ def _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, c
             # A pass cut to its rows' length is often all valid: then no copy is needed.
             picked = logits.flatten(0, 1) if bool(valid.all()) else logits[valid]
             tokens = ids[:, cols][valid]
-            if head is None:
-                logps.append(token_logprobs(picked, tokens, temperature, top_p))
-                if entropy:
-                    with torch.no_grad():
-                        ents.append(token_entropy(picked, temperature, top_p))
-            else:
-                # Slices, not split(): torch's lazy backend mis-runs a matmul on split's views.
-                for i in range(0, picked.shape[0], logit_chunk):
-                    rows_h, rows_t = picked[i:i + logit_chunk], tokens[i:i + logit_chunk]
-                    score = _ChunkScore(head, temperature, top_p, entropy)
-                    if recompute:
-                        lp, ent = checkpoint(score, rows_h, rows_t, use_reentrant=False,
-                                             preserve_rng_state=False)
-                    else:
-                        lp, ent = score(rows_h, rows_t)
-                    logps.append(lp)
-                    if entropy:
-                        ents.append(ent)
+            scorer.score(picked, tokens, logps, ents)
             index.append(cells[:, cols][valid])
             del logits, picked
     flat = torch.cat(index) if index else torch.zeros(0, dtype=torch.long, device=device)
     logp = _scatter(flat, logps, b * t, device).view(b, t)
     ent = _scatter(flat, ents, b * t, device).view(b, t) if entropy else None
     return logp, ent
+
+
+class _Scorer:
+    """Scores positions from what the pass yields: the head's logits, or (head set apart) the
+    final hidden states, ``logit_chunk`` rows at a time (see the module's docstring)."""
+
+    def __init__(self, head: torch.nn.Module | None, completion_mask: Tensor, temperature: float,
+                 top_p: float, entropy: bool, logit_chunk: int | None):
+        self.head, self.temperature, self.top_p, self.entropy = head, temperature, top_p, entropy
+        if logit_chunk is None and head is not None:
+            # out_features, not the weight's shape: ZeRO-3 leaves a partitioned weight empty
+            vocab = getattr(head, "out_features", 0) or int(cast(Tensor, head.weight).shape[0])
+            logit_chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(vocab, 1))
+        self.chunk = logit_chunk or 1
+        # Recompute a chunk's logits in the backward only when the pass holds more than one
+        # chunk (with one, its logits would be alive at the head's backward anyway).
+        self.recompute = (head is not None and torch.is_grad_enabled()
+                          and int(completion_mask.sum()) > self.chunk)
+
+    def score(self, picked: Tensor, tokens: Tensor, logps: list[Tensor],
+              ents: list[Tensor]) -> None:
+        """Appends the log-probs of ``tokens`` (and the entropies) at the ``picked`` rows."""
+        if self.head is None:
+            logps.append(token_logprobs(picked, tokens, self.temperature, self.top_p))
+            if self.entropy:
+                with torch.no_grad():
+                    ents.append(token_entropy(picked, self.temperature, self.top_p))
+            return
+        score = _ChunkScore(self.head, self.temperature, self.top_p, self.entropy)
+        # Slices, not split(): torch's lazy backend mis-runs a matmul on split's views.
+        for i in range(0, picked.shape[0], self.chunk):
+            rows_h, rows_t = picked[i:i + self.chunk], tokens[i:i + self.chunk]
+            if self.recompute:
+                lp, ent = checkpoint(score, rows_h, rows_t, use_reentrant=False,
+                                     preserve_rng_state=False)
+            else:
+                lp, ent = score(rows_h, rows_t)
+            logps.append(lp)
+            if ent is not None:
+                ents.append(ent)
+
+
+def _packed_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, completion_mask, *,
+                     temperature, top_p, entropy, logit_chunk) -> tuple[Tensor, Tensor | None]:
+    """``completion_logprobs`` with the rows as one packed sequence (``packing``)."""
+    b, t = completion_ids.shape
+    device = completion_ids.device
+    width = prompt_ids.shape[1]
+    lengths = completion_lengths(completion_mask)
+    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    # Rows with no completion token are left out whole (nothing of theirs is scored).
+    attended = torch.cat([prompt_mask, completion_mask], dim=1).bool() & (lengths > 0)[:, None]
+    cols = torch.arange(width + t, device=device)
+    # Every attended token but a row's last is fed in; the one at column k predicts the
+    # token at k + 1, and is scored when that token is a completion token.
+    fed = attended & (cols < (width - 1 + lengths)[:, None])
+    scored_at = fed & (cols >= width - 1)
+    scored = scored_at[:, :-1]  # by the column of the predicted token, less one
+    scorer = _Scorer(head, completion_mask, temperature, top_p, entropy, logit_chunk)
+    logps: list[Tensor] = []
+    ents: list[Tensor] = []
+    index = torch.zeros(0, dtype=torch.long, device=device)
+    if bool(scored.any()):
+        # Row-major boolean indexing: the rows one after another, in order.
+        input_ids = ids[fed].unsqueeze(0)
+        positions = (attended.long().cumsum(-1) - 1)[fed].unsqueeze(0)
+        out = model(input_ids=input_ids, position_ids=positions, use_cache=False,
+                    **varlen_kwargs(model, fed.sum(-1)))
+        hidden = out.logits[0]  # (positions, hidden): the head is set apart (or vocabulary)
+        picked = hidden[scored_at[fed]]
+        tokens = ids[:, 1:][scored]
+        scorer.score(picked, tokens, logps, ents)
+        cells = torch.arange(b, device=device)[:, None] * t + (cols[:-1] + 1 - width)
+        index = cells[scored]
+        del out, hidden, picked
+    logp = _scatter(index, logps, b * t, device).view(b, t)
+    ent = _scatter(index, ents, b * t, device).view(b, t) if entropy else None
+    return logp, ent
+
+
+def varlen_kwargs(model: torch.nn.Module, lengths: Tensor) -> dict[str, Any]:
+    """The packed rows' cumulative lengths as flash attention's variable-length kwargs
+    (``cu_seq_lens_q/k``, ``max_length_q/k``) where the model's backend takes them (``packs
+    without mask``); else none (transformers reads the rows from the position ids)."""
+    if not packs_without_mask(model):
+        return {}
+    lengths = lengths[lengths > 0]
+    cu = torch.nn.functional.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+    longest = int(lengths.max())
+    return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest,
+            "max_length_k": longest}
+
+
+def attention_backend(model: torch.nn.Module) -> str:
+    """The name of the attention implementation ``model`` runs (``sdpa``, ``eager``,
+    ``flash_attention_2``, ...)."""
+    config = getattr(causal_lm(model), "config", None)
+    return str(getattr(config, "_attn_implementation", None) or "eager")
+
+
+def packs_without_mask(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s attention runs packed rows as variable-length sequences, with no
+    (positions x positions) mask: flash attention's backends, and any backend registered with
+    transformers' flash mask function (which builds no mask)."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+
+    name = attention_backend(model)
+    mask_fn = ALL_MASK_ATTENTION_FUNCTIONS._global_mapping.get(name)
+    return "flash" in name or mask_fn is flash_attention_mask
+
+
+def packing_on(choice: str, model: torch.nn.Module) -> bool:
+    """``--packing`` as a run has it: on, off, or auto: on where the model's attention packs
+    without a mask (``packs_without_mask``: flash attention), off elsewhere (SDPA and eager
+    would need a dense block-diagonal mask)."""
+    if choice not in ("auto", "on", "off"):
+        raise ValueError(f"--packing must be auto, on or off, got {choice!r}")
+    return packs_without_mask(model) if choice == "auto" else choice == "on"
 
 
 class _ChunkScore:

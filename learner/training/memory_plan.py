@@ -24,6 +24,12 @@ V words; c the compute dtype's bytes: 2 under bf16 autocast, else 4):
   summed (``HEAD_GRAD_COPIES`` x V x h in fp32, full fine-tuning) and, under autocast, the
   bf16 copies of the weights autocast makes for the matmuls (2N, saved for the backward).
 
+With ``--packing`` a pass's positions are the packed ones, each row with its own prompt and no
+padding (``batching.Batch.positions(packed=True)``, which the budget then counts): the prompts'
+repeats are in the positions already, so checkpointing's prompt factor does not apply. Where
+the attention needs a dense block-diagonal mask for them (SDPA, eager: ``forward``), the mask's
+(positions x positions) bytes are added.
+
 The per-position constants were measured on SmolLM2-135M on CPU (fp32: 14 x h + 5 x i floats a
 layer); ``benchmarks/memory_plan_check.py`` compares the plan with a measured peak.
 """
@@ -80,7 +86,8 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
              context: int, micro_batch_tokens: int, completion_share: float = 0.5,
              bytes_per_float: int = 4, autocast: bool = False, checkpointing: bool = False,
              prompt: int = 0, group_size: int = 1, kv_cache: bool = True,
-             step_positions: int = 0) -> MemoryPlan:
+             step_positions: int = 0, packing: bool = False,
+             mask_bytes: int = 0) -> MemoryPlan:
     """``trainable`` / ``total``: parameter counts; ``rows``: P x G; ``context``: prompt +
     completion tokens of the longest row; ``micro_batch_tokens``: positions of a loss pass as
     ``batching`` counts them, a group's prompt once (0: the whole step's, ``rows x
@@ -90,7 +97,11 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
     checkpointing each row runs its prompt); ``kv_cache``: the learner samples (not vLLM);
     ``step_positions``: the step's positions when known or bounded (0: unknown): a step is
     split into as few passes as the budget allows, of equal size (``batching``), so a pass
-    holds the step's share, which may be under the budget."""
+    holds the step's share, which may be under the budget. ``packing``: ``--packing`` on,
+    ``micro_batch_tokens`` and ``step_positions`` counting packed positions (a prompt per row,
+    no padding); ``mask_bytes``: bytes per (position, position) pair of the dense mask the
+    attention builds for packed rows (0: none, flash attention; 1: SDPA's bool mask; 4 or 2:
+    eager's float mask)."""
     layers = int(model_config.num_hidden_layers)
     hidden = int(model_config.hidden_size)
     inter = int(getattr(model_config, "intermediate_size", 4 * hidden))
@@ -113,7 +124,7 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
     layer = FP32_HIDDEN * hidden * b + COMPUTE_HIDDEN * hidden * c + COMPUTE_INTERMEDIATE * inter * c
     if checkpointing:
         per_position: float = layers * hidden * b + layer + 2 * hidden * b
-        if prompt and group_size > 1:  # each row runs its prompt: more positions a pass
+        if prompt and group_size > 1 and not packing:  # each row runs its prompt: more positions
             completion = max(context - prompt, 0) / 2
             per_position *= (prompt + completion) / (prompt / group_size + completion)
     else:
@@ -122,7 +133,9 @@ def estimate(model_config: Any, *, trainable: int, total: int, reference: bool, 
     logits = LOGIT_COPIES * 4 * min(scored, max(1, LOGIT_CHUNK_ELEMENTS // vocab)) * vocab
     casts = 2 * total if autocast else 0
     head_grads = HEAD_GRAD_COPIES * b * vocab * hidden if trainable >= total else 0
-    return MemoryPlan(resident, sampling, positions * per_position + logits + casts + head_grads,
+    mask = mask_bytes * positions**2 if packing else 0
+    return MemoryPlan(resident, sampling,
+                      positions * per_position + logits + casts + head_grads + mask,
                       per_position, sampling / max(rows, 1) if rows else 0.0, checkpointing)
 
 
@@ -202,6 +215,17 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
     widest = max((len(tokenizer(chat_prompt(tokenizer, p))["input_ids"]) for p in prompts),
                  default=0)
 
+    from learner.training.forward import attention_backend, packs_without_mask
+
+    packing = c.packing == "on"  # the trainer resolved auto
+    mask_bytes = 0
+    if packing and not packs_without_mask(policy):
+        mask_bytes = 1 if attention_backend(policy) == "sdpa" else (2 if autocast else 4)
+    # At most: every completion at the budget, a group's prompt once (packed: once a row).
+    prompts_per_process = c.prompts_per_step // world
+    step_positions = (prompts_per_process * c.group_size * (widest + max_tokens) if packing
+                      else prompts_per_process * (widest + c.group_size * max_tokens))
+
     def make(checkpointing: bool) -> MemoryPlan:
         return estimate(
             policy.config, trainable=sum(p.numel() for p in params if p.requires_grad),
@@ -209,9 +233,8 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
             rows=c.prompts_per_step * c.group_size // world, context=widest + max_tokens,
             micro_batch_tokens=c.micro_batch_tokens, autocast=autocast,
             checkpointing=checkpointing, prompt=widest, group_size=c.group_size,
-            kv_cache=not c.engine_is_vllm,
-            # at most: every completion at the budget, a group's prompt once
-            step_positions=(c.prompts_per_step // world) * (widest + c.group_size * max_tokens))
+            kv_cache=not c.engine_is_vllm, step_positions=step_positions, packing=packing,
+            mask_bytes=mask_bytes)
 
     where = "this machine has available"
     if device.type == "cuda":

@@ -31,7 +31,7 @@ from learner.config import Config
 from learner.training import grpo, placement
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
-from learner.training.forward import completion_logprobs
+from learner.training.forward import completion_logprobs, packing_on
 from learner.training.mismatch import LogprobMismatch
 
 
@@ -89,6 +89,8 @@ class PolicyUpdate:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.max_tokens, self.deepspeed = max_tokens, deepspeed
         self.device = device or accelerator.device  # the run's (placement)
+        # --packing as this model's attention has it (auto: on with flash attention).
+        self.packing = packing_on(config.packing, model)
         self.policy_is_reference = True
         self.version = 0  # optimizer steps taken: how far a sample's policy lags is a difference
 
@@ -101,7 +103,8 @@ class PolicyUpdate:
         return completion_logprobs(model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids,
                                    mb.completion_mask, mb.groups, temperature=c.temperature,
                                    top_p=c.top_p, entropy=entropy,
-                                   share_prompts=not c.gradient_checkpointing)
+                                   share_prompts=not c.gradient_checkpointing,
+                                   packing=self.packing)
 
     @torch.no_grad()
     def ref_logprobs(self, mb: Batch) -> Tensor:
@@ -120,9 +123,10 @@ class PolicyUpdate:
         # As many micro-batches on every process (each ends in collectives): the most that
         # any process's token budget needs, and at least --gradient-accumulation-steps, but
         # never more than the fewest rows a process has (a placeholder row sets the count).
-        wanted = max(c.gradient_accumulation_steps, batch.parts_for(c.micro_batch_tokens))
+        wanted = max(c.gradient_accumulation_steps,
+                     batch.parts_for(c.micro_batch_tokens, packed=self.packing))
         parts = min(max(self.procs.gather_ints(wanted)), *self.procs.gather_ints(len(batch)))
-        micro = [mb.to(self.device) for mb in batch.split_by_tokens(parts)]
+        micro = [mb.to(self.device) for mb in batch.split_by_tokens(parts, packed=self.packing)]
         norm = self._normalisers(batch)
         # from_pretrained returns a model in eval mode: the loss passes run in train mode, so
         # dropout (LoRA's included) and gradient checkpointing apply as configured.
