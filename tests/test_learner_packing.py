@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,9 +23,12 @@ from learner.training import memory_plan
 from learner.training.forward import (
     completion_logits,
     completion_logprobs,
+    packed_positions,
     packing_on,
     packs_without_mask,
+    padded_positions,
 )
+from learner.training.update import PolicyUpdate
 from tests import learner_helpers as h
 from tests.test_learner_micro_batches import SMOL, _batch
 from tests.test_learner_trainer import assert_same_gradient, trainer, update_gradient
@@ -117,9 +121,10 @@ def test_a_varlen_backend_gets_the_rows_boundaries_and_no_mask_and_auto_packs_th
     model = _random_llama()
     args, groups = _rows(model.config.vocab_size)
     padded = _scores(model, args, groups)
-    assert not packs_without_mask(model) and not packing_on("auto", model)  # sdpa
+    assert not packs_without_mask(model) and packing_on("auto", model) is False  # sdpa
     model.set_attn_implementation("cpu_varlen")
-    assert packs_without_mask(model) and packing_on("auto", model)
+    # auto: decided per update, by the positions each layout runs (``packing_pays``)
+    assert packs_without_mask(model) and packing_on("auto", model) is None
     seen.clear()
     packed = _scores(model, args, groups, packing=True)
     assert torch.allclose(packed[0], padded[0], atol=1e-5)
@@ -141,7 +146,7 @@ def test_packing_choices():
     model = _random_llama()
     for backend in ("sdpa", "eager"):
         model.set_attn_implementation(backend)
-        assert packing_on("auto", model) is False  # a dense block-diagonal mask: not by default
+        assert packing_on("auto", model) is False  # a dense block-diagonal mask: never by default
         assert packing_on("on", model) is True and packing_on("off", model) is False
     with pytest.raises(ValueError, match="--packing must be auto, on or off"):
         packing_on("yes", model)
@@ -155,6 +160,34 @@ def test_packed_positions_count_each_rows_prompt_and_no_padding():
     assert b.parts_for(15) == 1 and b.parts_for(15, packed=True) == 2
     micro = b.split_by_tokens(b.parts_for(15, packed=True), packed=True)
     assert [int(mb.positions(packed=True).sum()) for mb in micro] == [7, 9 + 0 + 4]
+
+
+def test_auto_packs_an_update_when_that_runs_fewer_positions():
+    b = _batch([5, 5, 3, 3], [2, 4, 0, 1], [0, 0, 1, 1])
+    args = b.prompt_mask, b.completion_mask
+    # Packed: each row with a completion token, its prompt and completion less the last token.
+    assert packed_positions(*args) == (5 + 2 - 1) + (5 + 4 - 1) + (3 + 1 - 1)
+    # Padded, a pass per length: the two groups' prompts at the width of 5, then 0, 1 and 3
+    # fed completion tokens; without shared prompts, every row's prompt at that width.
+    assert padded_positions(*args, b.groups, bucket_overhead=0) == 2 * 5 + 0 + 1 + 3
+    assert padded_positions(*args, b.groups, bucket_overhead=0,
+                            share_prompts=False) == 3 * 5 + 0 + 1 + 3
+    # One pass (a GPU's bucket overhead): every row at the longest completion.
+    assert padded_positions(*args, b.groups, bucket_overhead=512) == 2 * 5 + 3 * 3
+
+    def pays(batch, checkpointing=False):
+        config = SimpleNamespace(gradient_accumulation_steps=1, micro_batch_tokens=0,
+                                 gradient_checkpointing=checkpointing)
+        update = SimpleNamespace(config=config, device=torch.device("cuda"))
+        return PolicyUpdate.packing_pays(update, batch)  # type: ignore[arg-type]
+
+    assert pays(b)  # 17 packed against 19 padded (prompts shared, one pass)
+    ragged = _batch([1, 1], [1, 20], [0, 0])  # 21 packed against 1 + 2 x 19 padded
+    assert pays(ragged)
+    # The prompt's 4 runs cost more than the padding: 201 packed against 40 + 4 x 11 padded,
+    # but 4 x (40 + 11) where checkpointing runs each row's prompt anyway.
+    prompty = _batch([40] * 4, [10, 12, 11, 12], [0] * 4)
+    assert not pays(prompty) and pays(prompty, checkpointing=True)
 
 
 def test_the_micro_batch_property_holds_packed(tmp_path):

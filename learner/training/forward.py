@@ -262,13 +262,39 @@ def packs_without_mask(model: torch.nn.Module) -> bool:
     return "flash" in name or mask_fn is flash_attention_mask
 
 
-def packing_on(choice: str, model: torch.nn.Module) -> bool:
-    """``--packing`` as a run has it: on, off, or auto: on where the model's attention packs
-    without a mask (``packs_without_mask``: flash attention), off elsewhere (SDPA and eager
-    would need a dense block-diagonal mask)."""
+def packing_on(choice: str, model: torch.nn.Module) -> bool | None:
+    """``--packing`` as a run has it: True (on), False (off), or None: decided per update by
+    ``packing_pays``. auto is None where the model's attention packs without a mask
+    (``packs_without_mask``: flash attention) and False elsewhere (SDPA and eager would need
+    a dense block-diagonal mask)."""
     if choice not in ("auto", "on", "off"):
         raise ValueError(f"--packing must be auto, on or off, got {choice!r}")
-    return packs_without_mask(model) if choice == "auto" else choice == "on"
+    if choice == "auto":
+        return None if packs_without_mask(model) else False
+    return choice == "on"
+
+
+def padded_positions(prompt_mask: Tensor, completion_mask: Tensor, groups: Tensor | None, *,
+                     bucket_overhead: int, share_prompts: bool = True) -> int:
+    """The positions ``completion_logprobs`` runs through the model without packing: each
+    group's prompt once (else each row's), at the batch's prompt width, and each length
+    bucket's rows at its longest completion (the last token not fed)."""
+    lengths = completion_lengths(completion_mask)
+    width = prompt_mask.shape[1]
+    shared = share_prompts and groups is not None
+    total = len(torch.unique(groups)) * width if shared and groups is not None else 0
+    for rows in length_buckets(lengths, bucket_overhead):
+        longest = int(lengths[rows].max())
+        total += len(rows) * (longest - 1 if shared else width + longest - 1)
+    return total
+
+
+def packed_positions(prompt_mask: Tensor, completion_mask: Tensor) -> int:
+    """The positions ``completion_logprobs`` runs packed: each row with a completion token,
+    its prompt and its completion less the last token."""
+    lengths = completion_lengths(completion_mask)
+    has = lengths > 0
+    return int((prompt_mask.sum(-1) + lengths - 1)[has].sum())
 
 
 class _ChunkScore:

@@ -217,7 +217,9 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
 
     from learner.training.forward import attention_backend, packs_without_mask
 
-    packing = c.packing == "on"  # the trainer resolved auto
+    # The trainer resolved auto, but for flash attention's (packing per update, when it runs
+    # fewer positions: planned as packed, the larger count of the step's bound).
+    packing = c.packing == "on" or (c.packing == "auto" and packs_without_mask(policy))
     mask_bytes = 0
     if packing and not packs_without_mask(policy):
         mask_bytes = 1 if attention_backend(policy) == "sdpa" else (2 if autocast else 4)

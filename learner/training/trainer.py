@@ -114,7 +114,10 @@ class GRPOTrainer:
             model = placement.moved(model, self.device)
         self.update: PolicyUpdate = prepare_policy(
             c, self.accelerator, self.procs, model, self.max_tokens, device=self.device)
-        c.packing = "on" if self.update.packing else "off"  # auto resolved, for config.json
+        # auto resolved where it is fixed (config.json records it); with flash attention it
+        # stays auto: each update packs when that runs fewer positions.
+        packing = self.update.packing
+        c.packing = "auto" if packing is None else "on" if packing else "off"
         if c.async_steps and (self.procs.world > 1 or self.update.deepspeed):
             raise sharding.UnsupportedBackend(
                 "--async-steps 1 runs in one process without DeepSpeed: the background draw's "
