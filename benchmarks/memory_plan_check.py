@@ -2,7 +2,10 @@
 allocates, measured on CPU at small Qwen2-shaped models: the ratio plan / measured for fp32 and
 bf16 autocast, with and without gradient checkpointing, with logits in one chunk and in many.
 
-    python benchmarks/memory_plan_check.py [--vocab 4096 32768] [--layers 4]
+    python benchmarks/memory_plan_check.py [--vocab 4096 32768] [--layers 4] [--packing]
+
+``--packing``: the loss passes packed (``--packing on``; SDPA's dense mask on CPU), the plan
+counting packed positions.
 
 CPU torch has no ``max_memory_allocated``: the peak is read from the profiler's allocation
 events (``profile_memory=True``: every allocation and free, in order), added to the bytes the
@@ -58,7 +61,7 @@ def profiled_peak(fn) -> int:
 
 
 def measure(vocab: int, layers: int, *, autocast: bool, checkpointing: bool, chunk: int,
-            budget: int) -> dict:
+            budget: int, packing: bool = False) -> dict:
     from accelerate.state import AcceleratorState
     from transformers import AutoModelForCausalLM
 
@@ -81,7 +84,7 @@ def measure(vocab: int, layers: int, *, autocast: bool, checkpointing: bool, chu
     c = Config(beta=0.04, learning_rate=1e-6, micro_batch_tokens=budget,
                gradient_checkpointing=checkpointing, prompts_per_step=step.prompts,
                group_size=step.group, max_new_tokens=step.longest, steps=3, output_dir="unused",
-               cpu_matmul="torch")
+               cpu_matmul="torch", packing="on" if packing else "off")
     update = prepare_policy(c, where.accelerator, Processes(where.accelerator), model,
                             step.longest, device=where.device)
     update.policy_is_reference = False  # the reference pass runs, as after the first step
@@ -90,13 +93,13 @@ def measure(vocab: int, layers: int, *, autocast: bool, checkpointing: bool, chu
     gc.collect()
     before = tensor_bytes(update)
     delta = profiled_peak(lambda: update(batch))
-    positions = int(batch.positions().sum())
+    positions = int(batch.positions(packed=packing).sum())
     plan = memory_plan.estimate(
         config, trainable=params, total=params, reference=True, rows=step.prompts * step.group,
         context=step.prompt + step.longest, micro_batch_tokens=budget,
         completion_share=float(batch.completion_mask.sum()) / positions, autocast=autocast,
         checkpointing=checkpointing, prompt=step.prompt, group_size=step.group, kv_cache=False,
-        step_positions=positions)
+        step_positions=positions, packing=packing, mask_bytes=1 if packing else 0)
     planned = plan.resident + plan.loss_pass
     measured = before + delta
     return {"vocab": vocab, "autocast": autocast, "checkpointing": checkpointing,
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, nargs="+", default=[4096, 32768])
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--budget", type=int, default=512, help="--micro-batch-tokens")
+    p.add_argument("--packing", action="store_true", help="--packing on")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     print("| vocab | autocast | checkpointing | logit chunk rows | measured MB | plan MB | "
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 # logits in many chunks of 32 rows (recomputed in the backward), else one
                 chunk = 32 * vocab if vocab > 8192 else 2**27
                 r = measure(vocab, args.layers, autocast=autocast, checkpointing=checkpointing,
-                            chunk=chunk, budget=args.budget)
+                            chunk=chunk, budget=args.budget, packing=args.packing)
                 print(f"| {vocab} | {'bf16' if autocast else 'off'} | "
                       f"{'on' if checkpointing else 'off'} | {r['chunk_rows']} | "
                       f"{r['measured_mb']:.1f} | {r['plan_mb']:.1f} | "

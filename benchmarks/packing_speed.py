@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", type=int, default=32)
     p.add_argument("--shortest", type=int, default=8)
     p.add_argument("--longest", type=int, default=192)
-    p.add_argument("--budget", type=int, default=2048, help="--micro-batch-tokens")
+    p.add_argument("--budget", type=int, default=512, help="--micro-batch-tokens")
     args = p.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
