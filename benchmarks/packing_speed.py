@@ -11,7 +11,9 @@ reference pass and the loss passes), so they are what ran, not what was planned.
 packed pass runs SDPA with transformers' dense block-diagonal mask (``learner.training.
 forward``); on a GPU with flash attention it runs variable-length attention instead, and the
 padded side's buckets are fewer and wider there (``forward.BUCKET_OVERHEAD``): the last line
-gives the positions the padded path runs at the GPU's bucket overhead, forward only.
+counts one pass's positions there, as ``--packing auto`` does to choose (``--count-only``: that
+line alone, at any shape, e.g. the issue's: ``--prompts 64 --prompt 150 --shortest 100
+--longest 512 --budget 16384``).
 """
 
 from __future__ import annotations
@@ -49,22 +51,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shortest", type=int, default=8)
     p.add_argument("--longest", type=int, default=192)
     p.add_argument("--budget", type=int, default=512, help="--micro-batch-tokens")
+    p.add_argument("--count-only", action="store_true",
+                   help="only count the positions on a GPU (no model, no timing)")
     args = p.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
     from learner.config import Config
-    from learner.training import forward, placement
+    from learner.training import placement
     from learner.training.distributed import Processes
     from learner.training.policy_setup import prepare_policy
     from scripts.gpucheck.assets import shape
     from scripts.gpucheck.update_grid import StepShape, step_batch
 
+    step = StepShape(prompts=args.prompts, group=args.group, prompt=args.prompt,
+                     shortest=args.shortest, longest=args.longest)
+    batch = step_batch(step, args.vocab)
+    if args.count_only:
+        print(f"P={step.prompts} x G={step.group}, prompt {step.prompt}, completions "
+              f"{step.shortest}-{step.longest}, --micro-batch-tokens {args.budget}:")
+        print(gpu_positions(batch, args.budget))
+        return 0
     torch.set_num_threads(1)
     config = shape("qwen2.5-0.5b", vocab_size=args.vocab, hidden_size=256,
                    intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
                    num_key_value_heads=2)
-    step = StepShape(prompts=args.prompts, group=args.group, prompt=args.prompt,
-                     shortest=args.shortest, longest=args.longest)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     where = placement.run_device("cpu")
@@ -75,7 +85,6 @@ def main(argv: list[str] | None = None) -> int:
                             step.longest, device=where.device)
     update.policy_is_reference = False  # the reference pass runs too, as after step 1
     counters = [Positions(m) for m in (update.model, update.ref_model) if m is not None]
-    batch = step_batch(step, args.vocab)
     update(batch)  # warm-up: AdamW's state, oneDNN's kernels
     sides = {"padded (--packing off)": False, "packed (--packing on)": True}
     times: dict[str, list[float]] = {side: [] for side in sides}
@@ -102,17 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     names = list(sides)
     print(f"positions padded / packed: {positions[names[0]] / positions[names[1]]:.2f}x; "
           f"seconds padded / packed: {padded / packed:.2f}x")
-    # The padded path's positions at the GPU's bucket overhead (fewer, wider passes).
-    gpu = Positions(model)
-    with torch.no_grad():
-        for mb in batch.split_by_tokens(batch.parts_for(args.budget)):
-            forward.completion_logprobs(
-                model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.completion_mask,
-                mb.groups, bucket_overhead=forward.BUCKET_OVERHEAD["default"])
-    packed_once = int(batch.positions(packed=True).sum()) - len(batch)  # a row's last: not fed
-    print(f"one pass's positions at the GPU's bucket overhead: padded {gpu.count}, packed "
-          f"{packed_once} ({gpu.count / packed_once:.2f}x)")
+    print(gpu_positions(batch, args.budget))
     return 0
+
+
+def gpu_positions(batch, budget: int) -> str:
+    """One pass's positions on a GPU (the padded passes at its bucket overhead, fewer and
+    wider), counted as ``--packing auto`` counts them to choose (``PolicyUpdate.packing_pays``)."""
+    from learner.training import forward
+
+    overhead = forward.BUCKET_OVERHEAD["default"]
+    padded = sum(forward.padded_positions(mb.prompt_mask, mb.completion_mask, mb.groups,
+                                          bucket_overhead=overhead)
+                 for mb in batch.split_by_tokens(batch.parts_for(budget)))
+    packed = forward.packed_positions(batch.prompt_mask, batch.completion_mask)
+    nominal = int(batch.positions().sum())
+    return (f"one pass's positions on a GPU (bucket overhead {overhead}): nominal (a group's "
+            f"prompt once, no padding) {nominal}, padded {padded} "
+            f"({padded / nominal:.3f}x nominal), packed {packed} ({packed / nominal:.3f}x); "
+            f"padded / packed {padded / packed:.2f}x: auto "
+            f"{'packs' if packed < padded else 'keeps the padded passes'}")
 
 
 if __name__ == "__main__":
