@@ -97,6 +97,18 @@ def test_packed_logprobs_entropy_and_gradients_equal_the_padded_paths(source, ba
     assert_same_gradient(padded[2], packed[2])
 
 
+def test_packed_under_gradient_checkpointing_equals_the_padded_passes():
+    """Checkpointing runs each row's prompt in the padded passes too (no shared prompts):
+    the packed sequence recomputed in the backward gives the same gradient."""
+    model = _random_llama()
+    model.gradient_checkpointing_enable()
+    args, groups = _rows(model.config.vocab_size)
+    padded = _scores(model, args, groups, share_prompts=False)
+    packed = _scores(model, args, groups, packing=True)
+    assert torch.allclose(packed[0], padded[0], atol=1e-5)
+    assert_same_gradient(padded[2], packed[2])
+
+
 seen: list[dict] = []
 
 
