@@ -217,26 +217,33 @@ def check(c: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
 
     from learner.training.forward import attention_backend, packs_without_mask
 
-    # The trainer resolved auto, but for flash attention's (packing per update, when it runs
-    # fewer positions: planned as packed, the larger count of the step's bound).
-    packing = c.packing == "on" or (c.packing == "auto" and packs_without_mask(policy))
+    # The trainer resolved auto but for flash attention's, where an update packs or not by
+    # its rows (``PolicyUpdate.packing_pays``): the larger of the two plans.
+    layouts = [c.packing == "on"]
+    if c.packing == "auto" and packs_without_mask(policy):
+        layouts = [False, True]
     mask_bytes = 0
-    if packing and not packs_without_mask(policy):
+    if not packs_without_mask(policy):
         mask_bytes = 1 if attention_backend(policy) == "sdpa" else (2 if autocast else 4)
-    # At most: every completion at the budget, a group's prompt once (packed: once a row).
     prompts_per_process = c.prompts_per_step // world
-    step_positions = (prompts_per_process * c.group_size * (widest + max_tokens) if packing
-                      else prompts_per_process * (widest + c.group_size * max_tokens))
 
-    def make(checkpointing: bool) -> MemoryPlan:
+    def layout(checkpointing: bool, packing: bool) -> MemoryPlan:
         return estimate(
             policy.config, trainable=sum(p.numel() for p in params if p.requires_grad),
             total=sum(p.numel() for p in params), reference=reference,
             rows=c.prompts_per_step * c.group_size // world, context=widest + max_tokens,
             micro_batch_tokens=c.micro_batch_tokens, autocast=autocast,
             checkpointing=checkpointing, prompt=widest, group_size=c.group_size,
-            kv_cache=not c.engine_is_vllm, step_positions=step_positions, packing=packing,
-            mask_bytes=mask_bytes)
+            kv_cache=not c.engine_is_vllm,
+            # at most: every completion at the budget, a group's prompt once (packed: a row's)
+            step_positions=(prompts_per_process * c.group_size * (widest + max_tokens)
+                            if packing else
+                            prompts_per_process * (widest + c.group_size * max_tokens)),
+            packing=packing, mask_bytes=mask_bytes)
+
+    def make(checkpointing: bool) -> MemoryPlan:
+        return max((layout(checkpointing, packing) for packing in layouts),
+                   key=lambda plan: plan.peak)
 
     where = "this machine has available"
     if device.type == "cuda":
