@@ -6,7 +6,9 @@ One call decodes a batch of contexts together, written for small models on CPU a
 - finished rows leave the batch (their cache rows are dropped) once enough have finished, so
   late decoding steps pay only for the rows still running;
 - the cache is written in place (``kernels.kv_cache``); the caller packs the weights for oneDNN
-  once around all its calls (``kernels.onednn_linear.packed_weights``).
+  once around all its calls (``kernels.onednn_linear.packed_weights``);
+- on CPU, attention reads each key-value head once for its group of query heads
+  (``kernels.gqa_sdpa``), where transformers copies them per query head.
 
 Every sampled token's log-prob under the distribution it was drawn from (temperature, top-p:
 ``distribution.sampling_logits``) is recorded, for the same tokens the loss passes score later.
@@ -25,6 +27,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
+from learner.sampling.kernels.gqa_sdpa import gqa_attention
 from learner.sampling.kernels.kv_cache import can_refill, decode_cache, merge_rows, trim_left
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call or answer), its
@@ -175,8 +178,9 @@ def decode(model: PreTrainedModel, ids: Tensor, mask: Tensor, *, budgets: Tensor
     was_training = model.training
     model.eval()  # also lets the KV cache work with gradient checkpointing enabled
     try:
-        return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
-                       temperature, top_p, greedy, stop, compact_fraction, max_rows)
+        with gqa_attention(model):  # on CPU: attention without copies of the keys per head
+            return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
+                           temperature, top_p, greedy, stop, compact_fraction, max_rows)
     finally:
         model.train(was_training)
 
