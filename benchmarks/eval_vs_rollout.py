@@ -10,6 +10,21 @@ order (after one warm-up collect). Every generate call both make is timed where 
 (``sample_graded``'s ``generate``), with the completion tokens it kept: tokens/s is kept tokens
 over seconds spent generating (grading left out). Prints both, their ratio, and the rows per
 generate call. On a shared machine the best round of each side is the figure to read.
+
+Like for like: one trainer, so one engine (``--rollout-engine``'s, the learner's own loop on
+CPU), one device and one torch thread count for both sides; both count the completion tokens
+their rows kept (``Rollout.lengths``), neither counts prompt tokens. That leaves evaluation the
+cost the rollout shares: the rollout prefills P prompts for P x G rows, evaluation one prompt
+per row (64 held-out plus 45 perturbed prompts of 38-84 tokens at the defaults).
+
+Where evaluation's time went (before issue 42's fix, 1 thread, thread CPU seconds): rollout
+16.4 s (decoding steps 14.3, prefill 1.4); evaluation 44.5 s (decoding steps 23.6, prefills
+19.1, the rest the refills' own steps and merges). Per decoded position evaluation's steps cost 1.5x the
+rollout's: its refilled cache is wider (rows of different ages share one padded cache), and
+transformers' sdpa copied every layer's keys and values per query head before attending
+(``repeat_kv``: a third of the profiled time). Fixed: decoding attends with torch's
+``enable_gqa`` (``kernels/gqa_sdpa.py``), and refilled prompts enter shortest first so that a
+prefill pads to like lengths.
 """
 
 from __future__ import annotations

@@ -103,6 +103,28 @@ def test_refilled_rows_decode_what_each_prompt_decodes_alone_never_over_max_rows
     assert [r.texts[0] for r in alone] == whole.texts
 
 
+def test_refilled_contexts_enter_shortest_first_and_come_back_in_order():
+    """Refilled, each prefill pads its prompts to the longest of them: contexts enter
+    shortest first, so a prefill holds prompts of like lengths; rows keep the given order."""
+    tok, model = h.tokenizer(), h.model()
+    prompts = [chat_prompt(tok, "What is 1 + 1?" + " Think." * n) for n in (6, 0, 4, 1, 5, 2)]
+    lengths = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    widths: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda mod, args, kwargs: widths.append(kwargs["input_ids"].shape[1])
+        if kwargs["input_ids"].shape[1] > 1 else None, with_kwargs=True)
+    try:
+        refilled = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=3,
+                            greedy=True, max_rows=2, compact_fraction=0.0)
+    finally:
+        hook.remove()
+    alone = [generate(HFEngine(model), tok, [p], group_size=1, max_new_tokens=3, greedy=True)
+             for p in prompts]
+    ranked = sorted(lengths)
+    assert widths == [max(ranked[i:i + 2]) for i in range(0, 6, 2)]  # pairs of like lengths
+    assert refilled.texts == [r.texts[0] for r in alone]  # in the given order
+
+
 def test_a_completion_ends_at_its_first_eos_and_only_a_full_one_is_truncated():
     tok, model = h.tokenizer(), h.model()
     eos = tok.eos_token_id

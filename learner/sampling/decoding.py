@@ -6,7 +6,9 @@ One call decodes a batch of contexts together, written for small models on CPU a
 - finished rows leave the batch (their cache rows are dropped) once enough have finished, so
   late decoding steps pay only for the rows still running;
 - the cache is written in place (``kernels.kv_cache``); the caller packs the weights for oneDNN
-  once around all its calls (``kernels.onednn_linear.packed_weights``).
+  once around all its calls (``kernels.onednn_linear.packed_weights``);
+- on CPU, attention reads each key-value head once for its group of query heads
+  (``kernels.gqa_sdpa``), where transformers copies them per query head.
 
 Every sampled token's log-prob under the distribution it was drawn from (temperature, top-p:
 ``distribution.sampling_logits``) is recorded, for the same tokens the loss passes score later.
@@ -25,6 +27,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
+from learner.sampling.kernels.gqa_sdpa import gqa_attention
 from learner.sampling.kernels.kv_cache import can_refill, decode_cache, merge_rows, trim_left
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call or answer), its
@@ -169,14 +172,16 @@ def decode(model: PreTrainedModel, ids: Tensor, mask: Tensor, *, budgets: Tensor
     or where ``stop(row, tokens so far)`` returns how many of its tokens to keep.
 
     ``max_rows`` (with ``repeat`` 1): at most that many rows decode at once; contexts enter the
-    batch as rows leave it (each prefilled when it enters), so one call keeps a full batch
-    where calls of ``max_rows`` contexts each would end with a few long rows running alone.
+    batch as rows leave it (shortest first, each prefilled when it enters), so one call keeps a
+    full batch where calls of ``max_rows`` contexts each would end with a few long rows running
+    alone. Rows come back in the contexts' order.
     """
     was_training = model.training
     model.eval()  # also lets the KV cache work with gradient checkpointing enabled
     try:
-        return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
-                       temperature, top_p, greedy, stop, compact_fraction, max_rows)
+        with gqa_attention(model):  # on CPU: attention without copies of the keys per head
+            return _decode(model, ids, mask, budgets.to(ids.device), eos, pad_id, repeat,
+                           temperature, top_p, greedy, stop, compact_fraction, max_rows)
     finally:
         model.train(was_training)
 
@@ -199,7 +204,12 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
     contexts = ids.shape[0]
     refill = 0 < max_rows < contexts and repeat == 1 and can_refill(cache)
     entered = max_rows if refill else contexts  # contexts in the batch so far
-    logits, mask, next_pos = _prefill(model, cache, arg, ids[:entered], ctx_masks[:entered])
+    # Refilled, contexts enter shortest first: each prefill then pads its prompts to a
+    # similar length, where the given order padded a batch to its longest prompt.
+    order = (ctx_masks.sum(-1).argsort(stable=True) if refill
+             else torch.arange(contexts, device=ids.device))
+    first_in = order[:entered]
+    logits, mask, next_pos = _prefill(model, cache, arg, ids[first_in], ctx_masks[first_in])
     if repeat > 1:
         cache.batch_repeat_interleave(repeat)
         logits = logits.repeat_interleave(repeat, 0)
@@ -210,7 +220,8 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
     logprobs = torch.zeros((n, width), device=ids.device)
     lengths, stops = budgets.clone(), [LENGTH] * n
     done = torch.zeros(n, dtype=torch.bool, device=ids.device)
-    rows = torch.arange(entered * repeat, device=ids.device)  # the output row of each cache row
+    # The output row of each cache row.
+    rows = first_in if refill else torch.arange(entered * repeat, device=ids.device)
     start = torch.zeros(n, dtype=torch.long, device=ids.device)  # the step of a row's 1st token
     decoded, t = 0, 0
     sampled: list[list[int]] = [[] for _ in range(n)]  # each row's tokens, for ``stop``
@@ -248,7 +259,7 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
         t += 1
         free = max_rows - int(active.sum())
         if waiting and (free >= max(1.0, compact_fraction * max_rows) or not active.any()):
-            new = torch.arange(entered, entered + min(free, waiting), device=ids.device)
+            new = order[entered:entered + min(free, waiting)]
             entered += new.numel()
             logits, rows, mask, next_pos, cache = _refill(
                 model, cache, arg, nxt, active, rows, mask, next_pos, new, ids[new],
