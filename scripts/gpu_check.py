@@ -19,8 +19,10 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
    --micro-batch-tokens x gradient checkpointing: seconds, positions/s, MFU (8N FLOPs a
    position), peak allocated (``torch.cuda.max_memory_allocated``) against the learner's
    memory plan (plan / peak: the goal is 0.85-1.15), and the loss passes' own MFU (6N);
-3. ``cli``: ``python -m learner.run`` for a few steps with a Qwen2.5-0.5B-shaped model: the
-   generate, score and train seconds and tokens/s of each step, from its metrics.jsonl;
+3. ``cli``: ``python -m learner.run`` for a few steps with a Qwen2.5-0.5B-shaped model on
+   gpucheck/Brief-v0 (arith prompts rewarded for brevity: a random model's groups have a reward
+   spread, so every step updates): the generate, score and train seconds and tokens/s of each
+   step, read from its metrics.jsonl (the rehearsal runs MathExact: its updates are skipped);
 4. ``learn``: a tiny random-init model learns a synthetic one-word reward through the learner's
    trainer (scripts/gpucheck/synthetic.py): a step's mean reward >= 0.9 within 60 steps;
 5. ``vllm``: where vLLM imports, one step with it as the sampling engine: it generates, and after
@@ -70,6 +72,7 @@ class Sizes:
     cli: dict[str, int] = field(default_factory=dict)
     learn_steps: int = 60  # the rehearsal's lazy device compiles every new shape: a few only
     warm_up: bool = True  # an update before the timed ones (the rehearsal times its first)
+    cli_env: str = "gpucheck/Brief-v0"  # a reward a random model earns: every step updates
     # The vllm phase's step components at update_shape (docs/gpu.md's paper target).
     vllm_step: dict[str, int] = field(default_factory=lambda: {
         "prompts": 64, "group": 8, "prompt_tokens": 150, "tokens": 512})
@@ -86,6 +89,8 @@ def sizes(rehearse: str | None) -> Sizes:
         return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12), grid, 1,
                      "tiny:qwen2.5-0.5b", {"steps": 2, "prompts": 2, "group": 2, "tokens": 8},
                      learn_steps=2, warm_up=False,
+                     # Updates skipped (no signal): a lazy update took 100-120 s a CLI step.
+                     cli_env="grpo/MathExact-v0",
                      vllm_step={"prompts": 2, "group": 2, "prompt_tokens": 12, "tokens": 8})
     grid = tuple((b, c) for b in (16384, 8192, 4096) for c in (False, True))
     return Sizes(8192, 10, "qwen2.5-1.5b", StepShape(), grid, 2, "qwen2.5-0.5b",
@@ -280,15 +285,19 @@ class Check:
         s = self.sizes.cli
         out = self.work / "cli-run"
         cmd = cli_run.command(folder, out, str(self.device), steps=s["steps"],
-                              prompts=s["prompts"], group=s["group"], tokens=s["tokens"])
+                              prompts=s["prompts"], group=s["group"], tokens=s["tokens"],
+                              env=self.sizes.cli_env)
         figures = cli_run.run(cmd, out, limit=240, cwd=ROOT)
         steps = figures["steps"]
         last = steps[-1] if steps else {}
         skipped = sum(bool(x.get("skipped")) for x in steps)
         train = (f"{skipped} of {len(steps)} updates skipped (no reward signal)" if skipped
-                 else f"train {_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s")
-        return (f"{len(steps)} steps; last: generate "
-                f"{_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s; {train}"), figures
+                 else f"train {_fmt(last.get('time/train_s'), '.2f')} s "
+                      f"({_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s)")
+        return (f"{len(steps)} steps on {self.sizes.cli_env}; last: generate "
+                f"{_fmt(last.get('time/generate_s'), '.2f')} s "
+                f"({_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s), score "
+                f"{_fmt(last.get('time/score_s'), '.2f')} s; {train}"), figures
 
     def learn(self) -> tuple[str, dict[str, Any]]:
         from scripts.gpucheck import learning
