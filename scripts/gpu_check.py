@@ -26,7 +26,8 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
 4. ``learn``: a tiny random-init model learns a synthetic one-word reward through the learner's
    trainer (scripts/gpucheck/synthetic.py): a step's mean reward >= 0.9 within 60 steps;
 5. ``vllm``: where vLLM imports, one step with it as the sampling engine: it generates, and after
-   the update its log-probs are the policy's; then, at the update's shape, the engine sized from
+   the update, and after a change to the tied embedding and head, its log-probs at every
+   position are the policy's (within a tenth of how far each change moved them); then, at the update's shape, the engine sized from
    a step of P=64, G=8, prompts of 150 tokens, T=512 (``learner/training/vllm_sizing.py``):
    its decode tokens/s with the 512 rows at once, and the seconds of a sleep, a wake and a
    weight sync from the fp32 policy (scripts/gpucheck/vllm_step.py; docs/gpu.md's step).
@@ -118,6 +119,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "whose files a device run sends back)")
     p.add_argument("--budget-s", type=float, default=420,
                    help="no update grid point starts past this many seconds (default: 420)")
+    p.add_argument("--time-limit-s", type=float, default=480,
+                   help="the whole check's limit (default: 480, 8 minutes): a phase that would "
+                   "start past it is skipped in one line, the CLI's run ends by it")
     p.add_argument("--phases", default=",".join(PHASES), help="comma-separated subset")
     p.add_argument("--vllm-on-cpu", action="store_true",
                    help="--rehearse: run the vllm phase on CPU (a minute to start the engine)")
@@ -287,7 +291,10 @@ class Check:
         cmd = cli_run.command(folder, out, str(self.device), steps=s["steps"],
                               prompts=s["prompts"], group=s["group"], tokens=s["tokens"],
                               env=self.sizes.cli_env)
-        figures = cli_run.run(cmd, out, limit=240, cwd=ROOT)
+        # The rehearsal's lazy device is slow by nature: only its own 240 s apply there.
+        left = (float("inf") if self.args.rehearse
+                else self.args.time_limit_s - (time.monotonic() - self.start))
+        figures = cli_run.run(cmd, out, limit=max(1.0, min(240.0, left)), cwd=ROOT)
         steps = figures["steps"]
         last = steps[-1] if steps else {}
         skipped = sum(bool(x.get("skipped")) for x in steps)
@@ -328,12 +335,16 @@ class Check:
             device = torch.device("cpu")
         figures = vllm_sync.check(self.work / "say-word-vllm", device)
         if not figures["synced"]:
-            raise RuntimeError(f"after the update the engine's log-probs are "
+            raise RuntimeError(f"a missed sync: after the update the engine's log-probs are "
                                f"{figures['engine_vs_policy_max']} from the policy's, the step "
-                               f"moved them {figures['step_moved_max']}: a missed sync")
-        detail = (f"generated {figures['generated_tokens']} tokens; engine vs policy "
-                  f"{figures['engine_vs_policy_max']:.4f} after a step that moved "
-                  f"{figures['step_moved_max']:.4f}")
+                               f"moved them {figures['step_moved_max']}; after a change to the "
+                               f"tied embedding and head {figures['embedding_synced_max']}, "
+                               f"{figures['embedding_stale_max']} before its sync")
+        detail = (f"generated {figures['generated_tokens']} tokens; engine vs policy at "
+                  f"{figures['positions']} positions: {figures['engine_vs_policy_max']:.4f} "
+                  f"after a step that moved {figures['step_moved_max']:.4f}, "
+                  f"{figures['embedding_synced_max']:.4f} after a tied embedding/head change "
+                  f"that moved {figures['embedding_stale_max']:.4f}")
         # The step's vLLM components at the update phase's shape: decode rate with every row
         # at once, sleep, wake and sync seconds (docs/gpu.md's paper derivation).
         from scripts.gpucheck import assets, vllm_step
@@ -399,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {meta['device']}; {meta['wheels']}", flush=True)
     check = Check(args, device, report)
     for name in chosen:
+        spent = time.monotonic() - check.start
+        if spent > args.time_limit_s and not args.rehearse:
+            why = f"the check's {args.time_limit_s:.0f} s were spent ({spent:.0f} s): skipped"
+            print(f"{name}: {why}", flush=True)
+            report.add({"phase": name, "status": "skipped", "seconds": 0.0, "detail": why,
+                        "figures": {}})
+            continue
         run_phase(name, getattr(check, name), report)
     print(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.md'}")
     return 1 if any(r["status"] == "failed" for r in report.records) else 0

@@ -185,3 +185,23 @@ def test_the_check_imports_only_what_a_bare_gpu_machine_has():
                 found.add(node.module.split(".")[0])
     third_party = found - set(sys.stdlib_module_names) - {"__future__"}
     assert third_party - ALLOWED == GUARDED & third_party
+
+
+def test_a_phase_that_would_start_past_the_time_limit_is_skipped_in_one_line(tmp_path,
+                                                                              monkeypatch,
+                                                                              capsys):
+    """The check keeps to its 8 minutes: once --time-limit-s is spent, the phases left are
+    skipped, each in one line, and the report is still written."""
+    from scripts.gpucheck import device as dev
+
+    gpu_check = _module()
+    monkeypatch.setattr(dev, "choose", lambda rehearse: torch.device("cpu"))
+    code = gpu_check.main(["--out", str(tmp_path), "--phases", "matmul,cli",
+                           "--time-limit-s", "-1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    record = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert [(p["phase"], p["status"]) for p in record["phases"]] == [("matmul", "skipped"),
+                                                                     ("cli", "skipped")]
+    assert "matmul: the check's -1 s were spent" in out
+    assert "| cli | skipped |" in (tmp_path / "gpu_check.md").read_text()
