@@ -373,6 +373,10 @@ def make_wheels(args: argparse.Namespace) -> int:
     size = sum(f.stat().st_size for f in tokenizer.iterdir()) / 1e6
     print(f"{done['wheels']} wheels, {done['mb']} MB in {args.make_wheels}; tokenizer "
           f"{size:.1f} MB in {tokenizer}")
+    if done["mb"] > assets.WHEELS_MB:
+        print(f"error: the wheels are {done['mb']} MB, over the {assets.WHEELS_MB} MB they may "
+              f"take: add what the GPU machine has to assets.PRESENT", file=sys.stderr)
+        return 1
     return 0
 
 

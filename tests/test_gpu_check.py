@@ -205,3 +205,24 @@ def test_a_phase_that_would_start_past_the_time_limit_is_skipped_in_one_line(tmp
                                                                      ("cli", "skipped")]
     assert "matmul: the check's -1 s were spent" in out
     assert "| cli | skipped |" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_the_wheels_folder_is_made_for_the_gpu_machines_python_and_kept_small(tmp_path,
+                                                                               monkeypatch,
+                                                                               capsys):
+    """--make-wheels downloads binary wheels for Python 3.12 on manylinux x86_64 (the GPU
+    machine's, whatever this one is), and refuses, in one line, a folder over 40 MB."""
+    from scripts.gpucheck import assets
+
+    cmd = assets.download_command(tmp_path)
+    assert "--only-binary=:all:" in cmd and cmd[cmd.index("--python-version") + 1] == "3.12"
+    assert "manylinux2014_x86_64" in cmd and "gymnasium" in cmd
+    gpu_check = _module()
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer_config.json").write_text("{}")
+    for mb, code in ((29.3, 0), (41.0, 1)):
+        monkeypatch.setattr(assets, "make_wheels", lambda folder, mb=mb: {"wheels": 42, "mb": mb})
+        assert gpu_check.main(["--make-wheels", str(tmp_path / "w"),
+                               "--tokenizer", str(tmp_path / "tok")]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over the 40 MB" in err[0]
