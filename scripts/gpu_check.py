@@ -19,12 +19,15 @@ Phases, each recorded as ok, failed (one line; its traceback in the JSON) or ski
    --micro-batch-tokens x gradient checkpointing: seconds, positions/s, MFU (8N FLOPs a
    position), peak allocated (``torch.cuda.max_memory_allocated``) against the learner's
    memory plan (plan / peak: the goal is 0.85-1.15), and the loss passes' own MFU (6N);
-3. ``cli``: ``python -m learner.run`` for a few steps with a Qwen2.5-0.5B-shaped model: the
-   generate, score and train seconds and tokens/s of each step, from its metrics.jsonl;
+3. ``cli``: ``python -m learner.run`` for a few steps with a Qwen2.5-0.5B-shaped model on
+   gpucheck/Brief-v0 (arith prompts rewarded for brevity: a random model's groups have a reward
+   spread, so every step updates): the generate, score and train seconds and tokens/s of each
+   step, read from its metrics.jsonl (the rehearsal runs MathExact: its updates are skipped);
 4. ``learn``: a tiny random-init model learns a synthetic one-word reward through the learner's
    trainer (scripts/gpucheck/synthetic.py): a step's mean reward >= 0.9 within 60 steps;
 5. ``vllm``: where vLLM imports, one step with it as the sampling engine: it generates, and after
-   the update its log-probs are the policy's; then, at the update's shape, the engine sized from
+   the update, and after a change to the tied embedding and head, its log-probs at every
+   position are the policy's (within a tenth of how far each change moved them); then, at the update's shape, the engine sized from
    a step of P=64, G=8, prompts of 150 tokens, T=512 (``learner/training/vllm_sizing.py``):
    its decode tokens/s with the 512 rows at once, and the seconds of a sleep, a wake and a
    weight sync from the fp32 policy (scripts/gpucheck/vllm_step.py; docs/gpu.md's step).
@@ -70,6 +73,7 @@ class Sizes:
     cli: dict[str, int] = field(default_factory=dict)
     learn_steps: int = 60  # the rehearsal's lazy device compiles every new shape: a few only
     warm_up: bool = True  # an update before the timed ones (the rehearsal times its first)
+    cli_env: str = "gpucheck/Brief-v0"  # a reward a random model earns: every step updates
     # The vllm phase's step components at update_shape (docs/gpu.md's paper target).
     vllm_step: dict[str, int] = field(default_factory=lambda: {
         "prompts": 64, "group": 8, "prompt_tokens": 150, "tokens": 512})
@@ -86,6 +90,8 @@ def sizes(rehearse: str | None) -> Sizes:
         return Sizes(256, 3, "tiny:qwen2.5-1.5b", StepShape(2, 2, 8, 4, 12), grid, 1,
                      "tiny:qwen2.5-0.5b", {"steps": 2, "prompts": 2, "group": 2, "tokens": 8},
                      learn_steps=2, warm_up=False,
+                     # Updates skipped (no signal): a lazy update took 100-120 s a CLI step.
+                     cli_env="grpo/MathExact-v0",
                      vllm_step={"prompts": 2, "group": 2, "prompt_tokens": 12, "tokens": 8})
     grid = tuple((b, c) for b in (16384, 8192, 4096) for c in (False, True))
     return Sizes(8192, 10, "qwen2.5-1.5b", StepShape(), grid, 2, "qwen2.5-0.5b",
@@ -113,6 +119,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "whose files a device run sends back)")
     p.add_argument("--budget-s", type=float, default=420,
                    help="no update grid point starts past this many seconds (default: 420)")
+    p.add_argument("--time-limit-s", type=float, default=480,
+                   help="the whole check's limit (default: 480, 8 minutes): a phase that would "
+                   "start past it is skipped in one line, the CLI's run ends by it")
     p.add_argument("--phases", default=",".join(PHASES), help="comma-separated subset")
     p.add_argument("--vllm-on-cpu", action="store_true",
                    help="--rehearse: run the vllm phase on CPU (a minute to start the engine)")
@@ -280,15 +289,22 @@ class Check:
         s = self.sizes.cli
         out = self.work / "cli-run"
         cmd = cli_run.command(folder, out, str(self.device), steps=s["steps"],
-                              prompts=s["prompts"], group=s["group"], tokens=s["tokens"])
-        figures = cli_run.run(cmd, out, limit=240, cwd=ROOT)
+                              prompts=s["prompts"], group=s["group"], tokens=s["tokens"],
+                              env=self.sizes.cli_env)
+        # The rehearsal's lazy device is slow by nature: only its own 240 s apply there.
+        left = (float("inf") if self.args.rehearse
+                else self.args.time_limit_s - (time.monotonic() - self.start))
+        figures = cli_run.run(cmd, out, limit=max(1.0, min(240.0, left)), cwd=ROOT)
         steps = figures["steps"]
         last = steps[-1] if steps else {}
         skipped = sum(bool(x.get("skipped")) for x in steps)
         train = (f"{skipped} of {len(steps)} updates skipped (no reward signal)" if skipped
-                 else f"train {_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s")
-        return (f"{len(steps)} steps; last: generate "
-                f"{_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s; {train}"), figures
+                 else f"train {_fmt(last.get('time/train_s'), '.2f')} s "
+                      f"({_fmt(last.get('tokens_per_s/train'), '.0f')} tokens/s)")
+        return (f"{len(steps)} steps on {self.sizes.cli_env}; last: generate "
+                f"{_fmt(last.get('time/generate_s'), '.2f')} s "
+                f"({_fmt(last.get('tokens_per_s/generate'), '.0f')} tokens/s), score "
+                f"{_fmt(last.get('time/score_s'), '.2f')} s; {train}"), figures
 
     def learn(self) -> tuple[str, dict[str, Any]]:
         from scripts.gpucheck import learning
@@ -319,12 +335,16 @@ class Check:
             device = torch.device("cpu")
         figures = vllm_sync.check(self.work / "say-word-vllm", device)
         if not figures["synced"]:
-            raise RuntimeError(f"after the update the engine's log-probs are "
+            raise RuntimeError(f"a missed sync: after the update the engine's log-probs are "
                                f"{figures['engine_vs_policy_max']} from the policy's, the step "
-                               f"moved them {figures['step_moved_max']}: a missed sync")
-        detail = (f"generated {figures['generated_tokens']} tokens; engine vs policy "
-                  f"{figures['engine_vs_policy_max']:.4f} after a step that moved "
-                  f"{figures['step_moved_max']:.4f}")
+                               f"moved them {figures['step_moved_max']}; after a change to the "
+                               f"tied embedding and head {figures['embedding_synced_max']}, "
+                               f"{figures['embedding_stale_max']} before its sync")
+        detail = (f"generated {figures['generated_tokens']} tokens; engine vs policy at "
+                  f"{figures['positions']} positions: {figures['engine_vs_policy_max']:.4f} "
+                  f"after a step that moved {figures['step_moved_max']:.4f}, "
+                  f"{figures['embedding_synced_max']:.4f} after a tied embedding/head change "
+                  f"that moved {figures['embedding_stale_max']:.4f}")
         # The step's vLLM components at the update phase's shape: decode rate with every row
         # at once, sleep, wake and sync seconds (docs/gpu.md's paper derivation).
         from scripts.gpucheck import assets, vllm_step
@@ -353,6 +373,10 @@ def make_wheels(args: argparse.Namespace) -> int:
     size = sum(f.stat().st_size for f in tokenizer.iterdir()) / 1e6
     print(f"{done['wheels']} wheels, {done['mb']} MB in {args.make_wheels}; tokenizer "
           f"{size:.1f} MB in {tokenizer}")
+    if done["mb"] > assets.WHEELS_MB:
+        print(f"error: the wheels are {done['mb']} MB, over the {assets.WHEELS_MB} MB they may "
+              f"take: add what the GPU machine has to assets.PRESENT", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -390,6 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {meta['device']}; {meta['wheels']}", flush=True)
     check = Check(args, device, report)
     for name in chosen:
+        spent = time.monotonic() - check.start
+        if spent > args.time_limit_s and not args.rehearse:
+            why = f"the check's {args.time_limit_s:.0f} s were spent ({spent:.0f} s): skipped"
+            print(f"{name}: {why}", flush=True)
+            report.add({"phase": name, "status": "skipped", "seconds": 0.0, "detail": why,
+                        "figures": {}})
+            continue
         run_phase(name, getattr(check, name), report)
     print(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.md'}")
     return 1 if any(r["status"] == "failed" for r in report.records) else 0

@@ -89,6 +89,47 @@ def test_the_synthetic_task_is_learned_on_cpu(tmp_path):
     assert figures["steps"] <= learning.STEPS
 
 
+def test_the_cli_envs_reward_is_brevity_in_characters():
+    env = synthetic.BriefEnv()
+    assert env.grade(None, "")[0] == {"brevity": 1.0} and env.grade(None, "")[1].passed
+    assert synthetic.brevity("x" * (synthetic.BRIEF_CHARS // 2)) == 0.5
+    assert synthetic.brevity("x" * (synthetic.BRIEF_CHARS * 2)) == 0.0
+    assert not env.grade(None, "x" * 1000)[1].passed
+
+
+def test_on_the_gpu_cli_env_a_random_model_updates_and_reports_train_time(tmp_path):
+    """The GPU's CLI phase runs learner.run on gpucheck/Brief-v0 (registered by cli_env, made
+    from the flags as a run makes it): a random-init model's groups have a reward spread, so
+    the step updates and its metrics carry the train seconds and tokens/s the phase reports
+    (on MathExact every update was skipped: no train time). The lazy rehearsal keeps
+    MathExact, whose updates are skipped (a lazy update is 100+ s a step)."""
+    from learner.config import parse_config
+    from learner.env_setup import make_env
+    from learner.training.trainer import GRPOTrainer
+    from scripts.gpucheck import cli_env
+    from tests import learner_helpers as h
+
+    gpu_check = _module()
+    assert gpu_check.sizes(None).cli_env == cli_run.GPU_ENV == cli_env.register()
+    assert gpu_check.sizes("lazy").cli_env == cli_run.REHEARSAL_ENV
+    cmd = cli_run.command(tmp_path / "m", tmp_path / "o", "cuda", steps=3, prompts=8, group=8,
+                          tokens=256)
+    assert cmd[1:5] == ["-m", "scripts.gpucheck.cli_env", "--env", cli_run.GPU_ENV]
+    config = parse_config(cmd[3:])  # the flags learner.run gets
+    env = make_env(config)
+    assert isinstance(env, synthetic.BriefEnv)
+    cfg = h.config(tmp_path, steps=1, eval=False, group_size=4, max_new_tokens=8)
+    trainer = GRPOTrainer(cfg, model=h.model(), tokenizer=h.tokenizer(), env=env)
+    metrics = trainer.train_step().metrics
+    assert not metrics["skipped"], metrics
+    assert metrics["time/train_s"] > 0 and metrics["tokens_per_s/train"] > 0
+    text = gpu_check.table({}, [{"phase": "cli", "status": "ok", "seconds": 1.0, "detail": "",
+                                 "figures": {"steps": [{k: metrics.get(k)
+                                                        for k in cli_run.FIGURES}]}}])
+    assert (f"| {metrics['time/train_s']:.2f} | {metrics['tokens_per_s/generate']:.0f} | "
+            f"{metrics['tokens_per_s/train']:.0f} |") in text
+
+
 def test_the_synthetic_reward_is_the_share_of_the_target_word():
     assert synthetic.share("green green green") == 1.0
     assert synthetic.share("green red") == 0.5
@@ -127,8 +168,8 @@ def test_the_tables_show_the_grid_the_cli_steps_and_failures():
 
 
 #: What a bare GPU machine has, plus what the wheels folder brings and the repo's packages.
-ALLOWED = {"torch", "transformers", "accelerate", "peft", "tokenizers", "numpy", "learner",
-           "envs", "tasks", "scripts"}
+ALLOWED = {"torch", "transformers", "accelerate", "peft", "tokenizers", "numpy", "gymnasium",
+           "learner", "envs", "tasks", "scripts"}
 #: Imported inside a function that checks first that it is there.
 GUARDED = {"vllm"}
 
@@ -144,3 +185,44 @@ def test_the_check_imports_only_what_a_bare_gpu_machine_has():
                 found.add(node.module.split(".")[0])
     third_party = found - set(sys.stdlib_module_names) - {"__future__"}
     assert third_party - ALLOWED == GUARDED & third_party
+
+
+def test_a_phase_that_would_start_past_the_time_limit_is_skipped_in_one_line(tmp_path,
+                                                                              monkeypatch,
+                                                                              capsys):
+    """The check keeps to its 8 minutes: once --time-limit-s is spent, the phases left are
+    skipped, each in one line, and the report is still written."""
+    from scripts.gpucheck import device as dev
+
+    gpu_check = _module()
+    monkeypatch.setattr(dev, "choose", lambda rehearse: torch.device("cpu"))
+    code = gpu_check.main(["--out", str(tmp_path), "--phases", "matmul,cli",
+                           "--time-limit-s", "-1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    record = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert [(p["phase"], p["status"]) for p in record["phases"]] == [("matmul", "skipped"),
+                                                                     ("cli", "skipped")]
+    assert "matmul: the check's -1 s were spent" in out
+    assert "| cli | skipped |" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_the_wheels_folder_is_made_for_the_gpu_machines_python_and_kept_small(tmp_path,
+                                                                               monkeypatch,
+                                                                               capsys):
+    """--make-wheels downloads binary wheels for Python 3.12 on manylinux x86_64 (the GPU
+    machine's, whatever this one is), and refuses, in one line, a folder over 40 MB."""
+    from scripts.gpucheck import assets
+
+    cmd = assets.download_command(tmp_path)
+    assert "--only-binary=:all:" in cmd and cmd[cmd.index("--python-version") + 1] == "3.12"
+    assert "manylinux2014_x86_64" in cmd and "gymnasium" in cmd
+    gpu_check = _module()
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer_config.json").write_text("{}")
+    for mb, code in ((29.3, 0), (41.0, 1)):
+        monkeypatch.setattr(assets, "make_wheels", lambda folder, mb=mb: {"wheels": 42, "mb": mb})
+        assert gpu_check.main(["--make-wheels", str(tmp_path / "w"),
+                               "--tokenizer", str(tmp_path / "tok")]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over the 40 MB" in err[0]

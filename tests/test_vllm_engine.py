@@ -234,6 +234,18 @@ def _move(policy, lora):
             p.add_(torch.randn_like(p) * (0.5 if lora else 0.05))
 
 
+def _every_position(engine, policy, tok):
+    """The largest |engine - trainer| log-prob at every position of a prompt and a fixed
+    continuation (each token's log-prob after the ones before it: the prompt's KV and every
+    logit of each position through the softmax's normaliser), by gpu_check's vLLM phase's own
+    check (scripts/gpucheck/vllm_sync.py)."""
+    from scripts.gpucheck.vllm_sync import every_position_gap
+
+    ids = tok(_templated(tok)[0] + "The answer is 5, since 2 + 3 = 5.\n",
+              add_special_tokens=False)["input_ids"]
+    return every_position_gap(engine, policy, ids)
+
+
 @pytest.mark.parametrize("lora", [None, "merged", "adapter"])
 def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_model, tmp_path,
                                                           lora):
@@ -247,10 +259,12 @@ def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_mode
     trainer = GRPOTrainer(cfg, model=model, tokenizer=tok, env=h.ShortEnv(),
                           engine=vllm_engine)
     assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
+    assert _every_position(vllm_engine, trainer.policy, tok) < ATOL
     metrics = trainer.train_step().metrics
     assert not metrics["skipped"]
     # Whether one step changes the greedy tokens is chance; the log-probs are not.
     assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
+    assert _every_position(vllm_engine, trainer.policy, tok) < ATOL
     _, compared = _greedy_agree(trainer, vllm_engine, tok)
     assert compared >= 24  # most of the 4 x 16 tokens were compared
     if lora == "adapter":
@@ -263,8 +277,11 @@ def test_after_an_update_the_engine_scores_as_the_trainer(vllm_engine, vllm_mode
     _move(trainer.policy, lora)
     stale = _engine_vs_trainer(vllm_engine, trainer.policy, tok)
     assert stale > 1000 * ATOL, stale  # an engine that missed the change fails the check
+    stale = _every_position(vllm_engine, trainer.policy, tok)
+    assert stale > 1000 * ATOL, stale
     trainer.sync_engine()
     assert _engine_vs_trainer(vllm_engine, trainer.policy, tok) < ATOL
+    assert _every_position(vllm_engine, trainer.policy, tok) < ATOL
 
 
 def test_a_sync_gathered_a_bucket_at_a_time_reaches_the_engine(vllm_engine, vllm_model,

@@ -10,8 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-# A random-init model earns no reward on a real env: its groups have no signal, the update is
-# skipped (``skipped``) and the train figures are the update phase's to give.
+from scripts.gpucheck.synthetic import BRIEF_ENV_ID
+
+# A random-init model earns no reward on a real env (on MathExact every group had no signal and
+# each update was skipped: no train time). On the GPU the run's env is ``synthetic.BriefEnv``,
+# rewarded for brevity in characters, which every group of a random model spreads over, so every
+# step updates and has train figures. The lazy rehearsal keeps MathExact: an update there took
+# 100-120 s of wall time a step (the lazy device compiles its graphs), and the rehearsal's
+# train path is the update and learn phases' (and tests/test_gpu_check.py's on CPU).
+#: The env of the GPU's CLI phase, and the rehearsal's.
+GPU_ENV, REHEARSAL_ENV = BRIEF_ENV_ID, "grpo/MathExact-v0"
 FIGURES = ("time/step_s", "time/generate_s", "time/score_s", "time/train_s",
            "tokens_per_s/generate", "tokens_per_s/train", "completion/len_mean", "kl", "skipped")
 
@@ -24,9 +32,11 @@ def learner_takes_device() -> bool:
 
 
 def command(model: Path, out: Path, device: str, *, steps: int, prompts: int, group: int,
-            tokens: int) -> list[str]:
-    # --env-recipe off: these sizes, not the env's GPU recipe (which is minutes a step).
-    cmd = [sys.executable, "-m", "learner.run", "--env", "grpo/MathExact-v0",
+            tokens: int, env: str = GPU_ENV) -> list[str]:
+    # learner.run with gpucheck/Brief-v0 registered (scripts/gpucheck/cli_env.py): the arith
+    # pack's prompts and token budgets. --env-recipe off: these sizes, not the env's GPU recipe
+    # (which is minutes a step).
+    cmd = [sys.executable, "-m", "scripts.gpucheck.cli_env", "--env", env,
            "--env-kwargs", json.dumps({"pack": "arith", "level": 1}), "--env-recipe", "off",
            "--model", str(model), "--output-dir", str(out), "--steps", str(steps),
            "--prompts-per-step", str(prompts), "--group-size", str(group),

@@ -88,3 +88,33 @@ class SayWordEnv(TaskEnv):
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         got = share(completion)
         return {"target": got}, Verdict.ok() if got >= 0.9 else Verdict.fail("not_target")
+
+
+#: The CLI phase's env id (registered by ``scripts.gpucheck.cli_env``).
+BRIEF_ENV_ID = "gpucheck/Brief-v0"
+#: Characters at which the brevity reward reaches 0.
+BRIEF_CHARS = 2000
+
+
+def brevity(completion: str) -> float:
+    """1 for an empty completion, falling linearly to 0 at ``BRIEF_CHARS`` characters."""
+    return max(0.0, 1.0 - len(completion) / BRIEF_CHARS)
+
+
+class BriefEnv(TaskEnv):
+    """The CLI phase's env: the arith pack's prompts, rewarded for brevity in characters. A
+    random-init model writes completions of equal token counts but unequal character counts,
+    so every group has a reward spread and every step updates (on MathExact it earns nothing:
+    each update was skipped and the phase had no train time to report)."""
+
+    env_id: ClassVar[str] = ""
+    default_pack: ClassVar[str] = "arith"
+    default_weights: ClassVar[dict[str, float]] = {"brevity": 1.0}
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("level", 1)
+        super().__init__(**kwargs)
+
+    def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
+        got = brevity(completion)
+        return {"brevity": got}, Verdict.ok() if got >= 0.9 else Verdict.fail("too_long")

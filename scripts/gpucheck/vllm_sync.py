@@ -3,7 +3,12 @@ log-probs are the updated policy's (the weight sync reached every tensor it uses
 step moved by far more than the engine/trainer gap.
 
 Log-probs, not greedy tokens: a sync that missed a tensor (the tied head, say) can leave the
-argmax unchanged while the distribution is not the trainer's.
+argmax unchanged while the distribution is not the trainer's. They are compared at every
+position of the prompt and the sampled completion (each position's log-prob of its token,
+which depends on every logit there through the softmax's normaliser). After the step, a
+change to the tied input embedding and output head that the engine must see: before the sync
+the engine is far from the policy, after it within ``TOLERANCE`` of that distance (bf16 on a
+GPU rounds; on CPU in fp32 the gap is float noise, about 1e-5).
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+#: The engine after a sync is within this share of how far the change moved the policy.
+TOLERANCE = 0.1
+#: The scale of the noise added to the tied embedding and head (their init's std is 0.02).
+EMBEDDING_NOISE = 0.05
 
 
 def available() -> str | None:
@@ -28,15 +38,17 @@ def available() -> str | None:
 
 
 def _engine_logprobs(engine: Any, prompt: list[int], completion: list[int]) -> torch.Tensor:
-    """The engine's log-probs of ``completion`` after ``prompt`` (its prompt log-probs)."""
+    """The engine's log-prob of every token of ``prompt + completion`` but the first, after
+    the tokens before it (its prompt log-probs)."""
     from vllm import SamplingParams
 
+    # The adapter too, where the engine applies the policy's LoRA itself.
     out = engine.llm.generate([{"prompt_token_ids": prompt + completion}],
                               SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False),
-                              use_tqdm=False)[0]
+                              use_tqdm=False,
+                              lora_request=getattr(engine, "_lora_request", None))[0]
     ids = prompt + completion
-    return torch.tensor([out.prompt_logprobs[i][ids[i]].logprob
-                         for i in range(len(prompt), len(ids))])
+    return torch.tensor([out.prompt_logprobs[i][ids[i]].logprob for i in range(1, len(ids))])
 
 
 def _policy_logprobs(model: Any, prompt: list[int], completion: list[int]) -> torch.Tensor:
@@ -44,8 +56,25 @@ def _policy_logprobs(model: Any, prompt: list[int], completion: list[int]) -> to
     ids = torch.tensor([prompt + completion], device=device)
     with torch.no_grad(), torch.autocast(device.type, torch.bfloat16,
                                          enabled=device.type == "cuda"):
-        logits = model(ids).logits.float()[0, len(prompt) - 1:-1]
-    return logits.log_softmax(-1).gather(-1, ids[0, len(prompt):, None])[:, 0].cpu()
+        logits = model(ids).logits.float()[0, :-1]
+    return logits.log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0].cpu()
+
+
+def every_position_gap(engine: Any, policy: Any, ids: list[int]) -> float:
+    """The largest |engine - policy| log-prob of each token of ``ids`` after the ones before
+    it, over every position but the first (the prompt's and the completion's alike)."""
+    return float((_engine_logprobs(engine, ids[:1], ids[1:])
+                  - _policy_logprobs(policy, ids[:1], ids[1:])).abs().max())
+
+
+@torch.no_grad()
+def _move_embeddings(policy: Any) -> None:
+    """Noise on the input embedding, which the tied output head shares: a change the engine
+    sees only if the sync reaches both (vLLM keeps its own packed head on CPU)."""
+    torch.manual_seed(0)
+    for name, p in policy.named_parameters():
+        if name.endswith("embed_tokens.weight"):
+            p.add_(torch.randn_like(p) * EMBEDDING_NOISE)
 
 
 def check(folder: Path, device: torch.device, *, lr: float = 3e-2) -> dict[str, Any]:
@@ -80,10 +109,20 @@ def check(folder: Path, device: torch.device, *, lr: float = 3e-2) -> dict[str, 
         engine_lp = _engine_logprobs(engine, prompt, probe)
         after_lp = _policy_logprobs(trainer.policy, prompt, probe)
         before_lp = _policy_logprobs(before, prompt, probe)
+        _move_embeddings(trainer.policy)
+        moved_lp = _policy_logprobs(trainer.policy, prompt, probe)
+        stale_lp = _engine_logprobs(engine, prompt, probe)  # not synced yet
+        trainer.sync_engine()
+        synced_lp = _engine_logprobs(engine, prompt, probe)
     finally:
         trainer.close()
     gap = float((engine_lp - after_lp).abs().max())
     moved = float((after_lp - before_lp).abs().max())
+    stale = float((stale_lp - moved_lp).abs().max())
+    synced_gap = float((synced_lp - moved_lp).abs().max())
     return {"engine": type(engine).__name__, "generated_tokens": int(sum(lengths)),
-            "probe_tokens": len(probe), "engine_vs_policy_max": round(gap, 5),
-            "step_moved_max": round(moved, 5), "synced": gap < 0.1 * moved}
+            "positions": len(after_lp), "probe_tokens": len(probe),
+            "engine_vs_policy_max": round(gap, 5), "step_moved_max": round(moved, 5),
+            "embedding_stale_max": round(stale, 5), "embedding_synced_max": round(synced_gap, 5),
+            "tolerance": TOLERANCE,
+            "synced": gap < TOLERANCE * moved and synced_gap < TOLERANCE * stale}
