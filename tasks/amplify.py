@@ -9,7 +9,9 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    its negative, doubled, halved, larger; a float likewise; a string is emptied, cut,
    doubled, reversed, re-cased, padded with spaces, a character inserted, dropped or replaced;
    a list or tuple emptied, cut to one item, reversed, sorted, one item duplicated, dropped or
-   mutated; a dict loses a key or a value changes. Two rounds (mutants of mutants).
+   mutated; a dict loses a key or a value changes; an argument takes the value another seed
+   has there, and two arguments of one kind swap. Two rounds (mutants of mutants), the
+   shortest inputs first.
 3. **Staying inside the task's contract** (``Invariants``): the prompt's preconditions are not
    machine-readable, so a mutated input keeps what holds for every seed: the argument's
    types, its sign (a non-negative or positive int stays so), a string's alphabet, a
@@ -24,12 +26,16 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    ``envs.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
    transforms of an argument, each falling back to a constant) and the reference's mutants
    (``tasks.mutants``: comparisons off by one, shifted bounds, swapped branches, dropped zero
-   cases, and with ``extended`` swapped operators) are run on every kept input, and so is each
-   shallow program behind a lookup table of the task's own cases (HumanEval's and MBPP's tests
-   are public: a memorised table passes them all, so it must fail an added case); cases are
-   chosen greedily so that each of them that the task's own cases let pass in full fails one,
-   then so that no shallow program passes more than half of the graded cases where the inputs
-   allow it, then up to ``MIN_GRADED`` graded cases; at most ``MAX_ADDED`` cases a task.
+   cases, and with ``extended`` swapped operators) are run on every kept input. HumanEval's
+   and MBPP's tests are public, so each of them is also taken behind a lookup table of the
+   task's own cases, which it then passes all: only the added cases (``unpublished_tests``)
+   tell it apart, and the code env pays at most the share of those passed. Cases are chosen
+   greedily so that each adversary fails one (first those the task's own cases let pass in
+   full, then those that pass with the own cases memorised), then up to ``MIN_GRADED``
+   graded cases, and last so that no shallow program passes more than half of the added
+   cases; at most ``MAX_ADDED`` cases a task. A task where a memorised shallow program still
+   earns more than half (``memorised_share``) leaves its pack, with the reason stored
+   (``left_out``).
 
 The result is stored per pack (``tasks/<pack>/amplified.json``) with its provenance, and the
 pack's loader appends each task's cases to its hidden tests (``amplified_tests``).
@@ -355,22 +361,39 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
     known = {repr(s) for s in seeds}
     found: dict[str, tuple[Any, ...]] = {}
 
+    # Each argument's values across the seeds: a seed's argument put into another seed
+    # ('Jupiter' beside 'Mercury') is a new input that keeps a vocabulary mutation cannot
+    # (planet names, a word list's words).
+    seen_at = [list({repr(s[i]): s[i] for s in seeds}.values()) for i in range(inv.arity)]
+
+    def variants(parent: tuple[Any, ...]) -> Iterable[tuple[int, tuple[Any, ...]]]:
+        for i, value in enumerate(parent):
+            for mutated in mutate_value(value, rng, inv.shapes[i]) + seen_at[i]:
+                yield i, parent[:i] + (mutated,) + parent[i + 1:]
+        # The arguments swapped, where two have the same kind (a triangle's sides 3, 4, 5
+        # as 5, 3, 4): the answer often stays the same where a mutation would change it.
+        for i in range(len(parent)):
+            for j in range(i + 1, len(parent)):
+                if _kind(parent[i]) == _kind(parent[j]) and parent[i] != parent[j]:
+                    swapped = list(parent)
+                    swapped[i], swapped[j] = parent[j], parent[i]
+                    yield i, tuple(swapped)
+
     def grow(parents: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         new = []
         for parent in parents:
-            for i, value in enumerate(parent):
-                for mutated in mutate_value(value, rng, inv.shapes[i]):
-                    args = inv.repaired(parent[:i] + (mutated,) + parent[i + 1:], i)
-                    text = repr(args)
-                    if text in known or text in found or len(text) > MAX_CHARS:
-                        continue
-                    try:
-                        ok = inv.allows(args) and ast.literal_eval(text) == args
-                    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                        ok = False
-                    if ok:
-                        found[text] = args
-                        new.append(args)
+            for i, changed in variants(parent):
+                args = inv.repaired(changed, i)
+                text = repr(args)
+                if text in known or text in found or len(text) > MAX_CHARS:
+                    continue
+                try:
+                    ok = inv.allows(args) and ast.literal_eval(text) == args
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    ok = False
+                if ok:
+                    found[text] = args
+                    new.append(args)
         return new
 
     first = grow(seeds)
@@ -383,7 +406,9 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
         head = [a for a in chosen if repr(a) in firsts][:pool]
         rest = [a for a in chosen if repr(a) not in firsts]
         chosen = head + rng.sample(rest, k=max(0, min(len(rest), pool - len(head))))
-    return chosen
+    # The shortest first: the sandbox stops running a reference after ten slow inputs, and a
+    # slow reference (humaneval/39's prime Fibonacci numbers) is fast on its small inputs.
+    return sorted(chosen, key=lambda a: (len(repr(a)), repr(a)))
 
 
 # -- choosing the cases --------------------------------------------------------------------------
@@ -394,59 +419,66 @@ class Adversary:
     passes_own: int  # of the task's graded cases (those it was not run on included)
     agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
     # "t" not run (after its third timeout): never counted as failed
-    #: A shallow program behind a lookup table of the task's own (public) cases: it passes
-    #: them all, and must fail an added one. Not held to ``shallow_max``: with its own cases
-    #: memorised it would take more added cases than ``MAX_ADDED`` allows.
-    memorised: bool = False
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
                  max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX,
                  min_graded: int = MIN_GRADED) -> list[int]:
-    """Indices of candidate inputs (of ``usable``) to add: first, greedily, each adversary that
-    passes every graded case so far gets one it fails (the input that fails most of those
-    left); then, while a shallow program passes more than ``shallow_max`` of the graded cases,
-    the input that the most of those fail (ties: the one most adversaries fail); then, while
-    the task has fewer than ``min_graded`` graded cases, the input most adversaries fail."""
+    """Indices of candidate inputs (of ``usable``) to add. The task's own cases are public (a
+    program may hold them in a lookup table), so every adversary is also taken with its own
+    cases memorised: it then passes them all, and only the added cases tell it apart.
+
+    1. Greedily, each adversary that passes every graded case so far gets an added case it
+       fails (the input that fails most of those left); then each that passes every added
+       case (with its own cases memorised it would pass in full) gets one.
+    2. While the task has fewer than ``min_graded`` graded cases, the input most adversaries
+       fail.
+    3. Last, so that no later step undoes it: while a shallow program passes more than
+       ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
+       ``envs.code_tests`` pays at most the share of the unpublished cases passed), the input
+       that the most of those fail (ties: the one most adversaries fail)."""
     chosen: list[int] = []
     usable = list(usable)
 
-    def passed(a: Adversary) -> int:  # an input it was not run on ("t") may pass
-        return a.passes_own + sum(a.agrees[i] in "1t" for i in chosen)
-
-    def total() -> int:
-        return n_graded + len(chosen)
+    def added(a: Adversary) -> int:  # an input it was not run on ("t") may pass
+        return sum(a.agrees[i] in "1t" for i in chosen)
 
     def kills(i: int, group: Sequence[Adversary]) -> int:
         return sum(a.agrees[i] == "0" for a in group)
 
+    def left() -> list[int]:
+        return [i for i in usable if i not in chosen]
+
+    def fail_each(alive_if: Any) -> None:
+        while len(chosen) < max_added:
+            alive = [a for a in adversaries if alive_if(a)
+                     and any(a.agrees[i] == "0" for i in left())]
+            if not alive:
+                return
+            best = max(left(), key=lambda i: (kills(i, alive), kills(i, adversaries), -i))
+            chosen.append(best)
+
+    fail_each(lambda a: a.passes_own + added(a) == n_graded + len(chosen))
+    fail_each(lambda a: added(a) == len(chosen))
+    while len(chosen) < max_added and n_graded + len(chosen) < min_graded and left():
+        chosen.append(max(left(), key=lambda i: (kills(i, adversaries), -i)))
     while len(chosen) < max_added:
-        alive = [a for a in adversaries if passed(a) == total()
-                 and any(a.agrees[i] == "0" for i in usable if i not in chosen)]
-        if not alive:
+        over = [a for a in adversaries if a.shallow and added(a) > shallow_max * len(chosen)]
+        if not over or not left():
             break
-        best = max((i for i in usable if i not in chosen),
-                   key=lambda i: (kills(i, alive), kills(i, adversaries), -i))
-        if kills(best, alive) == 0:
-            break
-        chosen.append(best)
-    while len(chosen) < max_added:
-        over = [a for a in adversaries if a.shallow and passed(a) > shallow_max * total()]
-        if not over:
-            break
-        left = [i for i in usable if i not in chosen]
-        if not left:
-            break
-        best = max(left, key=lambda i: (kills(i, over), kills(i, adversaries), -i))
+        best = max(left(), key=lambda i: (kills(i, over), kills(i, adversaries), -i))
         if kills(best, over) == 0:
             break
         chosen.append(best)
-    while len(chosen) < max_added and total() < min_graded:
-        left = [i for i in usable if i not in chosen]
-        if not left:
-            break
-        chosen.append(max(left, key=lambda i: (kills(i, adversaries), -i)))
     return chosen
+
+
+def memorised_share(adversary: Adversary, chosen: Sequence[int]) -> float:
+    """What ``adversary`` behind a lookup table of the task's own (public) cases earns: the
+    share of the added cases it passes (1.0 with none added)."""
+    if not chosen:
+        return 1.0
+    return sum(adversary.agrees[i] in "1t" for i in chosen) / len(chosen)
 
 
 # -- cases as code -------------------------------------------------------------------------------
@@ -474,6 +506,15 @@ def amplified_tests(stored: dict[str, Any], task_id: str) -> list[str]:
     return list(entry.get("tests") or [])
 
 
+def left_out(stored: dict[str, Any], task_id: str) -> str | None:
+    """Why a task leaves its pack: a shallow program behind a lookup table of its own
+    (public) cases still earns more than ``SHALLOW_MAX`` (``left_out`` in the file, with the
+    reason); None when it stays."""
+    entry = stored.get("tasks", {}).get(task_id) or {}
+    reason = entry.get("left_out")
+    return str(reason) if reason else None
+
+
 def restored(stored: dict[str, Any], task_id: str) -> bool:
     """Whether a task left out as shallow-payable is safe with its amplified cases: no shallow
     program and no mutant of its reference passed them all (``safe`` in the file)."""
@@ -482,8 +523,8 @@ def restored(stored: dict[str, Any], task_id: str) -> bool:
 
 
 def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown),
-    and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
+    """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown)
+    and listed in ``unpublished_tests``, and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
     from it on some input, as ``[index, edit]``, which the code env rebuilds for ``validate``
     and the report card (``envs.code_tests.mutant_programs``)."""
     entry = stored.get("tasks", {}).get(str(rec["id"])) or {}
@@ -491,6 +532,11 @@ def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any
     if not added and not entry.get("mutant_edits"):
         return rec
     out = {**rec, "tests": list(rec["tests"]) + added}
+    if added:
+        # Never published, unlike the task's own cases: the reward is at most the share of
+        # these passed (``envs.code_tests``), so a memorised table of the own cases earns
+        # what its fallback earns here.
+        out["unpublished_tests"] = added
     if entry.get("mutant_edits"):
         out["mutant_edits"] = [list(e) for e in entry["mutant_edits"]]
     return out

@@ -58,6 +58,29 @@ def test_a_mutant_that_does_not_parse_is_a_clear_error_not_a_silent_pass():
         env.variant_scores(task, mutant_programs(task))
 
 
+def test_the_reward_is_at_most_the_unpublished_share():
+    """HumanEval's and MBPP's own cases are public: a lookup table of them passes them all.
+    With unpublished (amplified) cases, the reward is at most the share of those passed, so
+    the table earns what its fallback earns there; ``passed`` still needs every case."""
+    from envs.code_tests import _fraction, _verdict
+    from sandbox.harness import TestReport
+
+    # 0 shown, 1-3 own (public) hidden cases, 4-7 unpublished
+    table_else_constant = TestReport(8, passed=[0, 1, 2, 3, 4, 6], record_found=True,
+                                     compiles=True, loaded=True)
+    assert _fraction(table_else_constant, [0]) == pytest.approx(5 / 7)
+    assert _fraction(table_else_constant, [0], [4, 5, 6, 7]) == 0.5
+    verdict = _verdict(table_else_constant, "", [0], [4, 5, 6, 7])
+    assert not verdict.passed and verdict.score == 0.5
+    assert verdict.details["passed_unpublished"] == 2 and verdict.details["n_unpublished"] == 4
+    # an honest program that misses public cases is paid their share, not more
+    honest = TestReport(8, passed=[0, 1, 4, 5, 6, 7], record_found=True, compiles=True,
+                        loaded=True)
+    assert _fraction(honest, [0], [4, 5, 6, 7]) == pytest.approx(5 / 7)
+    gold = TestReport(8, passed=list(range(8)), record_found=True, compiles=True, loaded=True)
+    assert _verdict(gold, "", [0], [4, 5, 6, 7]).passed
+
+
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))

@@ -275,7 +275,7 @@ def load() -> dict[str, list[dict[str, Any]]]:
     for split, rec in records():
         native = rec["id"]
         left_out = native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM
-        if left_out and not amplify.restored(stored, native):
+        if left_out and not amplify.restored(stored, native) or amplify.left_out(stored, native):
             continue
         splits[split].append(amplify.with_amplified(rec, stored))
     return splits
