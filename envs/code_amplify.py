@@ -69,11 +69,20 @@ def _call_names(pack: str, rec: dict[str, Any]) -> tuple[str, str] | None:
     return (entries[0], entries[0]) if len(entries) == 1 else None
 
 
+def _entry_names(pack: str, rec: dict[str, Any]) -> set[str]:
+    entries = [rec["entry_point"]] if isinstance(rec["entry_point"], str) else rec["entry_point"]
+    return {"candidate", *entries} if pack == "humaneval" else set(entries)
+
+
 def amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                    ) -> dict[str, Any]:
     """The stored entry of one task (see ``tasks.amplify.read``)."""
     started = time.monotonic()
     entry = _amplify_record(sandbox, pack, split, rec)
+    if "skipped" in entry and amplify.case_table(rec["tests"], _entry_names(pack, rec)):
+        # Its public cases can be memorised, and no unpublished case tells a table from it.
+        entry["left_out"] = (f"not amplified ({entry['skipped']}): a lookup table of its "
+                             "public cases passes it in full")
     entry["seconds"] = round(time.monotonic() - started, 1)
     if entry["seconds"] > 60:
         print(f"{pack}/{rec['id']}: {entry['seconds']} s", flush=True)
@@ -130,6 +139,18 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                                                strict=True):
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
+    # Lookup programs over the task's own (public) cases that answer an unknown input with
+    # the answer of the most alike known one: computed here, from the reference's values
+    # (plain data), without running any program.
+    table = amplify.case_table(tests, {call, entry})
+    nearest: dict[str, list[str]] = {}
+    for i in usable:
+        want = ast.literal_eval(out["canon"][i][1])
+        for name, answer in amplify.nearest_answers(table, candidates[i]).items():
+            row = nearest.setdefault(name, ["-"] * len(candidates))
+            row[i] = "1" if amplify.same_value(answer, want) else "0"
+    adversaries += [amplify.Adversary(name, True, len(graded), "".join(row), memorised=True)
+                    for name, row in nearest.items()]
     chosen = amplify.select_cases(adversaries, len(graded), usable)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
@@ -167,7 +188,7 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
     def in_full(group: Sequence[amplify.Adversary], picks: Sequence[int], n: int) -> list[str]:
         return [a.name for a in group if passed(a, picks) == n]
 
-    shallow = [a for a in adversaries if a.shallow]
+    shallow = [a for a in adversaries if a.shallow and not a.memorised]
     # A mutant that returns the reference's value on every input tried and passes the task's
     # own cases is (as far as the inputs tell) the same function: no test can fail it.
     live = [a for a in adversaries if not a.shallow and not (
@@ -180,8 +201,8 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
     best = max((min(passed(a, chosen) / total, amplify.memorised_share(a, chosen))
                 for a in shallow), default=0.0)
     # Each shallow program behind a lookup table of the task's own (public) cases.
-    memorised = sorted(((amplify.memorised_share(a, chosen), a.name) for a in shallow),
-                       reverse=True)
+    memorised = sorted(((amplify.memorised_share(a, chosen), a.name) for a in adversaries
+                        if a.shallow), reverse=True)
     memorised_best = memorised[0][0] if memorised else 0.0
     left_out = None
     if memorised_best > amplify.SHALLOW_MAX:
@@ -226,6 +247,7 @@ def _provenance(pack: str, module: Any, started: float) -> dict[str, Any]:
         "source": {"distribution": dist, "version": importlib.metadata.version(dist),
                    "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
         "settings": {"pool": amplify.POOL, "max_added": amplify.MAX_ADDED,
+                     "half_rule_extra": amplify.HALF_RULE_EXTRA,
                      "min_graded": amplify.MIN_GRADED,
                      "call_s": amplify.CALL_S, "shallow_max": amplify.SHALLOW_MAX,
                      "max_mutants": MAX_MUTANTS, "fast_share": FAST_SHARE,

@@ -30,10 +30,11 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    and MBPP's tests are public, so each of them is also taken behind a lookup table of the
    task's own cases, which it then passes all: only the added cases (``unpublished_tests``)
    tell it apart, and the code env pays at most the share of those passed. Cases are chosen
-   greedily so that each adversary fails one (first those the task's own cases let pass in
-   full, then those that pass with the own cases memorised), then up to ``MIN_GRADED``
-   graded cases, and last so that no shallow program passes more than half of the added
-   cases; at most ``MAX_ADDED`` cases a task. A task where a memorised shallow program still
+   greedily so that each adversary that the task's own cases let pass in full fails one,
+   then up to ``MIN_GRADED`` graded cases, and last so that no shallow program (nor a lookup
+   program answering an unknown input as the nearest public one) passes more than half of
+   the added cases; at most ``MAX_ADDED`` cases a task, and ``HALF_RULE_EXTRA`` more for the
+   half rule. A task where a memorised shallow program still
    earns more than half (``memorised_share``) leaves its pack, with the reason stored
    (``left_out``).
 
@@ -58,6 +59,9 @@ from typing import Any
 #: limit, so that a slow container does not fail the reference).
 POOL = 160
 MAX_ADDED = 8
+#: More cases the half rule may add, after ``MAX_ADDED`` went to failing each adversary once
+#: (humaneval/0: 8 added cases left 'threshold is truthy' behind a table at 5 of 8).
+HALF_RULE_EXTRA = 4
 #: Graded cases a task gets at least (its hidden ones and the added ones), where the inputs
 #: allow: a task with one hidden case (humaneval/34) grades on more than one input.
 MIN_GRADED = 4
@@ -293,6 +297,13 @@ def _mutate_number(v: int | float, rng: random.Random) -> list[Any]:
 def _mutate_str(s: str, rng: random.Random, alphabet: str) -> list[str]:
     out = ["", s[::-1], s + s, s[1:], s[:-1], s.upper(), s.lower(), s.swapcase(),
            s.capitalize(), " " + s, s + " ", "".join(sorted(s))]
+    words = s.split(" ")
+    if len(words) > 1:  # a sentence or a list of words ('three one five'): move whole words
+        shuffled = words[:]
+        rng.shuffle(shuffled)
+        at = rng.randrange(len(words))
+        out += [" ".join(words[::-1]), " ".join(shuffled), " ".join(words[:at] + words[at + 1:]),
+                " ".join(words[:at + 1] + words[at:]), " ".join(words + [rng.choice(words)])]
     pool = alphabet or s or "a"
     for _ in range(3):
         at = rng.randint(0, len(s))
@@ -419,24 +430,29 @@ class Adversary:
     passes_own: int  # of the task's graded cases (those it was not run on included)
     agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
     # "t" not run (after its third timeout): never counted as failed
+    #: A lookup program over the task's own (public) cases, which it passes all (the nearest
+    #: public input's answer elsewhere): held to the half rule, not counted as a shallow
+    #: program of the task's own cases.
+    memorised: bool = False
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
                  max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX,
-                 min_graded: int = MIN_GRADED) -> list[int]:
+                 min_graded: int = MIN_GRADED, half_rule_extra: int = HALF_RULE_EXTRA
+                 ) -> list[int]:
     """Indices of candidate inputs (of ``usable``) to add. The task's own cases are public (a
     program may hold them in a lookup table), so every adversary is also taken with its own
     cases memorised: it then passes them all, and only the added cases tell it apart.
 
     1. Greedily, each adversary that passes every graded case so far gets an added case it
-       fails (the input that fails most of those left); then each that passes every added
-       case (with its own cases memorised it would pass in full) gets one.
+       fails (the input that fails most of those left).
     2. While the task has fewer than ``min_graded`` graded cases, the input most adversaries
        fail.
     3. Last, so that no later step undoes it: while a shallow program passes more than
        ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
-       ``envs.code_tests`` pays at most the share of the unpublished cases passed), the input
-       that the most of those fail (ties: the one most adversaries fail)."""
+       ``envs.code_tests`` pays at most the share of the unpublished cases passed; with none
+       added, it passes in full), the input that the most of those fail (ties: the one most
+       adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``."""
     chosen: list[int] = []
     usable = list(usable)
 
@@ -459,11 +475,12 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
             chosen.append(best)
 
     fail_each(lambda a: a.passes_own + added(a) == n_graded + len(chosen))
-    fail_each(lambda a: added(a) == len(chosen))
     while len(chosen) < max_added and n_graded + len(chosen) < min_graded and left():
         chosen.append(max(left(), key=lambda i: (kills(i, adversaries), -i)))
-    while len(chosen) < max_added:
-        over = [a for a in adversaries if a.shallow and added(a) > shallow_max * len(chosen)]
+    while len(chosen) < max_added + half_rule_extra:
+        # With no case added, every shallow program behind a table of the own cases passes.
+        over = [a for a in adversaries if a.shallow
+                and (not chosen or added(a) > shallow_max * len(chosen))]
         if not over or not left():
             break
         best = max(left(), key=lambda i: (kills(i, over), kills(i, adversaries), -i))
@@ -479,6 +496,72 @@ def memorised_share(adversary: Adversary, chosen: Sequence[int]) -> float:
     if not chosen:
         return 1.0
     return sum(adversary.agrees[i] in "1t" for i in chosen) / len(chosen)
+
+
+# -- lookup programs over the public cases --------------------------------------------------------
+def case_table(cases: Iterable[str], names: Iterable[str]) -> dict[str, Any]:
+    """``repr`` of the arguments -> the expected value, for every case of the form ``assert
+    f(literals) == literal`` with ``f`` one of ``names``: what a program that memorised a
+    benchmark's public cases holds."""
+    names = set(names)
+    table: dict[str, Any] = {}
+    for case in cases:
+        try:
+            node = ast.parse(case).body[-1]
+        except (SyntaxError, IndexError, ValueError):
+            continue
+        test = node.test if isinstance(node, ast.Assert) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Call)
+                and isinstance(test.left.func, ast.Name) and test.left.func.id in names):
+            continue
+        args = literal_args(test.left)
+        try:
+            want = ast.literal_eval(test.comparators[0])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if args is not None:
+            table[repr(args)] = want
+    return table
+
+
+def nearest_answers(table: dict[str, Any], args: tuple[Any, ...]) -> dict[str, Any]:
+    """What lookup programs answer on an input their table of public cases lacks, by the
+    answer of the most alike known input (a mutated input often keeps its parent's answer):
+    a name -> the answer. Alike by ``difflib``'s ratio of the ``repr``, and, for numbers, by
+    their distance."""
+    import difflib
+
+    key = repr(args)
+    if not table:
+        return {}
+    out = {"the nearest public input's answer (text)": table[max(
+        table, key=lambda k: difflib.SequenceMatcher(None, k, key).ratio())]}
+    numbers = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
+    if numbers:
+        def distance(k: str) -> float:
+            try:
+                known = [a for a in ast.literal_eval(k)
+                         if isinstance(a, int | float) and not isinstance(a, bool)]
+            except (ValueError, SyntaxError, TypeError):
+                return math.inf
+            if len(known) != len(numbers):
+                return math.inf
+            return sum(abs(a - b) for a, b in zip(known, numbers, strict=True))
+
+        out["the nearest public input's answer (numbers)"] = table[min(table, key=distance)]
+    return out
+
+
+def same_value(got: Any, want: Any) -> bool:
+    """As the judge compares a case's value: floats within ``FLOAT_TOLERANCE``."""
+    if isinstance(want, float):
+        return (isinstance(got, int | float) and not isinstance(got, bool)
+                and abs(got - want) <= FLOAT_TOLERANCE * max(1.0, abs(want)))
+    try:
+        return bool(got == want)
+    except Exception:  # noqa: BLE001 - plain data compares; anything else is no match
+        return False
 
 
 # -- cases as code -------------------------------------------------------------------------------

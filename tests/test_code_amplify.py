@@ -56,8 +56,11 @@ def test_select_cases_kills_full_passers_then_halves_the_shallow():
     # so the first (1) goes in and fails b; then 2 fails a. a passes 1 of the 2 added cases:
     # at half, and 4 graded cases: done.
     assert chosen == [1, 2]
-    # without room, only the first
-    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [1]
+    # without room, only the first; the half rule may add HALF_RULE_EXTRA more: a passes
+    # the one added case, so 2 (which it fails) goes in
+    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1,
+                                half_rule_extra=0) == [1]
+    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [1, 2]
     # a shallow program that passes in full gets a case it fails (1); at MIN_GRADED (4)
     # graded cases with 2 added, it passes 0 of them
     d = amplify.Adversary("shallow", True, 2, "1000")
