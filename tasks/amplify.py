@@ -445,9 +445,10 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
     cases memorised: it then passes them all, and only the added cases tell it apart.
 
     1. Greedily, each adversary that passes every graded case so far gets an added case it
-       fails (the input that fails most of those left).
-    2. While the task has fewer than ``min_graded`` graded cases, the input most adversaries
-       fail.
+       fails (the input that fails most of those left; ties: the one that the most shallow
+       programs over half fail).
+    2. While the task has fewer than ``min_graded`` graded cases, the input that the most
+       shallow programs over half fail (ties: most adversaries).
     3. Last, so that no later step undoes it: while a shallow program passes more than
        ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
        ``envs.code_tests`` pays at most the share of the unpublished cases passed; with none
@@ -465,26 +466,34 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
     def left() -> list[int]:
         return [i for i in usable if i not in chosen]
 
+    def over() -> list[Adversary]:
+        # With no case added, every shallow program behind a table of the own cases passes.
+        return [a for a in adversaries if a.shallow
+                and (not chosen or added(a) > shallow_max * len(chosen))]
+
     def fail_each(alive_if: Any) -> None:
         while len(chosen) < max_added:
             alive = [a for a in adversaries if alive_if(a)
                      and any(a.agrees[i] == "0" for i in left())]
             if not alive:
                 return
-            best = max(left(), key=lambda i: (kills(i, alive), kills(i, adversaries), -i))
+            # Ties go to the input that the shallow programs over half fail, so that the
+            # cases that fail mutants also keep True and False answers balanced.
+            high = over()
+            best = max(left(), key=lambda i: (kills(i, alive), kills(i, high),
+                                              kills(i, adversaries), -i))
             chosen.append(best)
 
     fail_each(lambda a: a.passes_own + added(a) == n_graded + len(chosen))
     while len(chosen) < max_added and n_graded + len(chosen) < min_graded and left():
-        chosen.append(max(left(), key=lambda i: (kills(i, adversaries), -i)))
+        high = over()
+        chosen.append(max(left(), key=lambda i: (kills(i, high), kills(i, adversaries), -i)))
     while len(chosen) < max_added + half_rule_extra:
-        # With no case added, every shallow program behind a table of the own cases passes.
-        over = [a for a in adversaries if a.shallow
-                and (not chosen or added(a) > shallow_max * len(chosen))]
-        if not over or not left():
+        high = over()
+        if not high or not left():
             break
-        best = max(left(), key=lambda i: (kills(i, over), kills(i, adversaries), -i))
-        if kills(best, over) == 0:
+        best = max(left(), key=lambda i: (kills(i, high), kills(i, adversaries), -i))
+        if kills(best, high) == 0:
             break
         chosen.append(best)
     return chosen

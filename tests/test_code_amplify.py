@@ -52,15 +52,18 @@ def test_select_cases_kills_full_passers_then_halves_the_shallow():
     b = amplify.Adversary("mutant", False, 2, "1011")  # passes both own cases
     c = amplify.Adversary("dead", False, 1, "0000")    # already fails one own case
     chosen = amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=4)
-    # Both a and b pass everything: inputs 1, 2 and 3 each fail one of them and all fail c,
-    # so the first (1) goes in and fails b; then 2 fails a. a passes 1 of the 2 added cases:
-    # at half, and 4 graded cases: done.
-    assert chosen == [1, 2]
-    # without room, only the first; the half rule may add HALF_RULE_EXTRA more: a passes
-    # the one added case, so 2 (which it fails) goes in
-    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1,
+    # Both a and b pass everything: inputs 1, 2 and 3 each fail one of them and all fail c;
+    # of those, 2 also fails the shallow a (over half: with no case added, a table of the own
+    # cases passes in full), so it goes first; then 1 fails b. a passes 1 of the 2 added
+    # cases: at half, and 4 graded cases: done.
+    assert chosen == [2, 1]
+    # without room, only the first (b still passes everything)
+    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [2]
+    # the half rule may add HALF_RULE_EXTRA cases past max_added: a passes input 1
+    f = amplify.Adversary("const", True, 1, "1110")  # fails an own case
+    assert amplify.select_cases([f, b], own, [0, 1, 2, 3], max_added=1,
                                 half_rule_extra=0) == [1]
-    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [1, 2]
+    assert amplify.select_cases([f, b], own, [0, 1, 2, 3], max_added=1) == [1, 3]
     # a shallow program that passes in full gets a case it fails (1); at MIN_GRADED (4)
     # graded cases with 2 added, it passes 0 of them
     d = amplify.Adversary("shallow", True, 2, "1000")
@@ -87,6 +90,20 @@ def test_select_cases_checks_the_half_rule_last():
     assert chosen == [0, 3, 1, 4]
     shares = {a.name: amplify.memorised_share(a, chosen) for a in (true, false)}
     assert max(shares.values()) <= amplify.SHALLOW_MAX, (chosen, shares)
+
+
+def test_lookup_adversaries_answer_as_the_nearest_public_input():
+    cases = ["assert candidate(10, 'abc') == True", "assert candidate(50, 'xyz') == False",
+             "assert abs(candidate(1.5, 'a') - 2.0) < 1e-6", "assert f(3, 'q') == True"]
+    table = amplify.case_table(cases, {"candidate"})
+    assert table == {"(10, 'abc')": True, "(50, 'xyz')": False}
+    near = amplify.nearest_answers(table, (12, "abd"))
+    assert near == {"the nearest public input's answer (text)": True,
+                    "the nearest public input's answer (numbers)": True}
+    assert amplify.nearest_answers(table, (45, "zzz"))[
+        "the nearest public input's answer (numbers)"] is False
+    assert amplify.same_value(2.0000001, 2.0) and not amplify.same_value(True, 2.0)
+    assert amplify.same_value({"a": 1}, {"a": 1}) and not amplify.same_value([1], (1,))
 
 
 def test_render_case_compares_floats_within_a_tolerance():
@@ -254,12 +271,15 @@ def ENTRY(*args):
 
 
 @pytest.mark.docker
-def test_memorised_public_tests_and_reading_the_test_file_earn_no_full_pass(sandbox):
+def test_memorised_public_tests_and_reading_the_test_file_earn_at_most_half(sandbox):
     """HumanEval's and MBPP's tests are public: a lookup table of a task's own cases with
     their most common answer as the fallback passed every restored task in full before the
     amplified cases (and 'return False' with a table is the constant tasks' hack); now it
-    does not. A program that hunts for the stored cases on disk finds nothing in the
-    sandbox."""
+    earns at most half, and so do the variants tried against the fix (``FALLBACKS``: the
+    nearest known input's answer, which passed 7 HumanEval tasks in full before the nearest
+    lookup became an adversary of the amplifier, the answer type's default, the argument
+    echoed or sorted). A program that hunts for the stored cases on disk finds nothing in
+    the sandbox."""
     lookup = _lookup_module()
     for pack, ids in SAMPLE.items():
         env = _code_env(pack, sandbox)
@@ -267,9 +287,13 @@ def test_memorised_public_tests_and_reading_the_test_file_earn_no_full_pass(sand
             f"tasks.{pack}", fromlist=["records"]).records()}
         for native in ids:
             task = env.pack.get(f"{pack}/{native}")
-            result = lookup.measure(env, task, own[native])
-            assert result is not None and result["before"], (native, result)
-            assert not result["after"], (native, result)
+            for fallback in lookup.FALLBACKS:
+                result = lookup.measure(env, task, own[native], fallback)
+                assert result is not None, (native, fallback)
+                if fallback == "common":
+                    assert result["before"], (native, result)
+                assert not result["after"], (native, fallback, result)
+                assert result["after_share"] <= amplify.SHALLOW_MAX, (native, fallback, result)
             entry = task["entry_point"] if isinstance(task["entry_point"], str) else \
                 task["entry_point"][0]
             program = READS_THE_TEST_FILE.replace("ENTRY", entry)
