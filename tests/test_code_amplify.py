@@ -142,7 +142,7 @@ def test_stored_file_has_provenance_and_a_summary(module):
 
 #: Packs whose stored file was made by the generator that takes lookup programs as
 #: adversaries (mbpp joins when ``python -m envs.code_amplify --packs mbpp`` re-makes its file).
-MEMORISED_CHECKED = [humaneval]
+MEMORISED_CHECKED = [humaneval, mbpp]
 
 
 @pytest.mark.parametrize("module", MEMORISED_CHECKED, ids=lambda m: m.__name__.split(".")[-1])
