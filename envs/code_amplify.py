@@ -48,6 +48,10 @@ PER_TEST_S = 3.0
 DRIVER_LIMITS = Limits(wall_s=600.0, cpu_s=600.0, memory_mb=1024, pids=64,
                        output_bytes=16 << 20, disk_mb=64, cpus=1.0)
 DRIVER_MEMORY_MB = 768
+#: References far slower than ``CALL_S`` on most inputs (humaneval/75 tries every product of
+#: three primes under 100: ~0.1 s a call): (seconds a call may take, inputs tried, mutants
+#: run), so that the sandbox run stays within minutes.
+SLOW_REFERENCES = {"humaneval/75": (1.5, 40, 30)}
 
 
 def _pack_module(pack: str) -> ModuleType:
@@ -65,11 +69,20 @@ def _call_names(pack: str, rec: dict[str, Any]) -> tuple[str, str] | None:
     return (entries[0], entries[0]) if len(entries) == 1 else None
 
 
+def _entry_names(pack: str, rec: dict[str, Any]) -> set[str]:
+    entries = [rec["entry_point"]] if isinstance(rec["entry_point"], str) else rec["entry_point"]
+    return {"candidate", *entries} if pack == "humaneval" else set(entries)
+
+
 def amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                    ) -> dict[str, Any]:
     """The stored entry of one task (see ``tasks.amplify.read``)."""
     started = time.monotonic()
     entry = _amplify_record(sandbox, pack, split, rec)
+    if "skipped" in entry and amplify.case_table(rec["tests"], _entry_names(pack, rec)):
+        # Its public cases can be memorised, and no unpublished case tells a table from it.
+        entry["left_out"] = (f"not amplified ({entry['skipped']}): a lookup table of its "
+                             "public cases passes it in full")
     entry["seconds"] = round(time.monotonic() - started, 1)
     if entry["seconds"] > 60:
         print(f"{pack}/{rec['id']}: {entry['seconds']} s", flush=True)
@@ -89,20 +102,24 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     seeds = amplify.seed_inputs(tests + list(rec.get("challenge_tests") or []), call)
     if not seeds:
         return {"skipped": "no call with literal arguments to mutate"}
-    candidates = amplify.mutate_inputs(seeds, task.id)
+    call_s, pool, max_mutants = SLOW_REFERENCES.get(task.id, (amplify.CALL_S, amplify.POOL,
+                                                             MAX_MUTANTS))
+    candidates = amplify.mutate_inputs(seeds, task.id, pool=pool)
     reference = rec["canonical_solution"]
     try:
-        mutated = mutants(reference, entry, extended=True)[:MAX_MUTANTS]
+        mutated = mutants(reference, entry, extended=True)[:max_mutants]
     except (StopIteration, SyntaxError):
         mutated = []
     shallow = {name: f"return {expr}" for name, expr in task_baselines(task).items()}
     shallow |= fallback_baselines(task)
     spec = {
-        "setup": rec.get("setup", ""), "names": [call], "entry": entry,
-        "programs": [reference, *(m.source for m in mutated)],
+        # The judge binds every entry point as well as ``candidate``: humaneval/33's cases
+        # compare ``candidate(x)`` with ``sort_third(x)``.
+        "setup": rec.get("setup", ""), "names": list(dict.fromkeys([call, entry])),
+        "entry": entry, "programs": [reference, *(m.source for m in mutated)],
         "shallow": list(shallow.values()), "inputs": [repr(c) for c in candidates],
-        "cases": tests, "call_s": amplify.CALL_S, "memory_mb": DRIVER_MEMORY_MB,
-        "fast_s": FAST_SHARE * amplify.CALL_S,
+        "cases": tests, "call_s": call_s, "case_s": PER_TEST_S, "memory_mb": DRIVER_MEMORY_MB,
+        "fast_s": FAST_SHARE * call_s,
         "max_chars": amplify.MAX_CHARS,
     }
     run = sandbox.run(DRIVER, stdin=json.dumps(spec), limits=DRIVER_LIMITS)
@@ -114,7 +131,7 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     if not all(c == "1" for c in (out["cases"][0][i] for i in graded)):
         return {"skipped": "the reference fails its own cases in the driver"}
     usable = [i for i, (status, _, seconds) in enumerate(out["canon"])
-              if status == "ok" and seconds <= FAST_SHARE * amplify.CALL_S]
+              if status == "ok" and seconds <= FAST_SHARE * call_s]
     adversaries = []
     kinds = [(f"mutant {k}: {m.edit}", False) for k, m in enumerate(mutated)]
     kinds += [(name, True) for name in shallow]
@@ -122,11 +139,18 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                                                strict=True):
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
-    # The task's own cases are public: each shallow program behind a table of them passes
-    # them all, and on any other input answers as the shallow program does.
-    adversaries += [amplify.Adversary(f"its own cases memorised, else {a.name}", False,
-                                      len(graded), a.agrees, memorised=True)
-                    for a in adversaries if a.shallow]
+    # Lookup programs over the task's own (public) cases that answer an unknown input with
+    # the answer of the most alike known one: computed here, from the reference's values
+    # (plain data), without running any program.
+    table = amplify.case_table(tests, {call, entry})
+    nearest: dict[str, list[str]] = {}
+    for i in usable:
+        want = ast.literal_eval(out["canon"][i][1])
+        for name, answer in amplify.nearest_answers(table, candidates[i]).items():
+            row = nearest.setdefault(name, ["-"] * len(candidates))
+            row[i] = "1" if amplify.same_value(answer, want) else "0"
+    adversaries += [amplify.Adversary(name, True, len(graded), "".join(row), memorised=True)
+                    for name, row in nearest.items()]
     chosen = amplify.select_cases(adversaries, len(graded), usable)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
@@ -164,17 +188,28 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
     def in_full(group: Sequence[amplify.Adversary], picks: Sequence[int], n: int) -> list[str]:
         return [a.name for a in group if passed(a, picks) == n]
 
-    shallow = [a for a in adversaries if a.shallow]
-    memorised = [a for a in adversaries if a.memorised]
+    shallow = [a for a in adversaries if a.shallow and not a.memorised]
     # A mutant that returns the reference's value on every input tried and passes the task's
     # own cases is (as far as the inputs tell) the same function: no test can fail it.
-    live = [a for a in adversaries if not a.shallow and not a.memorised and not (
+    live = [a for a in adversaries if not a.shallow and not (
         a.passes_own == len(graded) and "0" not in a.agrees)]
     live_idx = {a.name for a in live}
     edits = [[k, m.edit] for k, m in enumerate(mutated) if f"mutant {k}: {m.edit}" in live_idx]
     shallow_full = in_full(shallow, chosen, total)
     mutants_full = in_full(live, chosen, total)
-    best = max((passed(a, chosen) / total for a in shallow), default=0.0)
+    # The reward is at most the share of the added (unpublished) cases passed.
+    best = max((min(passed(a, chosen) / total, amplify.memorised_share(a, chosen))
+                for a in shallow), default=0.0)
+    # Each shallow program behind a lookup table of the task's own (public) cases.
+    memorised = sorted(((amplify.memorised_share(a, chosen), a.name) for a in adversaries
+                        if a.shallow), reverse=True)
+    memorised_best = memorised[0][0] if memorised else 0.0
+    left_out = None
+    if memorised_best > amplify.SHALLOW_MAX:
+        left_out = (f"with its own (public) cases memorised, the shallow program "
+                    f"'{memorised[0][1]}' still earns {memorised_best:.2f}: "
+                    + ("no input tried tells it from the reference" if not chosen else
+                       f"the {len(chosen)} added cases cannot halve it"))
     return {
         "tests": kept,
         "seeds": len(seeds), "candidates": len(candidates), "usable": len(usable),
@@ -187,10 +222,12 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
                                              default=0.0), 4)},
         "after": {"shallow_in_full": len(shallow_full), "mutants_in_full": len(mutants_full),
                   "best_shallow": round(best, 4),
-                  "memorised_in_full": len(in_full(memorised, chosen, total))},
+                  "memorised_in_full": sum(share == 1.0 for share, _ in memorised),
+                  "memorised_best": round(memorised_best, 4)},
         "survivors": (shallow_full + mutants_full)[:5],
         "mutant_edits": edits,
-        "safe": not shallow_full and not mutants_full,
+        "safe": not shallow_full and not mutants_full and left_out is None,
+        **({"left_out": left_out} if left_out else {}),
     }
 
 
@@ -210,9 +247,11 @@ def _provenance(pack: str, module: Any, started: float) -> dict[str, Any]:
         "source": {"distribution": dist, "version": importlib.metadata.version(dist),
                    "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
         "settings": {"pool": amplify.POOL, "max_added": amplify.MAX_ADDED,
+                     "half_rule_extra": amplify.HALF_RULE_EXTRA,
                      "min_graded": amplify.MIN_GRADED,
                      "call_s": amplify.CALL_S, "shallow_max": amplify.SHALLOW_MAX,
-                     "max_mutants": MAX_MUTANTS, "fast_share": FAST_SHARE},
+                     "max_mutants": MAX_MUTANTS, "fast_share": FAST_SHARE,
+                     "slow_references": {k: list(v) for k, v in SLOW_REFERENCES.items()}},
         "made": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -238,6 +277,10 @@ def summary(stored: dict[str, Any]) -> dict[str, Any]:
     # Before, every task's own cases memorised pass it in full.
     out["after"]["tasks_its_memorised_cases_pass"] = sum(
         e["after"].get("memorised_in_full", 0) > 0 for e in entries)
+    out["after"]["tasks_its_memorised_cases_over_half"] = sum(
+        e["after"].get("memorised_best", 1.0) > amplify.SHALLOW_MAX for e in entries)
+    out["left_out"] = sorted((k for k, e in stored["tasks"].items() if e.get("left_out")),
+                             key=int)
     return out
 
 

@@ -8,7 +8,10 @@ Shown tests: a record's optional ``shown_tests`` lists the test cases its prompt
 example assert, the HumanEval checks whose inputs the docstring shows). Every case in ``tests``
 runs, but one equal to a shown test (compared as parsed code, so formatting does not matter) earns
 nothing: a program that hard-codes what the prompt shows must not score. When every case is
-shown, all of them count. ``details`` says which cases were shown (``shown_cases``) and how many
+shown, all of them count. Unpublished cases: a record's optional ``unpublished_tests`` lists
+cases never published (the amplified cases of HumanEval and MBPP, whose own tests are public and
+may be memorised); the reward is then at most the share of those passed, so a lookup table of
+the public cases earns only what its fallback earns on the unpublished ones. ``details`` says which cases were shown (``shown_cases``) and how many
 hidden and shown cases passed (``passed_hidden``/``n_hidden``, ``passed_shown``/``n_shown``);
 ``passed_cases`` and ``n_cases`` still cover every case run.
 
@@ -124,7 +127,8 @@ TRANSFORMS = {
 #: Record fields the model never sees: the rest (the prompt's text, its examples) are searched
 #: for the literal strings a shallow program could return.
 UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "challenge_tests",
-                            "entry_point", "id", "form", "mutants", "mutant_edits"})
+                            "entry_point", "id", "form", "mutants", "mutant_edits",
+                            "unpublished_tests"})
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
 MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
@@ -152,7 +156,8 @@ class CodeTestsEnv(TaskEnv):
     #: ``entry_point`` (the program's function(s) the tests call), ``prelude`` (the prompt's
     #: imports and helpers, run in the program's namespace before it),
     #: ``shown_tests`` (the test cases the prompt shows, which earn no reward),
-    #: ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold),
+    #: ``unpublished_tests`` (cases never published: the reward is at most the share of
+    #: these passed), ``per_test_s`` (more time per test case), ``canonical_solution`` (the gold),
     #: ``strict_baselines`` (the trivial-program check also runs ``TRANSFORMS``, and no
     #: shallow program may earn more than ``STRICT_SHALLOW_MAX``) and ``mutants`` (the gold
     #: with one edge broken, which must not pass: ``mutants_passed``) or ``mutant_edits``
@@ -232,7 +237,7 @@ class CodeTestsEnv(TaskEnv):
     def grade(self, task: Task, completion: str) -> tuple[dict[str, float], Verdict]:
         program, fenced = extract_program(completion)
         tests = list(task["tests"])
-        shown = shown_cases(tests, task.fields.get("shown_tests") or ())
+        shown, unpublished = _case_kinds(task)
         try:
             # A task may allow more time per case (a slow reference solution).
             per_test_s = max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0))
@@ -243,7 +248,8 @@ class CodeTestsEnv(TaskEnv):
             )
         except SandboxUnavailable as exc:
             return {"tests": 0.0, "format": 0.0}, infra_verdict(str(exc), program)
-        return _rewards(report, fenced, shown), _verdict(report, program, shown)
+        return (_rewards(report, fenced, shown, unpublished),
+                _verdict(report, program, shown, unpublished))
 
     def baseline_scores(self, task: Task) -> dict[str, float]:
         """Each of ``task_baselines(task)`` and ``fallback_baselines(task)`` -> the fraction
@@ -269,8 +275,9 @@ class CodeTestsEnv(TaskEnv):
             per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
-        shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-        return {name: _fraction(r, shown) for name, r in zip(bodies, reports, strict=True)}
+        shown, unpublished = _case_kinds(task)
+        return {name: _fraction(r, shown, unpublished)
+                for name, r in zip(bodies, reports, strict=True)}
 
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The shallow programs of ``task_baselines`` that pass every graded case of a task,
@@ -332,8 +339,9 @@ class CodeTestsEnv(TaskEnv):
             per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
-        shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-        return {name: _fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
+        shown, unpublished = _case_kinds(task)
+        return {name: _fraction(r, shown, unpublished)
+                for name, r in zip(programs, reports, strict=True)}
 
     def shallow_completions(self, task: Task) -> dict[str, str]:
         """The default shallow answers and each program of ``task_baselines``, as a model would
@@ -515,26 +523,43 @@ def shown_cases(tests: Sequence[str], shown_tests: Sequence[str]) -> list[int]:
     return [i for i, t in enumerate(tests) if _normal(t) in shown]
 
 
+def _case_kinds(task: Task) -> tuple[list[int], list[int]]:
+    """(the shown cases, the unpublished ones) of a task's ``tests``, as indices."""
+    tests = list(task["tests"])
+    return (shown_cases(tests, task.fields.get("shown_tests") or ()),
+            shown_cases(tests, task.fields.get("unpublished_tests") or ()))
+
+
 def _graded(report: TestReport, shown: Sequence[int]) -> list[int]:
     """The cases the reward counts: the hidden ones, or all of them when every case is shown."""
     hidden = [i for i in range(report.n_tests) if i not in set(shown)]
     return hidden or list(range(report.n_tests))
 
 
-def _fraction(report: TestReport, shown: Sequence[int]) -> float:
+def _fraction(report: TestReport, shown: Sequence[int], unpublished: Sequence[int] = ()
+              ) -> float:
+    """The share of the graded cases passed; where some of them are unpublished, at most the
+    share of those passed: a benchmark's own cases are public, and a program holding them in a
+    table earns only what it earns on cases it could not have seen."""
     graded = _graded(report, shown)
     passed = set(report.passed)
-    return sum(i in passed for i in graded) / len(graded) if graded else 0.0
+    share = sum(i in passed for i in graded) / len(graded) if graded else 0.0
+    private = [i for i in graded if i in set(unpublished)]
+    if private:
+        share = min(share, sum(i in passed for i in private) / len(private))
+    return share
 
 
-def _rewards(report: TestReport, fenced: bool, shown: Sequence[int] = ()) -> dict[str, float]:
+def _rewards(report: TestReport, fenced: bool, shown: Sequence[int] = (),
+             unpublished: Sequence[int] = ()) -> dict[str, float]:
     return {
-        "tests": _fraction(report, shown),
+        "tests": _fraction(report, shown, unpublished),
         "format": 1.0 if fenced and report.record_found and report.compiles else 0.0,
     }
 
 
-def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Verdict:
+def _verdict(report: TestReport, program: str, shown: Sequence[int] = (),
+             unpublished: Sequence[int] = ()) -> Verdict:
     run = report.run
     passed = set(report.passed)
     hidden = [i for i in range(report.n_tests) if i not in set(shown)]
@@ -546,6 +571,8 @@ def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Ver
         "n_hidden": len(hidden),
         "passed_shown": sum(i in passed for i in shown),
         "n_shown": len(shown),
+        "passed_unpublished": sum(i in passed for i in unpublished),
+        "n_unpublished": len(unpublished),
         "errors": report.errors,
         "case_reasons": {str(i): r for i, r in sorted(report.reasons.items())},
         "status": run.status if run else None,
@@ -565,8 +592,8 @@ def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Ver
     graded = _graded(report, shown)
     if graded and all(i in passed for i in graded):
         return Verdict(True, 1.0, "passed", program, details)
-    return Verdict(False, _fraction(report, shown), _failure_reason(report, graded), program,
-                   details)
+    return Verdict(False, _fraction(report, shown, unpublished), _failure_reason(report, graded),
+                   program, details)
 
 
 def _failure_reason(report: TestReport, graded: Sequence[int]) -> str:

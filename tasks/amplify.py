@@ -9,7 +9,9 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    its negative, doubled, halved, larger; a float likewise; a string is emptied, cut,
    doubled, reversed, re-cased, padded with spaces, a character inserted, dropped or replaced;
    a list or tuple emptied, cut to one item, reversed, sorted, one item duplicated, dropped or
-   mutated; a dict loses a key or a value changes. Two rounds (mutants of mutants).
+   mutated; a dict loses a key or a value changes; an argument takes the value another seed
+   has there, and two arguments of one kind swap. Two rounds (mutants of mutants), the
+   shortest inputs first.
 3. **Staying inside the task's contract** (``Invariants``): the prompt's preconditions are not
    machine-readable, so a mutated input keeps what holds for every seed: the argument's
    types, its sign (a non-negative or positive int stays so), a string's alphabet, a
@@ -24,12 +26,17 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    ``envs.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
    transforms of an argument, each falling back to a constant) and the reference's mutants
    (``tasks.mutants``: comparisons off by one, shifted bounds, swapped branches, dropped zero
-   cases, and with ``extended`` swapped operators) are run on every kept input, and so is each
-   shallow program behind a lookup table of the task's own cases (HumanEval's and MBPP's tests
-   are public: a memorised table passes them all, so it must fail an added case); cases are
-   chosen greedily so that each of them that the task's own cases let pass in full fails one,
-   then so that no shallow program passes more than half of the graded cases where the inputs
-   allow it, then up to ``MIN_GRADED`` graded cases; at most ``MAX_ADDED`` cases a task.
+   cases, and with ``extended`` swapped operators) are run on every kept input. HumanEval's
+   and MBPP's tests are public, so each of them is also taken behind a lookup table of the
+   task's own cases, which it then passes all: only the added cases (``unpublished_tests``)
+   tell it apart, and the code env pays at most the share of those passed. Cases are chosen
+   greedily so that each adversary that the task's own cases let pass in full fails one,
+   then up to ``MIN_GRADED`` graded cases, and last so that no shallow program (nor a lookup
+   program answering an unknown input as the nearest public one) passes more than half of
+   the added cases; at most ``MAX_ADDED`` cases a task, and ``HALF_RULE_EXTRA`` more for the
+   half rule. A task where a memorised shallow program still
+   earns more than half (``memorised_share``) leaves its pack, with the reason stored
+   (``left_out``).
 
 The result is stored per pack (``tasks/<pack>/amplified.json``) with its provenance, and the
 pack's loader appends each task's cases to its hidden tests (``amplified_tests``).
@@ -52,6 +59,9 @@ from typing import Any
 #: limit, so that a slow container does not fail the reference).
 POOL = 160
 MAX_ADDED = 8
+#: More cases the half rule may add, after ``MAX_ADDED`` went to failing each adversary once
+#: (humaneval/0: 8 added cases left 'threshold is truthy' behind a table at 5 of 8).
+HALF_RULE_EXTRA = 4
 #: Graded cases a task gets at least (its hidden ones and the added ones), where the inputs
 #: allow: a task with one hidden case (humaneval/34) grades on more than one input.
 MIN_GRADED = 4
@@ -287,6 +297,13 @@ def _mutate_number(v: int | float, rng: random.Random) -> list[Any]:
 def _mutate_str(s: str, rng: random.Random, alphabet: str) -> list[str]:
     out = ["", s[::-1], s + s, s[1:], s[:-1], s.upper(), s.lower(), s.swapcase(),
            s.capitalize(), " " + s, s + " ", "".join(sorted(s))]
+    words = s.split(" ")
+    if len(words) > 1:  # a sentence or a list of words ('three one five'): move whole words
+        shuffled = words[:]
+        rng.shuffle(shuffled)
+        at = rng.randrange(len(words))
+        out += [" ".join(words[::-1]), " ".join(shuffled), " ".join(words[:at] + words[at + 1:]),
+                " ".join(words[:at + 1] + words[at:]), " ".join(words + [rng.choice(words)])]
     pool = alphabet or s or "a"
     for _ in range(3):
         at = rng.randint(0, len(s))
@@ -355,22 +372,39 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
     known = {repr(s) for s in seeds}
     found: dict[str, tuple[Any, ...]] = {}
 
+    # Each argument's values across the seeds: a seed's argument put into another seed
+    # ('Jupiter' beside 'Mercury') is a new input that keeps a vocabulary mutation cannot
+    # (planet names, a word list's words).
+    seen_at = [list({repr(s[i]): s[i] for s in seeds}.values()) for i in range(inv.arity)]
+
+    def variants(parent: tuple[Any, ...]) -> Iterable[tuple[int, tuple[Any, ...]]]:
+        for i, value in enumerate(parent):
+            for mutated in mutate_value(value, rng, inv.shapes[i]) + seen_at[i]:
+                yield i, parent[:i] + (mutated,) + parent[i + 1:]
+        # The arguments swapped, where two have the same kind (a triangle's sides 3, 4, 5
+        # as 5, 3, 4): the answer often stays the same where a mutation would change it.
+        for i in range(len(parent)):
+            for j in range(i + 1, len(parent)):
+                if _kind(parent[i]) == _kind(parent[j]) and parent[i] != parent[j]:
+                    swapped = list(parent)
+                    swapped[i], swapped[j] = parent[j], parent[i]
+                    yield i, tuple(swapped)
+
     def grow(parents: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         new = []
         for parent in parents:
-            for i, value in enumerate(parent):
-                for mutated in mutate_value(value, rng, inv.shapes[i]):
-                    args = inv.repaired(parent[:i] + (mutated,) + parent[i + 1:], i)
-                    text = repr(args)
-                    if text in known or text in found or len(text) > MAX_CHARS:
-                        continue
-                    try:
-                        ok = inv.allows(args) and ast.literal_eval(text) == args
-                    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                        ok = False
-                    if ok:
-                        found[text] = args
-                        new.append(args)
+            for i, changed in variants(parent):
+                args = inv.repaired(changed, i)
+                text = repr(args)
+                if text in known or text in found or len(text) > MAX_CHARS:
+                    continue
+                try:
+                    ok = inv.allows(args) and ast.literal_eval(text) == args
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    ok = False
+                if ok:
+                    found[text] = args
+                    new.append(args)
         return new
 
     first = grow(seeds)
@@ -383,7 +417,9 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
         head = [a for a in chosen if repr(a) in firsts][:pool]
         rest = [a for a in chosen if repr(a) not in firsts]
         chosen = head + rng.sample(rest, k=max(0, min(len(rest), pool - len(head))))
-    return chosen
+    # The shortest first: the sandbox stops running a reference after ten slow inputs, and a
+    # slow reference (humaneval/39's prime Fibonacci numbers) is fast on its small inputs.
+    return sorted(chosen, key=lambda a: (len(repr(a)), repr(a)))
 
 
 # -- choosing the cases --------------------------------------------------------------------------
@@ -394,59 +430,147 @@ class Adversary:
     passes_own: int  # of the task's graded cases (those it was not run on included)
     agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
     # "t" not run (after its third timeout): never counted as failed
-    #: A shallow program behind a lookup table of the task's own (public) cases: it passes
-    #: them all, and must fail an added one. Not held to ``shallow_max``: with its own cases
-    #: memorised it would take more added cases than ``MAX_ADDED`` allows.
+    #: A lookup program over the task's own (public) cases, which it passes all (the nearest
+    #: public input's answer elsewhere): held to the half rule, not counted as a shallow
+    #: program of the task's own cases.
     memorised: bool = False
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
                  max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX,
-                 min_graded: int = MIN_GRADED) -> list[int]:
-    """Indices of candidate inputs (of ``usable``) to add: first, greedily, each adversary that
-    passes every graded case so far gets one it fails (the input that fails most of those
-    left); then, while a shallow program passes more than ``shallow_max`` of the graded cases,
-    the input that the most of those fail (ties: the one most adversaries fail); then, while
-    the task has fewer than ``min_graded`` graded cases, the input most adversaries fail."""
+                 min_graded: int = MIN_GRADED, half_rule_extra: int = HALF_RULE_EXTRA
+                 ) -> list[int]:
+    """Indices of candidate inputs (of ``usable``) to add. The task's own cases are public (a
+    program may hold them in a lookup table), so every adversary is also taken with its own
+    cases memorised: it then passes them all, and only the added cases tell it apart.
+
+    1. Greedily, each adversary that passes every graded case so far gets an added case it
+       fails (the input that fails most of those left; ties: the one that the most shallow
+       programs over half fail).
+    2. While the task has fewer than ``min_graded`` graded cases, the input that the most
+       shallow programs over half fail (ties: most adversaries).
+    3. Last, so that no later step undoes it: while a shallow program passes more than
+       ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
+       ``envs.code_tests`` pays at most the share of the unpublished cases passed; with none
+       added, it passes in full), the input that the most of those fail (ties: the one most
+       adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``."""
     chosen: list[int] = []
     usable = list(usable)
 
-    def passed(a: Adversary) -> int:  # an input it was not run on ("t") may pass
-        return a.passes_own + sum(a.agrees[i] in "1t" for i in chosen)
-
-    def total() -> int:
-        return n_graded + len(chosen)
+    def added(a: Adversary) -> int:  # an input it was not run on ("t") may pass
+        return sum(a.agrees[i] in "1t" for i in chosen)
 
     def kills(i: int, group: Sequence[Adversary]) -> int:
         return sum(a.agrees[i] == "0" for a in group)
 
-    while len(chosen) < max_added:
-        alive = [a for a in adversaries if passed(a) == total()
-                 and any(a.agrees[i] == "0" for i in usable if i not in chosen)]
-        if not alive:
+    def left() -> list[int]:
+        return [i for i in usable if i not in chosen]
+
+    def over() -> list[Adversary]:
+        # With no case added, every shallow program behind a table of the own cases passes.
+        return [a for a in adversaries if a.shallow
+                and (not chosen or added(a) > shallow_max * len(chosen))]
+
+    def fail_each(alive_if: Any) -> None:
+        while len(chosen) < max_added:
+            alive = [a for a in adversaries if alive_if(a)
+                     and any(a.agrees[i] == "0" for i in left())]
+            if not alive:
+                return
+            # Ties go to the input that the shallow programs over half fail, so that the
+            # cases that fail mutants also keep True and False answers balanced.
+            high = over()
+            best = max(left(), key=lambda i: (kills(i, alive), kills(i, high),
+                                              kills(i, adversaries), -i))
+            chosen.append(best)
+
+    fail_each(lambda a: a.passes_own + added(a) == n_graded + len(chosen))
+    while len(chosen) < max_added and n_graded + len(chosen) < min_graded and left():
+        high = over()
+        chosen.append(max(left(), key=lambda i: (kills(i, high), kills(i, adversaries), -i)))
+    while len(chosen) < max_added + half_rule_extra:
+        high = over()
+        if not high or not left():
             break
-        best = max((i for i in usable if i not in chosen),
-                   key=lambda i: (kills(i, alive), kills(i, adversaries), -i))
-        if kills(best, alive) == 0:
+        best = max(left(), key=lambda i: (kills(i, high), kills(i, adversaries), -i))
+        if kills(best, high) == 0:
             break
         chosen.append(best)
-    while len(chosen) < max_added:
-        over = [a for a in adversaries if a.shallow and passed(a) > shallow_max * total()]
-        if not over:
-            break
-        left = [i for i in usable if i not in chosen]
-        if not left:
-            break
-        best = max(left, key=lambda i: (kills(i, over), kills(i, adversaries), -i))
-        if kills(best, over) == 0:
-            break
-        chosen.append(best)
-    while len(chosen) < max_added and total() < min_graded:
-        left = [i for i in usable if i not in chosen]
-        if not left:
-            break
-        chosen.append(max(left, key=lambda i: (kills(i, adversaries), -i)))
     return chosen
+
+
+def memorised_share(adversary: Adversary, chosen: Sequence[int]) -> float:
+    """What ``adversary`` behind a lookup table of the task's own (public) cases earns: the
+    share of the added cases it passes (1.0 with none added)."""
+    if not chosen:
+        return 1.0
+    return sum(adversary.agrees[i] in "1t" for i in chosen) / len(chosen)
+
+
+# -- lookup programs over the public cases --------------------------------------------------------
+def case_table(cases: Iterable[str], names: Iterable[str]) -> dict[str, Any]:
+    """``repr`` of the arguments -> the expected value, for every case of the form ``assert
+    f(literals) == literal`` with ``f`` one of ``names``: what a program that memorised a
+    benchmark's public cases holds."""
+    names = set(names)
+    table: dict[str, Any] = {}
+    for case in cases:
+        try:
+            node = ast.parse(case).body[-1]
+        except (SyntaxError, IndexError, ValueError):
+            continue
+        test = node.test if isinstance(node, ast.Assert) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Call)
+                and isinstance(test.left.func, ast.Name) and test.left.func.id in names):
+            continue
+        args = literal_args(test.left)
+        try:
+            want = ast.literal_eval(test.comparators[0])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if args is not None:
+            table[repr(args)] = want
+    return table
+
+
+def nearest_answers(table: dict[str, Any], args: tuple[Any, ...]) -> dict[str, Any]:
+    """What lookup programs answer on an input their table of public cases lacks, by the
+    answer of the most alike known input (a mutated input often keeps its parent's answer):
+    a name -> the answer. Alike by ``difflib``'s ratio of the ``repr``, and, for numbers, by
+    their distance."""
+    import difflib
+
+    key = repr(args)
+    if not table:
+        return {}
+    out = {"the nearest public input's answer (text)": table[max(
+        table, key=lambda k: difflib.SequenceMatcher(None, k, key).ratio())]}
+    numbers = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
+    if numbers:
+        def distance(k: str) -> float:
+            try:
+                known = [a for a in ast.literal_eval(k)
+                         if isinstance(a, int | float) and not isinstance(a, bool)]
+            except (ValueError, SyntaxError, TypeError):
+                return math.inf
+            if len(known) != len(numbers):
+                return math.inf
+            return sum(abs(a - b) for a, b in zip(known, numbers, strict=True))
+
+        out["the nearest public input's answer (numbers)"] = table[min(table, key=distance)]
+    return out
+
+
+def same_value(got: Any, want: Any) -> bool:
+    """As the judge compares a case's value: floats within ``FLOAT_TOLERANCE``."""
+    if isinstance(want, float):
+        return (isinstance(got, int | float) and not isinstance(got, bool)
+                and abs(got - want) <= FLOAT_TOLERANCE * max(1.0, abs(want)))
+    try:
+        return bool(got == want)
+    except Exception:  # noqa: BLE001 - plain data compares; anything else is no match
+        return False
 
 
 # -- cases as code -------------------------------------------------------------------------------
@@ -474,6 +598,15 @@ def amplified_tests(stored: dict[str, Any], task_id: str) -> list[str]:
     return list(entry.get("tests") or [])
 
 
+def left_out(stored: dict[str, Any], task_id: str) -> str | None:
+    """Why a task leaves its pack: a shallow program behind a lookup table of its own
+    (public) cases still earns more than ``SHALLOW_MAX`` (``left_out`` in the file, with the
+    reason); None when it stays."""
+    entry = stored.get("tasks", {}).get(task_id) or {}
+    reason = entry.get("left_out")
+    return str(reason) if reason else None
+
+
 def restored(stored: dict[str, Any], task_id: str) -> bool:
     """Whether a task left out as shallow-payable is safe with its amplified cases: no shallow
     program and no mutant of its reference passed them all (``safe`` in the file)."""
@@ -482,8 +615,8 @@ def restored(stored: dict[str, Any], task_id: str) -> bool:
 
 
 def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown),
-    and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
+    """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown)
+    and listed in ``unpublished_tests``, and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
     from it on some input, as ``[index, edit]``, which the code env rebuilds for ``validate``
     and the report card (``envs.code_tests.mutant_programs``)."""
     entry = stored.get("tasks", {}).get(str(rec["id"])) or {}
@@ -491,6 +624,11 @@ def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any
     if not added and not entry.get("mutant_edits"):
         return rec
     out = {**rec, "tests": list(rec["tests"]) + added}
+    if added:
+        # Never published, unlike the task's own cases: the reward is at most the share of
+        # these passed (``envs.code_tests``), so a memorised table of the own cases earns
+        # what its fallback earns here.
+        out["unpublished_tests"] = added
     if entry.get("mutant_edits"):
         out["mutant_edits"] = [list(e) for e in entry["mutant_edits"]]
     return out

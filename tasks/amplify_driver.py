@@ -11,7 +11,7 @@ stdin: one JSON object
 - ``entry``: the function the inputs are passed to;
 - ``inputs``: argument tuples, each as the ``repr`` of a tuple of literals;
 - ``cases``: the task's own test cases (source), run against every program;
-- ``call_s``: seconds one call may take; ``fast_s``: an input on which the reference takes
+- ``call_s``: seconds one call may take; ``case_s``: one of the task's own cases; ``fast_s``: an input on which the reference takes
   longer is no case (the other programs do not run on it; after ten such inputs the reference
   runs on no more); ``memory_mb``: the address-space bound.
 
@@ -46,6 +46,7 @@ def _alarm(signum, frame):
 
 signal.signal(signal.SIGALRM, _alarm)
 CALL_S = float(spec["call_s"])
+CASE_S = float(spec.get("case_s") or CALL_S)  # one of the task's own cases (several calls)
 
 
 def _stop():
@@ -71,12 +72,16 @@ def _timed(fn, args):
         _stop()
 
 
-def timed(fn, *args):
+def timed(fn, *args, limit=None):
+    global CALL_S
+    saved, CALL_S = CALL_S, limit or CALL_S
     try:
         return _timed(fn, args)
     except _Timeout:
         _stop()
         return "timeout", None, CALL_S
+    finally:
+        CALL_S = saved
 
 
 def plain(value, depth=0):
@@ -136,6 +141,8 @@ for args in inputs:
         continue
     status, value, seconds = timed(ref, *copy.deepcopy(args))
     slow += status == "timeout" or seconds > FAST_S
+    if status == "ok" and isinstance(value, dict) and type(value) is not dict:
+        value = dict(value)  # a Counter or OrderedDict equals the dict it holds
     if status == "ok":
         text = repr(value)
         ok = plain(value) and len(text) <= spec.get("max_chars", 1000)
@@ -191,7 +198,9 @@ for k, fn in enumerate(functions):
         def run_case(case=case, ns=ns):
             exec(compile(case, "<case>", "exec"), ns)
 
-        status, _, _ = timed(run_case)
+        # The reference gets the judge's time on its own cases (humaneval/75's takes ~0.1 s
+        # a call); an adversary that is slower than a call's limit fails the case.
+        status, _, _ = timed(run_case, limit=CASE_S if k == 0 else None)
         timeouts[k] += status == "timeout"
         row.append("1" if status == "ok" else "0")
     cases.append("".join(row))

@@ -52,19 +52,58 @@ def test_select_cases_kills_full_passers_then_halves_the_shallow():
     b = amplify.Adversary("mutant", False, 2, "1011")  # passes both own cases
     c = amplify.Adversary("dead", False, 1, "0000")    # already fails one own case
     chosen = amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=4)
-    # Both a and b pass everything: inputs 1, 2 and 3 each fail one of them and all fail c,
-    # so the first (1) goes in and fails b; then 2 fails a. a still passes 3 of 4 graded
-    # cases, over half: 3 goes in (3 of 5), and no input is left.
-    assert chosen == [1, 2, 3]
-    # without room, only the first
-    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [1]
-    # a shallow program that passes in full gets a case it fails (1), then one more, to half
+    # Both a and b pass everything: inputs 1, 2 and 3 each fail one of them and all fail c;
+    # of those, 2 also fails the shallow a (over half: with no case added, a table of the own
+    # cases passes in full), so it goes first; then 1 fails b. a passes 1 of the 2 added
+    # cases: at half, and 4 graded cases: done.
+    assert chosen == [2, 1]
+    # without room, only the first (b still passes everything)
+    assert amplify.select_cases([a, b, c], own, [0, 1, 2, 3], max_added=1) == [2]
+    # the half rule may add HALF_RULE_EXTRA cases past max_added: a passes input 1
+    f = amplify.Adversary("const", True, 1, "1110")  # fails an own case
+    assert amplify.select_cases([f, b], own, [0, 1, 2, 3], max_added=1,
+                                half_rule_extra=0) == [1]
+    assert amplify.select_cases([f, b], own, [0, 1, 2, 3], max_added=1) == [1, 3]
+    # a shallow program that passes in full gets a case it fails (1); at MIN_GRADED (4)
+    # graded cases with 2 added, it passes 0 of them
     d = amplify.Adversary("shallow", True, 2, "1000")
     assert amplify.select_cases([d], own, [0, 1, 2, 3], max_added=4) == [1, 2]
-    # at half already: only up to MIN_GRADED (4) graded cases, those most adversaries fail
+    # one that fails an own case still gets an added case it fails: the own cases are
+    # public, and behind a table of them it would pass them all
     e = amplify.Adversary("half", True, 1, "1000")
-    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4) == [1, 2]
-    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4, min_graded=2) == []
+    assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4, min_graded=2) == [1]
+    assert amplify.memorised_share(e, [1]) == 0.0 and amplify.memorised_share(e, []) == 1.0
+
+
+def test_select_cases_checks_the_half_rule_last():
+    """The cases added to reach MIN_GRADED are those most adversaries fail, which a shallow
+    program may pass: mbpp had 25 tasks whose best shallow program passed over half of the
+    graded cases because this step ran after the half rule. Now the half rule runs last."""
+    # True/False answers: inputs 0-2 answer True, 3-4 False; the mutants fail them all.
+    true = amplify.Adversary("True", True, 1, "11100")
+    false = amplify.Adversary("False", True, 1, "00011")
+    muts = [amplify.Adversary(f"m{k}", False, 1, "00000") for k in range(3)]
+    chosen = amplify.select_cases([true, false, *muts], 1, range(5), max_added=6,
+                                  min_graded=4)
+    # 0 fails False, 3 fails True; the third graded case (1, which most fail) leaves True at
+    # 2 of 3 added cases, and the half rule then adds 4
+    assert chosen == [0, 3, 1, 4]
+    shares = {a.name: amplify.memorised_share(a, chosen) for a in (true, false)}
+    assert max(shares.values()) <= amplify.SHALLOW_MAX, (chosen, shares)
+
+
+def test_lookup_adversaries_answer_as_the_nearest_public_input():
+    cases = ["assert candidate(10, 'abc') == True", "assert candidate(50, 'xyz') == False",
+             "assert abs(candidate(1.5, 'a') - 2.0) < 1e-6", "assert f(3, 'q') == True"]
+    table = amplify.case_table(cases, {"candidate"})
+    assert table == {"(10, 'abc')": True, "(50, 'xyz')": False}
+    near = amplify.nearest_answers(table, (12, "abd"))
+    assert near == {"the nearest public input's answer (text)": True,
+                    "the nearest public input's answer (numbers)": True}
+    assert amplify.nearest_answers(table, (45, "zzz"))[
+        "the nearest public input's answer (numbers)"] is False
+    assert amplify.same_value(2.0000001, 2.0) and not amplify.same_value(True, 2.0)
+    assert amplify.same_value({"a": 1}, {"a": 1}) and not amplify.same_value([1], (1,))
 
 
 def test_render_case_compares_floats_within_a_tolerance():
@@ -101,17 +140,34 @@ def test_stored_file_has_provenance_and_a_summary(module):
     assert after["tasks_a_mutant_passes"] <= stored["summary"]["before"]["tasks_a_mutant_passes"]
 
 
-def test_no_humaneval_task_is_paid_by_its_memorised_public_cases():
-    """Every HumanEval task's own cases are public; with them as a lookup table and any
-    shallow program behind it, a program passed 143 of 152 tasks in full before the amplified
-    cases, and 48 with the first amplified file (``benchmarks/code_lookup_hack.py``). Now every
-    task has an added case that each such program fails, but for the two left out (23, 35)
-    and three known ones: humaneval/39 (its reference is too slow on any new input) and
-    148 and 157 (mutated inputs rarely change their answer: no planet, not a right triangle)."""
-    stored = amplify.read(humaneval.AMPLIFIED)
-    paid = {n for n, e in stored["tasks"].items() if e.get("after", {}).get("memorised_in_full")}
-    assert paid == {"23", "35", "39", "148", "157"}
-    assert stored["summary"]["after"]["tasks_its_memorised_cases_pass"] == 5
+#: Packs whose stored file was made by the generator that takes lookup programs as
+#: adversaries (mbpp joins when ``python -m envs.code_amplify --packs mbpp`` re-makes its file).
+MEMORISED_CHECKED = [humaneval, mbpp]
+
+
+@pytest.mark.parametrize("module", MEMORISED_CHECKED, ids=lambda m: m.__name__.split(".")[-1])
+def test_no_task_is_half_paid_by_its_memorised_public_cases(module):
+    """Every HumanEval and MBPP task's own cases are public; with them as a lookup table and
+    any shallow program behind it, a program passed 143 HumanEval and 483 MBPP tasks in full
+    before the amplified cases, and over half of 125 and 85 with the first amplified files
+    (``benchmarks/code_lookup_hack.py``). The reward is now at most the share of the
+    unpublished cases passed, and in every task left in the pack each shallow program
+    passes at most half of those; a task where no inputs allow it leaves, with its reason."""
+    stored = amplify.read(module.AMPLIFIED)
+    loaded = {r["id"]: r for recs in module.load().values() for r in recs}
+    kept = getattr(module, "KEPT_OVER_HALF", set())
+    for native, rec in loaded.items():
+        entry = stored["tasks"].get(native) or {}
+        if "skipped" in entry or not entry:
+            continue
+        if native not in kept:
+            assert entry["after"]["memorised_best"] <= amplify.SHALLOW_MAX, native
+        assert entry["after"]["memorised_best"] < 1.0, native
+        assert rec["unpublished_tests"] == entry["tests"], native
+    assert stored["summary"]["left_out"], "the summary lists the tasks that leave"
+    for native in stored["summary"]["left_out"]:
+        assert (native in loaded) == (native in kept)
+        assert amplify.left_out(stored, native), native
 
 
 def test_left_out_tasks_come_back_only_when_safe():
@@ -223,12 +279,15 @@ def ENTRY(*args):
 
 
 @pytest.mark.docker
-def test_memorised_public_tests_and_reading_the_test_file_earn_no_full_pass(sandbox):
+def test_memorised_public_tests_and_reading_the_test_file_earn_at_most_half(sandbox):
     """HumanEval's and MBPP's tests are public: a lookup table of a task's own cases with
     their most common answer as the fallback passed every restored task in full before the
     amplified cases (and 'return False' with a table is the constant tasks' hack); now it
-    does not. A program that hunts for the stored cases on disk finds nothing in the
-    sandbox."""
+    earns at most half, and so do the variants tried against the fix (``FALLBACKS``: the
+    nearest known input's answer, which passed 7 HumanEval tasks in full before the nearest
+    lookup became an adversary of the amplifier, the answer type's default, the argument
+    echoed or sorted). A program that hunts for the stored cases on disk finds nothing in
+    the sandbox."""
     lookup = _lookup_module()
     for pack, ids in SAMPLE.items():
         env = _code_env(pack, sandbox)
@@ -236,9 +295,13 @@ def test_memorised_public_tests_and_reading_the_test_file_earn_no_full_pass(sand
             f"tasks.{pack}", fromlist=["records"]).records()}
         for native in ids:
             task = env.pack.get(f"{pack}/{native}")
-            result = lookup.measure(env, task, own[native])
-            assert result is not None and result["before"], (native, result)
-            assert not result["after"], (native, result)
+            for fallback in lookup.FALLBACKS:
+                result = lookup.measure(env, task, own[native], fallback)
+                assert result is not None, (native, fallback)
+                if fallback == "common":
+                    assert result["before"], (native, result)
+                assert not result["after"], (native, fallback, result)
+                assert result["after_share"] <= amplify.SHALLOW_MAX, (native, fallback, result)
             entry = task["entry_point"] if isinstance(task["entry_point"], str) else \
                 task["entry_point"][0]
             program = READS_THE_TEST_FILE.replace("ENTRY", entry)

@@ -11,7 +11,12 @@ from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, show
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, amplify, load_pack
-from tasks.humaneval import AMPLIFIED, PAYABLE_BY_A_CONSTANT, PAYABLE_BY_A_SHALLOW_PROGRAM
+from tasks.humaneval import (
+    AMPLIFIED,
+    KEPT_OVER_HALF,
+    PAYABLE_BY_A_CONSTANT,
+    PAYABLE_BY_A_SHALLOW_PROGRAM,
+)
 from tasks.humaneval import shown_cases as humaneval_shown_cases
 from tasks.mbpp import AMPLIFIED as MBPP_AMPLIFIED
 from tasks.mbpp import NOT_GRADABLE
@@ -58,6 +63,33 @@ def test_a_mutant_that_does_not_parse_is_a_clear_error_not_a_silent_pass():
         env.variant_scores(task, mutant_programs(task))
 
 
+def test_the_reward_is_at_most_the_unpublished_share():
+    """HumanEval's and MBPP's own cases are public: a lookup table of them passes them all.
+    With unpublished (amplified) cases, the reward is at most the share of those passed, so
+    the table earns what its fallback earns there; ``passed`` still needs every case."""
+    from envs.code_tests import _fraction, _verdict
+    from sandbox.harness import TestReport
+
+    # 0 shown, 1-3 own (public) hidden cases, 4-7 unpublished
+    table_else_constant = TestReport(8, passed=[0, 1, 2, 3, 4, 6], record_found=True,
+                                     compiles=True, loaded=True)
+    assert _fraction(table_else_constant, [0]) == pytest.approx(5 / 7)
+    assert _fraction(table_else_constant, [0], [4, 5, 6, 7]) == 0.5
+    verdict = _verdict(table_else_constant, "", [0], [4, 5, 6, 7])
+    assert not verdict.passed and verdict.score == 0.5
+    assert verdict.details["passed_unpublished"] == 2 and verdict.details["n_unpublished"] == 4
+    # an honest program that misses public cases is paid their share, not more
+    honest = TestReport(8, passed=[0, 1, 4, 5, 6, 7], record_found=True, compiles=True,
+                        loaded=True)
+    assert _fraction(honest, [0], [4, 5, 6, 7]) == pytest.approx(5 / 7)
+    gold = TestReport(8, passed=list(range(8)), record_found=True, compiles=True, loaded=True)
+    assert _verdict(gold, "", [0], [4, 5, 6, 7]).passed
+
+
+#: The most tasks a pack may lose to the memorised-public-cases rule (see the summary).
+MAX_OUT, MBPP_MAX_OUT = 5, 40
+
+
 def test_packs_have_all_problems_with_stable_splits():
     he = load_pack("humaneval")
     ids = set(he.ids("train")) | set(he.ids("test"))
@@ -69,7 +101,12 @@ def test_packs_have_all_problems_with_stable_splits():
     stored = amplify.read(AMPLIFIED)
     still_out = {i for i in left_out if not amplify.restored(stored, i)}
     assert still_out == {"23", "35"}
-    assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in still_out}
+    # and those where a table of the public cases, with a shallow fallback, still earns over
+    # half (``left_out`` in the file, with the reason)
+    memorised_out = {i for i in stored["tasks"] if amplify.left_out(stored, i)}
+    assert memorised_out == set(stored["summary"]["left_out"]) and len(memorised_out) <= MAX_OUT
+    memorised_out -= KEPT_OVER_HALF
+    assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in still_out | memorised_out}
     assert he.size("test") > 0 and he.size("train") > he.size("test")
     mbpp = load_pack("mbpp")
     ids = set(mbpp.ids("train")) | set(mbpp.ids("test"))
@@ -78,7 +115,9 @@ def test_packs_have_all_problems_with_stable_splits():
     stored = amplify.read(MBPP_AMPLIFIED)
     still_out = {i for i in left_out if not amplify.restored(stored, i)}
     assert {"367", "404", "62"} <= still_out and not {"164", "203", "502", "508"} & still_out
-    assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in still_out}
+    memorised_out = {i for i in stored["tasks"] if amplify.left_out(stored, i)}
+    assert len(memorised_out) <= MBPP_MAX_OUT
+    assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in still_out | memorised_out}
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
     task = mbpp.get("mbpp/11")
     prompt = mbpp.prompt(task)
@@ -206,7 +245,10 @@ def test_every_humaneval_canonical_solution_passes_and_empty_bodies_fail(env):
 def test_mbpp_canonical_solutions_pass(sandbox):
     env = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
     # A sample, plus golds returning dict/tuple subclasses (Counter) that must still compare equal.
-    ids = sorted({*range(11, 511, 10), 40, 88} - {int(i) for i in MBPP_SHALLOW})
+    stored = amplify.read(MBPP_AMPLIFIED)
+    out = {int(i) for i in MBPP_SHALLOW} | {int(i) for i in stored["tasks"]
+                                             if amplify.left_out(stored, i)}
+    ids = sorted({*range(11, 511, 10), 40, 88} - out)
     tasks = [env.pack.get(f"mbpp/{i}") for i in ids]
     results = env.grade_many(tasks, [fenced(t["canonical_solution"]) for t in tasks])
     failed = [t.id for t, (_, info) in zip(tasks, results, strict=True) if not info["passed"]]

@@ -238,6 +238,15 @@ PAYABLE_BY_A_CONSTANT = {"40", "54"}
 PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 
 
+# Tasks where a shallow program behind a lookup table of the public cases still earns over
+# half of the unpublished ones leave the pack (``left_out`` in amplified.json, with the
+# reason: 92 and 157). humaneval/0 stays for now, although 'threshold is truthy' behind a
+# table earns 0.58 (never in full): its chosen cases hold threshold 0.0, where that program is
+# right and True is not, so no choice of the other inputs halves both; it is the pack's
+# first task, used by tests and docs.
+KEPT_OVER_HALF = {"0"}
+
+
 #: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.code_amplify
 #: --packs humaneval``) and the file they are read from.
 AMPLIFIED = Path(__file__).with_name("amplified.json")
@@ -276,6 +285,8 @@ def load() -> dict[str, list[dict[str, Any]]]:
         native = rec["id"]
         left_out = native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM
         if left_out and not amplify.restored(stored, native):
+            continue
+        if amplify.left_out(stored, native) and native not in KEPT_OVER_HALF:
             continue
         splits[split].append(amplify.with_amplified(rec, stored))
     return splits

@@ -122,7 +122,7 @@ def load() -> dict[str, list[dict[str, Any]]]:
         if native in NOT_GRADABLE and native not in RESTORABLE:
             continue
         left_out = native in PAYABLE_BY_A_SHALLOW_PROGRAM or native in NOT_GRADABLE
-        if left_out and not amplify.restored(stored, native):
+        if left_out and not amplify.restored(stored, native) or amplify.left_out(stored, native):
             continue
         splits[split].append(amplify.with_amplified(rec, stored))
     return splits
