@@ -1125,6 +1125,13 @@ VALUE_WORD_HACKS = [
     ("10", r"10\text{ in binary}"), ("10", r"10\text{ hex}"), ("10", r"10\text{ base } 2"),
     ("10", r"10\text{ log}"), ("10", r"10\text{ permille}"),
 ]
+_I2 = r"\begin{pmatrix}1&0\\0&1\end{pmatrix}"
+# A set inside a set, a list of sets, and a matrix's power left to take (latex2sympy flattened the
+# first two and evaluated the last).
+CONTAINER_KIND_HACKS = [
+    (r"\{1, 2\}", r"\{1\}, \{2\}"), (r"\{1, 2\}", r"\{\{1, 2\}\}"), (r"\{1, 2\}", r"\{\{1\}, 2\}"),
+    (_I2, _I2 + "^{2}"), (_I2, _I2 + "^{-1}"), (_I2, r"\left(" + _I2 + r"\right)^{2}"),
+]
 HIDDEN_TEXT_HACKS = [("5", r"\phantom{5}"), ("5", r"\hphantom{5}"), ("5", r"\vphantom{5}"),
                      ("5", r"\smash{5}"), ("5", r"\phantom{3}5")]
 
@@ -1135,7 +1142,8 @@ def test_an_alternative_across_math_segments_is_a_hedge(gold, completion):
     assert not v.passed and v.reason == "multiple_answers", (completion, v)
 
 
-@pytest.mark.parametrize(("gold", "pred"), STATEMENT_HEDGES + VALUE_WORD_HACKS + HIDDEN_TEXT_HACKS)
+@pytest.mark.parametrize(("gold", "pred"), STATEMENT_HEDGES + VALUE_WORD_HACKS + HIDDEN_TEXT_HACKS
+                         + CONTAINER_KIND_HACKS)
 def test_two_statements_value_words_and_hidden_text_earn_nothing(gold, pred):
     completion = pred if pred.startswith("$") else rf"\boxed{{{pred}}}"
     v = verify(gold, completion)
@@ -1149,6 +1157,8 @@ SEGMENTS_HONEST = [
     ("3", "$5$ or more is wrong, so $x = 3$"), ("3, 5", "$x = 3$ or $x = 5$"),
     ("3, 5", r"\boxed{x = 3 \lor x = 5}"), ("3, 5", r"\boxed{x = 3 \quad x = 5}"),
     ("(3, 5)", r"\boxed{x=3 \land y=5}"), ("5", r"\boxed{y=5}"),
+    (r"\{\{1, 2\}\}", r"\boxed{\{\{2, 1\}\}}"), (r"\{-1, 1, 2\}", r"\boxed{\{\pm 1, 2\}}"),
+    ("-1, 1, 2", r"\boxed{\pm 1, 2}"), (_I2, r"\boxed{\begin{bmatrix}1&0\\0&1\end{bmatrix}}"),
     # colour is emphasis, not content (a white 5 is still the 5 written); \color{white}{3}5 is 35
     ("5", r"\boxed{\color{white}{5}}"),
 ]
