@@ -1112,7 +1112,7 @@ SEGMENT_HEDGES = [
     ("5", "It is $3$ or it is $5$"), ("5", "$x = 3$ otherwise $x = 5$"), ("5", "$x=3$ ou $x=5$"),
     ("5", "$x=3$ oder $x=5$"), ("5", "$x = 3$ unless $x = 5$"), ("3", "The answer is $3$ or it is $5$"),
     ("3", "The answer is $3$ (it could also be $5$)"), ("3", "Answer: $3$ or it is $5$."),
-    ("5", "3 otherwise 5"), ("5", "3 ou 5"),
+    ("5", "3 otherwise 5"), ("5", "We get 3 ou 5"),
 ]
 # Two statements in one answer, read as one chain by its last part (5).
 STATEMENT_HEDGES = [
