@@ -1123,7 +1123,7 @@ STATEMENT_HEDGES = [
 VALUE_WORD_HACKS = [
     ("10", r"10\text{ myriad}"), ("10", r"10\text{ basis points}"), ("10", r"10\text{ bps}"),
     ("10", r"10\text{ in binary}"), ("10", r"10\text{ hex}"), ("10", r"10\text{ base } 2"),
-    ("10", r"10\text{ log}"), ("10", r"10\text{ permille}"),
+    ("10", r"10\text{ log}"), ("10", r"10\text{ permille}"), ("1", r"\text{1} \text{ lakh}"),
 ]
 _I2 = r"\begin{pmatrix}1&0\\0&1\end{pmatrix}"
 # A set inside a set, a list of sets, and a matrix's power left to take (latex2sympy flattened the
@@ -1169,3 +1169,13 @@ def test_one_answer_over_several_segments_or_statements_is_credited(gold, comple
     v = verify(gold, completion)
     assert v.passed, (completion, v)
     assert not verify("5", r"\boxed{\color{white}{3}5}").passed
+
+
+def test_a_brace_less_box_before_a_stray_brace_is_malformed():
+    """Found by the card's reward search on reasoning-gym's gcd and aiw: ``\\boxed2}`` and
+    ``\\boxed4 \\div 1}`` were paid as boxes of 2 and 4; their ``{`` is missing."""
+    for gold, completion in (("2", r"\boxed2}"), ("4", r"\boxed4 \div 1}"), ("4", r"\boxed4 \div \sqrt{1}}"),
+                             ("6", r"\boxed 6 and }")):
+        assert verify(gold, completion).reason == "malformed_box", completion
+    for completion in (r"\boxed 6", r"{\boxed 6}", r"} \boxed 6", r"\boxed6."):
+        assert verify("6", completion).passed, completion

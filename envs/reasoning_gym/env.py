@@ -54,7 +54,7 @@ KIND_PROBE = 8
 
 _TEXT = re.compile(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}")
 _NUMBERISH = re.compile(r"[\s\d.,+\-\u2212]*")
-_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:/\d+)?")
 
 
 def _plain_number(answer: str, gold: str) -> bool:
@@ -168,7 +168,8 @@ class ReasoningGymEnv(TaskEnv):
                                      timeout=self.timeout, answer="number", question=question)
         if verdict.passed and verdict.details.get("source") != "boxed":
             return Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
-        if verdict.passed and not _plain_number(verdict.extracted or "", gold):
+        boxes = find_boxes(completion)
+        if verdict.passed and not _plain_number(boxes[-1].content if boxes else "", gold):
             # The prompt asks for a number: 5% is not the 5 a count asks for (math's percent
             # reading is for questions about percent), nor is "x = 1" or ", -1" the number alone
             # (paid wrong answers the card's reward search found on aiw, basic_arithmetic and

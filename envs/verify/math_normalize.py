@@ -196,6 +196,9 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\\[A-Za-z]+|[A-Za-z0-9])\s*(\\[A-Za-z]+|[A-
 _SPACE_THOUSANDS = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
 
 
+_TEXT_NUMBER = re.compile(r"\\(?:text|textnormal|textrm|mbox|mathrm)\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}")
+
+
 def _text_repl(m: re.Match[str]) -> str:
     inner = m.group(1).strip()
     low = inner.lower()
@@ -386,6 +389,9 @@ def normalize_answer(s: str) -> str:
         s = infix_fractions(s)
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
+    # A number in a text command is the number: \text{1}\text{ lakh} is 100000, as 1\text{ lakh} is
+    # (the scale word was dropped as a label after \text{1}).
+    s = _TEXT_NUMBER.sub(r"\1", s)
     s = _SCALE.sub(_scaled, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"(?<!\\)%", r"\\%", s)
