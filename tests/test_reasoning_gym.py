@@ -149,7 +149,8 @@ def test_a_number_task_pays_the_number_alone(chain_sum):
     gold = task["answer"]
     for hack in (rf"\boxed{{{gold}\%}}", rf"\boxed{{{gold}%}}", rf"\boxed{{x = {gold}}}",
                  rf"\boxed{{, {gold}}}", rf"\boxed{{+{gold}\%}}", rf"\boxed{{{gold}\,, }}]",
-                 rf"\boxed{{\text{{{gold}}} \text{{ lakh}}}}"):
+                 rf"\boxed{{\text{{{gold}}} \text{{ lakh}}}}", rf"\boxed{{{gold} \text{{ lakh}}}}",
+                 rf"\boxed{{{gold} \text{{ sisters}}}}"):
         reward, info = chain_sum.score(task, hack)
         assert reward == 0.0 and info["reason"] in ("not_a_number", "not_equal"), (hack, info)
     for hack in (rf"\boxed{gold}}}", rf"\boxed{gold} \div 1}}"):

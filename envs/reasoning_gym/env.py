@@ -53,14 +53,15 @@ KIND_PROBE = 8
 
 
 _TEXT = re.compile(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}")
-_NUMBERISH = re.compile(r"[\s\d.,+\-\u2212]*")
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:/\d+)?")
 
 
 def _plain_number(answer: str, gold: str) -> bool:
-    """The boxed answer is a number alone, as the gold is: no percent sign (unless the gold has
-    one), no name, no leading separator; ``\\frac{a}{b}``, spacing and ``\\text{}`` labels aside."""
-    s = _TEXT.sub(lambda m: m.group(1) if _NUMBERISH.fullmatch(m.group(1)) else "", answer)
+    """The boxed answer is a number alone, as the gold is and as the prompt asks: no percent sign
+    (unless the gold has one), no name, no word (``0\\text{ lakh}``, ``5\\text{ sisters}``: the
+    dataset's own check compares the text), no leading separator; ``\\frac{a}{b}``, spacing and
+    ``\\text{5}`` aside."""
+    s = _TEXT.sub(r"\1", answer)
     s = re.sub(r"\\[,;:! ]|\s", "", s).replace("\u2212", "-")
     s = re.sub(r"^\\[dt]?frac\{(-?\d+)\}\{(\d+)\}$", r"\1/\2", s)
     if "%" in s and "%" not in gold:
