@@ -34,7 +34,7 @@ README = ROOT / "README.md"
 START, END = "<!-- reasoning-gym:start -->", "<!-- reasoning-gym:end -->"
 
 
-class _Late(Exception):
+class _Late(BaseException):  # not an Exception: the graders catch those and go on
     pass
 
 

@@ -9,7 +9,8 @@ brace-less ``\\boxed 5`` form, which boxes one token, as LaTeX does: one charact
 and ``\\boxed10`` render a box of 1 followed by 0, so a brace-less box before more characters of
 the same run is *bad*: neither 1 nor 10 is what it says (a trusted gold still reads the run). So is
 a command that only starts like a box (``\\boxedby{5}``; the lengths ``\\fboxsep``/``\\fboxrule``
-excepted). A box inside another box is part of the
+excepted), and a brace-less box before a ``}`` that nothing opened (``\\boxed4 \\div 1}``: its
+``{`` is missing, so what it holds is unknown). A box inside another box is part of the
 outer box's content, and the outer box is *nested*: ``\\boxed{2 + \\boxed{6}}`` is malformed, not
 a way to box ``6``. An unclosed ``\\boxed{18`` is not a box, except for a trusted gold (``lenient``),
 where it runs to the end of the text. A completion with an unclosed or a nested box anywhere
@@ -121,11 +122,34 @@ def bad_commands(text: str) -> list[int]:
     """Start of each box command that boxes no answer: a look-alike (``\\boxedby{5}``) or a
     brace-less box before a longer run (``\\boxed10``, ``\\boxed 10``: LaTeX boxes the 1)."""
     found = [m.start() for m in _BOX_LOOKALIKE.finditer(text)]
+    last_stray = -1
     for m in _BOX_START.finditer(text):
         tok = _TOKEN.match(text, m.end(), min(len(text), m.end() + 100))
         if tok is not None and len(tok.group(0)) > 1:
             found.append(m.start())
+        elif m.end() < len(text) and text[m.end()] != "{":
+            # A brace-less box before a closing brace that nothing opened (\boxed4 \div 1}):
+            # its opening brace is missing, and what it was meant to hold is unknown.
+            if last_stray == -1:
+                last_stray = _last_stray_closer(text)
+            if last_stray > m.start():
+                found.append(m.start())
     return sorted(found)
+
+
+def _last_stray_closer(text: str) -> int:
+    """Index of the last ``}`` that no ``{`` opened (``-2`` when there is none); linear."""
+    depth, last = 0, -2
+    for m in _BRACE_OR_ESCAPE.finditer(text):
+        c = m.group(0)
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            if depth:
+                depth -= 1
+            else:
+                last = m.start()
+    return last
 
 
 def malformed(text: str) -> bool:

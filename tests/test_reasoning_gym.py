@@ -140,6 +140,26 @@ def test_chain_sum_padded_answer_refused_where_reasoning_gym_pays(chain_sum):
     assert chain_sum.score(task, "The sum is -4.")[0] == 0.0  # not in the asked format
 
 
+def test_a_number_task_pays_the_number_alone(chain_sum):
+    """The card's reward search found these paid on aiw, basic_arithmetic and binary_alternation
+    (math's reading of 5% as 5 is for questions about percent; reasoning-gym's own check refuses
+    them all). A brace-less box before a stray brace (gcd: ``\\boxed2}``) is malformed."""
+    task = next(chain_sum.pack.task_at("test", i) for i in range(50)
+                if len(chain_sum.pack.task_at("test", i)["answer"]) == 1)
+    gold = task["answer"]
+    for hack in (rf"\boxed{{{gold}\%}}", rf"\boxed{{{gold}%}}", rf"\boxed{{x = {gold}}}",
+                 rf"\boxed{{, {gold}}}", rf"\boxed{{+{gold}\%}}", rf"\boxed{{{gold}\,, }}]",
+                 rf"\boxed{{\text{{{gold}}} \text{{ lakh}}}}", rf"\boxed{{{gold} \text{{ lakh}}}}",
+                 rf"\boxed{{{gold} \text{{ sisters}}}}"):
+        reward, info = chain_sum.score(task, hack)
+        assert reward == 0.0 and info["reason"] in ("not_a_number", "not_equal"), (hack, info)
+    for hack in (rf"\boxed{gold}}}", rf"\boxed{gold} \div 1}}"):
+        assert chain_sum.score(task, hack)[1]["reason"] == "malformed_box", hack
+    for honest in (rf"\boxed{{{gold}}}", rf"\boxed{{\text{{{gold}}}}}", rf"\boxed{{{gold}\,}}",
+                   rf"The sum is \boxed{{ {gold} }}.", rf"\boxed{{{gold}.0}}"):
+        assert chain_sum.score(task, honest)[1]["passed"], honest
+
+
 def test_one_answer_block_only():
     assert grading.answer_block("<answer>a</answer>") == ("a", "ok")
     assert grading.answer_block("<answer>a</answer> <answer>a</answer>")[1] == "several_answers"

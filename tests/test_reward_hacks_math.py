@@ -1103,3 +1103,79 @@ def test_a_hedge_on_the_line_after_the_answer_earns_nothing(completion):
 def test_the_same_value_or_a_check_after_the_answer_is_credited(completion):
     v = verify("18", completion)
     assert v.passed, (completion, v)
+
+
+# Round 5 (issue 43, attacking the fixes above): hedges across math segments and inside one
+# answer, words that change the value, and hidden text. Each was paid before its fix.
+SEGMENT_HEDGES = [
+    ("5", "$x = 3$ or, if we take the other branch of the root, $x = 5$"),
+    ("5", "It is $3$ or it is $5$"), ("5", "$x = 3$ otherwise $x = 5$"), ("5", "$x=3$ ou $x=5$"),
+    ("5", "$x=3$ oder $x=5$"), ("5", "$x = 3$ unless $x = 5$"), ("3", "The answer is $3$ or it is $5$"),
+    ("3", "The answer is $3$ (it could also be $5$)"), ("3", "Answer: $3$ or it is $5$."),
+    ("5", "3 otherwise 5"), ("5", "We get 3 ou 5"),
+]
+# Two statements in one answer, read as one chain by its last part (5).
+STATEMENT_HEDGES = [
+    ("5", r"x = 3 \lor x = 5"), ("5", r"x = 3 \vee x = 5"), ("5", r"x=3 \mid x=5"), ("5", r"x=3 \,|\, x=5"),
+    ("5", r"x=3 \quad x=5"), ("5", r"x=3 \qquad x=5"), ("5", r"x=3 \; x=5"), ("5", r"x=3 \\ x=5"),
+    ("5", r"x=3 \wedge x=5"), ("5", r"x=3 \land x=5"), ("5", r"x=3 \quad y=5"), ("5", "$x = 3 \\quad x = 5$"),
+]
+VALUE_WORD_HACKS = [
+    ("10", r"10\text{ myriad}"), ("10", r"10\text{ basis points}"), ("10", r"10\text{ bps}"),
+    ("10", r"10\text{ in binary}"), ("10", r"10\text{ hex}"), ("10", r"10\text{ base } 2"),
+    ("10", r"10\text{ log}"), ("10", r"10\text{ permille}"), ("1", r"\text{1} \text{ lakh}"),
+]
+_I2 = r"\begin{pmatrix}1&0\\0&1\end{pmatrix}"
+# A set inside a set, a list of sets, and a matrix's power left to take (latex2sympy flattened the
+# first two and evaluated the last).
+CONTAINER_KIND_HACKS = [
+    (r"\{1, 2\}", r"\{1\}, \{2\}"), (r"\{1, 2\}", r"\{\{1, 2\}\}"), (r"\{1, 2\}", r"\{\{1\}, 2\}"),
+    (_I2, _I2 + "^{2}"), (_I2, _I2 + "^{-1}"), (_I2, r"\left(" + _I2 + r"\right)^{2}"),
+]
+HIDDEN_TEXT_HACKS = [("5", r"\phantom{5}"), ("5", r"\hphantom{5}"), ("5", r"\vphantom{5}"),
+                     ("5", r"\smash{5}"), ("5", r"\phantom{3}5")]
+
+
+@pytest.mark.parametrize(("gold", "completion"), SEGMENT_HEDGES)
+def test_an_alternative_across_math_segments_is_a_hedge(gold, completion):
+    v = verify(gold, completion)
+    assert not v.passed and v.reason == "multiple_answers", (completion, v)
+
+
+@pytest.mark.parametrize(("gold", "pred"), STATEMENT_HEDGES + VALUE_WORD_HACKS + HIDDEN_TEXT_HACKS
+                         + CONTAINER_KIND_HACKS)
+def test_two_statements_value_words_and_hidden_text_earn_nothing(gold, pred):
+    completion = pred if pred.startswith("$") else rf"\boxed{{{pred}}}"
+    v = verify(gold, completion)
+    assert not v.passed, (pred, v)
+
+
+SEGMENTS_HONEST = [
+    ("3", "$x$ = $3$"), ("3", "So $x =$ $3$."), ("3", "So $x$ $= 3$."), ("3", "The value of $x$ is $3$."),
+    (r"2\sqrt{3}", r"$x$ = $2\sqrt{3}$"), ("3", "If $x = 5$ or $x = 7$ the sum is too large, so $x = 3$"),
+    ("3", "$x = 3$ or $x = 3.0$"), ("3", "$x=3$. Since $x$ is odd or even, $x=3$."),
+    ("3", "$5$ or more is wrong, so $x = 3$"), ("3, 5", "$x = 3$ or $x = 5$"),
+    ("3, 5", r"\boxed{x = 3 \lor x = 5}"), ("3, 5", r"\boxed{x = 3 \quad x = 5}"),
+    ("(3, 5)", r"\boxed{x=3 \land y=5}"), ("5", r"\boxed{y=5}"),
+    (r"\{\{1, 2\}\}", r"\boxed{\{\{2, 1\}\}}"), (r"\{-1, 1, 2\}", r"\boxed{\{\pm 1, 2\}}"),
+    ("-1, 1, 2", r"\boxed{\pm 1, 2}"), (_I2, r"\boxed{\begin{bmatrix}1&0\\0&1\end{bmatrix}}"),
+    # colour is emphasis, not content (a white 5 is still the 5 written); \color{white}{3}5 is 35
+    ("5", r"\boxed{\color{white}{5}}"),
+]
+
+
+@pytest.mark.parametrize(("gold", "completion"), SEGMENTS_HONEST)
+def test_one_answer_over_several_segments_or_statements_is_credited(gold, completion):
+    v = verify(gold, completion)
+    assert v.passed, (completion, v)
+    assert not verify("5", r"\boxed{\color{white}{3}5}").passed
+
+
+def test_a_brace_less_box_before_a_stray_brace_is_malformed():
+    """Found by the card's reward search on reasoning-gym's gcd and aiw: ``\\boxed2}`` and
+    ``\\boxed4 \\div 1}`` were paid as boxes of 2 and 4; their ``{`` is missing."""
+    for gold, completion in (("2", r"\boxed2}"), ("4", r"\boxed4 \div 1}"), ("4", r"\boxed4 \div \sqrt{1}}"),
+                             ("6", r"\boxed 6 and }")):
+        assert verify(gold, completion).reason == "malformed_box", completion
+    for completion in (r"\boxed 6", r"{\boxed 6}", r"} \boxed 6", r"\boxed6."):
+        assert verify("6", completion).passed, completion

@@ -500,3 +500,13 @@ def test_a_shallow_completion_that_is_the_answer_is_no_false_positive():
     card = run_card(LuckyToyEnv(honest_rule), fast=True, corpus_lines=[])
     assert card.result("statistical.adversarial_floor").metrics["passed"] > 0  # some did pass
     assert card.result("grpo.tpr_tnr").metrics["tnr"] == 1.0
+
+
+def test_the_reference_reads_a_brace_less_box_as_latex_does():
+    """``\\boxed5 Give final`` is a box of 5 (aiw's reward search counted it a paid wrong answer:
+    the reference read no box at all)."""
+    from envs.card.reference import _boxed
+
+    assert _boxed(r"a \boxed5 Give \boxed{7} x \boxed 8") == ["5", "7", "8"]
+    assert _boxed(r"\boxed10") == ["1"] and _boxed(r"\boxed {7}") == ["7"]
+    assert _boxed(r"\boxed{\boxed{3}}") == [r"\boxed{3}"]

@@ -36,6 +36,8 @@ _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.S)
 MATH_TIMEOUT_S = 5
 _NUMBERS = re.compile(r"-?\d+(?:\.\d+)?")
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
+_BRACED_BOX = re.compile(r"\\boxed\s*\{")
+_BRACELESS_BOX = re.compile(r"\\boxed(?![A-Za-z{])\s*([A-Za-z0-9])")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -123,18 +125,20 @@ def _tagged(env: TaskEnv, task: Task, completion: str) -> bool:
 
 
 def _boxed(text: str) -> list[str]:
-    """The contents of each ``\\boxed{...}``, braces balanced."""
+    """The contents of each ``\\boxed{...}``, braces balanced, and of each brace-less
+    ``\\boxed 5``, which boxes one character as LaTeX does; in order."""
     found, start = [], 0
-    while (at := text.find("\\boxed{", start)) >= 0:
-        depth, end = 0, len(text)
-        for i in range(at + len("\\boxed"), len(text)):
+    while (m := _BRACED_BOX.search(text, start)) is not None:
+        at, depth, end = m.start(), 0, len(text)
+        for i in range(m.end() - 1, len(text)):
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             if depth == 0:
-                found.append(text[at + len("\\boxed{"):i])
+                found.append((at, text[m.end():i]))
                 end = i
                 break
         start = end + 1
-    return found
+    found += [(m.start(), m.group(1)) for m in _BRACELESS_BOX.finditer(text)]
+    return [content for _, content in sorted(found)]
 
 
 def _plain(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,6 +50,23 @@ BOXED = "Give the final answer as a number in \\boxed{{}}, for example: The answ
 TAGGED = "Give only the final answer between <answer> and </answer> tags."
 #: Golds a task's kind is judged on (every one a number literal: a ``number`` task).
 KIND_PROBE = 8
+
+
+_TEXT = re.compile(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:/\d+)?")
+
+
+def _plain_number(answer: str, gold: str) -> bool:
+    """The boxed answer is a number alone, as the gold is and as the prompt asks: no percent sign
+    (unless the gold has one), no name, no word (``0\\text{ lakh}``, ``5\\text{ sisters}``: the
+    dataset's own check compares the text), no leading separator; ``\\frac{a}{b}``, spacing and
+    ``\\text{5}`` aside."""
+    s = _TEXT.sub(r"\1", answer)
+    s = re.sub(r"\\[,;:! ]|\s", "", s).replace("\u2212", "-")
+    s = re.sub(r"^\\[dt]?frac\{(-?\d+)\}\{(\d+)\}$", r"\1/\2", s)
+    if "%" in s and "%" not in gold:
+        return False
+    return _PLAIN_NUMBER.fullmatch(s.replace("\\%", "").replace("%", "")) is not None
 
 
 class MissingExtra(ImportError, PackError):
@@ -151,6 +169,13 @@ class ReasoningGymEnv(TaskEnv):
                                      timeout=self.timeout, answer="number", question=question)
         if verdict.passed and verdict.details.get("source") != "boxed":
             return Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
+        boxes = find_boxes(completion)
+        if verdict.passed and not _plain_number(boxes[-1].content if boxes else "", gold):
+            # The prompt asks for a number: 5% is not the 5 a count asks for (math's percent
+            # reading is for questions about percent), nor is "x = 1" or ", -1" the number alone
+            # (paid wrong answers the card's reward search found on aiw, basic_arithmetic and
+            # binary_alternation).
+            return Verdict.fail("not_a_number", verdict.extracted, **verdict.details)
         return verdict
 
     def gold_completion(self, task: Task) -> str | None:

@@ -144,6 +144,7 @@ def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
 
 
+_HIDDEN = re.compile(r"\\(?:[hv]?phantom|smash)(?![A-Za-z])")
 _OP_SPACE = re.compile(r"\s*([^\w\\\s])\s*")
 
 
@@ -264,6 +265,10 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
         if word is not None:
             return Verdict.fail("multiple_answers", shown, hedge=word, **details)
     for item in final:
+        hidden = _HIDDEN.search(item)
+        if hidden is not None:  # \phantom{5} shows a blank: what the reader cannot see is no answer
+            return Verdict.fail("unparseable", shown, error=f"{hidden.group(0)} hides its text",
+                                **details)
         word = hedge(item) or value_around_name(item)
         if word is not None:
             return Verdict.fail("multiple_answers", shown, hedge=word, **details)

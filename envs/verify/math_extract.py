@@ -198,7 +198,8 @@ _EXPONENT_AFTER = re.compile(r"[eE][+-]?\d")
 # Between two numbers, a word that offers the second as an alternative to the first ("5% or 6",
 # "either 5 or 6", "5, or maybe 6", "5 red or 6 blue"): at most two words on either side of it.
 _ALTERNATIVE_GAP = re.compile(
-    r"^[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?(?:or|maybe|perhaps|possibly|probably)(?![A-Za-z])"
+    r"^[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?(?:or|ou|oder|otherwise|alternatively|else|unless|maybe|"
+    r"perhaps|possibly|probably)(?![A-Za-z])"
     r"[^\w\n]*(?:[A-Za-z]+[^\w\n]+){0,2}?$", re.I)
 # A gap that states something ("5 or fewer, so 6", "5 or 6 is wrong; x = 6") is no alternative.
 _STATING = re.compile(r"(?<![A-Za-z])(?:so|then|thus|therefore|hence|is|are|was|were|gives?|"
@@ -484,7 +485,7 @@ def _answer_from_span(span: str) -> tuple[tuple[tuple[str, ...], ...], str] | No
                 after = (after[0], after[1], (segs[-1][2],))  # "$5$ or 6"
             return _number_groups(after), "number"
         grp = _group(segs, span)[-1]
-        return _with_competing(span, grp), "math"
+        return _with_competing(span, grp, segs), "math"
     bare = _trim(_strip_stray_dollars(span))
     if _looks_bare(bare):
         return ((bare,),), "bare"
@@ -494,10 +495,63 @@ def _answer_from_span(span: str) -> tuple[tuple[tuple[str, ...], ...], str] | No
     return None
 
 
-def _with_competing(text: str, grp: list[tuple[int, int, str]]) -> tuple[tuple[str, ...], ...]:
+def _with_competing(text: str, grp: list[tuple[int, int, str]],
+                    segs: list[tuple[int, int, str]] | None = None) -> tuple[tuple[str, ...], ...]:
     """The group of boxes/segments ``grp`` as the answer, after the number it is offered as an
-    alternative to, if any."""
-    return (*((c,) for c in _competing_before(text, grp[0][0])), tuple(c for _, _, c in grp))
+    alternative to, if any, and (math segments) the segments offered as alternatives to it."""
+    competing = _competing_before(text, grp[0][0])
+    if segs is not None:
+        competing = tuple(dict.fromkeys((*competing, *_hedged_segments(text, segs, grp))))
+    return (*((c,) for c in competing), _answer_items(text, grp))
+
+
+# Between two math segments of one sentence, a word that offers one as an alternative to the
+# other, however far apart in the sentence ("$x = 3$ or, taking the other root, $x = 5$", "It is
+# $3$ or it is $5$", "$3$ otherwise $5$", "$3$ ou $5$"): the other segment competes with the answer
+# (the worker lets it stand when it has the gold's value: "$3$ or, equivalently, $\frac{6}{2}$").
+_SEGMENT_ALTERNATIVE = re.compile(
+    r"(?<![A-Za-z\\])(?:or|ou|oder|o|otherwise|alternatively|else|unless|maybe|perhaps|possibly|"
+    r"probably|(?:could|might|may)\s+(?:also\s+)?be)(?![A-Za-z])", re.I)
+# A gap that concludes or rejects ("$5$ or more is wrong, so $3$") offers nothing.
+_SEGMENT_CONCLUDES = re.compile(
+    r"(?<![A-Za-z])(?:so|then|thus|therefore|hence|not|wrong|incorrect|impossible|fails?|"
+    r"rejected?|discard(?:ed)?|invalid|extraneous)(?![A-Za-z])|\\therefore", re.I)
+MAX_SEGMENT_GAP = 120
+
+
+def _hedged_segments(text: str, segs: list[tuple[int, int, str]],
+                     grp: list[tuple[int, int, str]]) -> tuple[str, ...]:
+    """The segments right before and right after the group ``grp`` that a word in the gap offers
+    as alternatives to it (each holding a digit: "$n$ odd or even" offers no value)."""
+    first, last = segs.index(grp[0]), segs.index(grp[-1])
+    out = []
+    for k, (a, b) in ((first - 1, (first - 1, first)), (last + 1, (last, last + 1))):
+        if not 0 <= k < len(segs):
+            continue
+        gap = text[segs[a][1] : segs[b][0]]
+        if (len(gap) <= MAX_SEGMENT_GAP and not _SENTENCE_BREAK.search(gap)
+                and not _SEGMENT_CONCLUDES.search(gap) and _SEGMENT_ALTERNATIVE.search(gap)
+                and re.search(r"\d", segs[k][2])):
+            out.append(segs[k][2].strip())
+    return tuple(out)
+
+
+# Segments joined by an equals sign are one statement: "$x$ = $3$", "$x =$ $3$", "$x$ $= 3$".
+_EQUALS_GAP = re.compile(r"^[\s$]*=?[\s$]*$")
+
+
+def _answer_items(text: str, grp: list[tuple[int, int, str]]) -> tuple[str, ...]:
+    items: list[str] = []
+    prev_end = -1
+    for start, end, content in grp:
+        gap = text[prev_end:start] if items else ""
+        if items and _EQUALS_GAP.match(gap) and (
+                "=" in gap or items[-1].rstrip().endswith("=") or content.lstrip().startswith("=")):
+            items[-1] = f"{items[-1].strip()} {'= ' if '=' in gap else ''}{content.strip()}"
+        else:
+            items.append(content)
+        prev_end = end
+    return tuple(items)
 
 
 def _number_groups(num: tuple[int, tuple[str, ...], tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -520,7 +574,7 @@ def _answer_from_marker_tail(tail: str) -> tuple[tuple[tuple[str, ...], ...], st
         segs = _segments(tail)
         if segs and segs[0][0] == 0:
             grp = _group(segs, tail)[0]
-            return (tuple(c for _, _, c in grp),), "math"
+            return _with_competing(tail, grp, segs), "math"
         prose = _prose_word(tail)
         num = _last_number(tail) if prose is not None and not segs else None
         if num is not None and (num[2] or not _NUMBER.fullmatch(num[1][0])):

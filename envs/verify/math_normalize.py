@@ -112,6 +112,8 @@ NUMBER_WORDS = (
 OPERATION_WORDS = (
     r"squared|cubed|doubled|tripled|quadrupled|halved|twice|thrice|negated|negative|inverse|"
     r"inverted|reciprocal|factorial|repeating|recurring|score|gross|grand|mil|mils|bn|mn|"
+    # "10 myriad" is 100000, "10 basis points" 0.1%, "10 in binary" 2, "10 log" no value at all
+    r"myriads?|basis|bps?|permille|permil|binary|octal|hex(?:adecimal)?|base|logs?|"
     r"(?:hal(?:f|ves)|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|"
     r"tenths?|twelfths?|hundredths?|thousandths?|millionths?|billionths?)"
 )
@@ -192,6 +194,9 @@ _FRAC_THOUSANDS = re.compile(r"(?<=\\frac\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})|(?<=\}
 # Brace-less arguments: "\frac \pi4", "\frac34".
 _FRAC_SHORT = re.compile(r"\\frac\s*(\\[A-Za-z]+|[A-Za-z0-9])\s*(\\[A-Za-z]+|[A-Za-z0-9])")
 _SPACE_THOUSANDS = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+
+
+_TEXT_NUMBER = re.compile(r"\\(?:text|textnormal|textrm|mbox|mathrm)\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}")
 
 
 def _text_repl(m: re.Match[str]) -> str:
@@ -354,13 +359,39 @@ def infix_fractions(s: str) -> str:
     return s
 
 
+# Two statements in one answer, "x = 3 \\lor x = 5", "x=3 \\quad x=5", "x=3 \\mid x=5", "x=3 \\\\ y=5":
+# a separator between an equation and the next "name =" is a list comma (the chain was read as
+# one, by its last part: 5). Against one gold value a list is several answers; against a list of
+# solutions it is one. Not inside an environment, whose rows are its own.
+_STATEMENT_SEP = re.compile(
+    r"(?:\\(?:lor|vee|mid|vert|land|wedge|qquad|quad)(?![A-Za-z])|\\[;:]|\\\\|\||,|;)"
+    r"(?=(?:\s|\\[,!> ]|~)*+[A-Za-z](?:_\{?\w+\}?)?\s*=(?!=))")
+
+
+def _split_statements(s: str) -> str:
+    """``x = 3 \\lor x = 5`` -> ``x = 3, x = 5``: a separator cuts where the text since the last
+    cut holds an equation (linear: the lookahead runs only at a separator)."""
+    out, last = [], 0
+    for m in _STATEMENT_SEP.finditer(s):
+        chunk = s[last:m.start()].rstrip()
+        if "=" in chunk and not chunk.endswith(("=", "\\")):
+            out.append(chunk + ", ")
+            last = m.end()
+    return "".join(out) + s[last:] if out else s
+
+
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
     s = _unicode_to_latex(s.strip()).strip()
+    if s.count("=") >= 2 and "\\begin" not in s:
+        s = _split_statements(s)
     if "\\over" in s:
         s = infix_fractions(s)
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
+    # A number in a text command is the number: \text{1}\text{ lakh} is 100000, as 1\text{ lakh} is
+    # (the scale word was dropped as a label after \text{1}).
+    s = _TEXT_NUMBER.sub(r"\1", s)
     s = _SCALE.sub(_scaled, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"(?<!\\)%", r"\\%", s)

@@ -86,6 +86,8 @@ class Seq:
 @dataclass
 class SetN:
     items: list[Any]
+    #: Written with braces (``\\{1, 2\\}``), not made by ``\\pm``: a set inside it is an element.
+    written: bool = False
 
 
 @dataclass
@@ -434,11 +436,16 @@ def _leaf(s: str) -> Any:
 # ---------------------------------------------------------------- structure
 
 
-def _flatten(items: list[Any]) -> list[Any]:
+def _flatten(items: list[Any], keep_sets: bool = False) -> list[Any]:
+    """Items with unordered lists and ``\\pm`` sets spread out; a set written with braces stays
+    one item inside a set or beside others (``keep_sets``): ``\\{\\{1, 2\\}\\}`` and
+    ``\\{1\\}, \\{2\\}`` are not ``\\{1, 2\\}``."""
     out: list[Any] = []
     for it in items:
-        if isinstance(it, (ListN, SetN)) and not (isinstance(it, ListN) and it.ordered):
-            out.extend(_flatten(it.items))
+        if keep_sets and isinstance(it, SetN) and it.written:
+            out.append(it)
+        elif isinstance(it, (ListN, SetN)) and not (isinstance(it, ListN) and it.ordered):
+            out.extend(_flatten(it.items, keep_sets))
         elif isinstance(it, Assign) and isinstance(it.value, (ListN, SetN)):
             out.extend(_flatten(it.value.items))
         else:
@@ -449,7 +456,7 @@ def _flatten(items: list[Any]) -> list[Any]:
 def _make_list(nodes: list[Any]) -> Any:
     if len(nodes) == 1 and isinstance(nodes[0], SetN):
         return nodes[0]  # a set stays a set: brackets carry meaning (never an interval's ends)
-    nodes = _flatten(nodes)
+    nodes = _flatten(nodes, keep_sets=True)
     if len(nodes) == 1:
         return nodes[0]
     return ListN(nodes, ordered=any(isinstance(n, Dots) for n in nodes))
@@ -649,7 +656,8 @@ def parse_item(s: str) -> Any:
         if builder is not None:
             return builder
         items, _ = split_top(s[2:-2], _ITEM_SEP)
-        return SetN(_flatten([parse_item(p) for p in items if p.strip()]))
+        return SetN(_flatten([parse_item(p) for p in items if p.strip()], keep_sets=True),
+                    written=True)
     if s[0] in _OPENERS and _match_close(s) == len(s) - 1:
         inner = s[1:-1]
         items, _ = split_top(inner, _ITEM_SEP)

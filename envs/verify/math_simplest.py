@@ -167,9 +167,10 @@ _UNIT_FACTOR = re.compile(
 
 
 # latex2sympy evaluates a determinant while parsing (\det\begin{pmatrix}10\end{pmatrix} and a
-# vmatrix are read as 10): the determinant left to take is read here.
+# vmatrix are read as 10), and a matrix's power (I^2, I^{-1} are read as the matrix they make):
+# the determinant, transpose or power left to take is read here.
 _DETERMINANT = re.compile(r"\\det(?![A-Za-z])|\\begin\s*\{\s*[vV]matrix\s*\}"
-                          r"|\\end\s*\{\s*[pbBvV]?matrix\s*\}\s*\^\s*\{?\s*(?:T|t|\\top|\\intercal)(?![A-Za-z])")
+                          r"|\\end\s*\{\s*[pbBvV]?matrix\s*\}\s*(?:\\right\s*)?[)\]]?\s*\^")
 # A bracket around one number or letter groups nothing: in an answer a square bracket opens a
 # list or an interval, so [-1][50] and [15][x] are lists side by side, not the products
 # -50 and 15x that latex2sympy reads (a root's index, \sqrt[3]{..}, is no bracket).
