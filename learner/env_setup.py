@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from learner.config import Config
 
 if TYPE_CHECKING:
-    from envs.learner_env import LearnerEnv
+    from envs.contract import LearnerEnv
     from envs.ray_scoring import RayScorer
 
 

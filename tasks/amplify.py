@@ -1,7 +1,7 @@
 """EvalPlus-style amplified hidden tests for the HumanEval and MBPP packs: the pure parts (seeds,
 type-aware input mutation, choosing the cases, writing them, reading the stored file).
 
-How the stored cases were made (``python -m envs.code_amplify``, offline, in the sandbox):
+How the stored cases were made (``python -m envs.tools.code_amplify``, offline, in the sandbox):
 
 1. **Seeds**: the argument tuples of every call of the task's function, written with literal
    arguments, in its own test cases (``seed_inputs``).
@@ -21,7 +21,7 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    input on which the reference returns within ``CALL_S`` without an error, a value that is
    plain data written as a literal, is kept.
 5. **Cases that separate** (``select_cases``): the shallow programs of
-   ``envs.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
+   ``envs.domains.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
    transforms of an argument, each falling back to a constant) and the reference's mutants
    (``tasks.mutants``: comparisons off by one, shifted bounds, swapped branches, dropped zero
    cases, and with ``extended`` swapped operators) are run on every kept input, and so is each
@@ -485,7 +485,7 @@ def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any
     """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown),
     and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
     from it on some input, as ``[index, edit]``, which the code env rebuilds for ``validate``
-    and the report card (``envs.code_tests.mutant_programs``)."""
+    and the report card (``envs.domains.code_tests.mutant_programs``)."""
     entry = stored.get("tasks", {}).get(str(rec["id"])) or {}
     added = list(entry.get("tests") or [])
     if not added and not entry.get("mutant_edits"):

@@ -91,7 +91,7 @@ def test_extended_mutants_of_a_named_function_leave_the_rest_alone():
 def test_stored_file_has_provenance_and_a_summary(module):
     stored = amplify.read(module.AMPLIFIED)
     prov = stored["provenance"]
-    assert prov["generator"].startswith("python -m envs.code_amplify")
+    assert prov["generator"].startswith("python -m envs.tools.code_amplify")
     assert len(prov["source"]["sha256"]) == 64
     ids = {rec["id"] for _, rec in module.records()}
     assert set(stored["tasks"]) <= ids
@@ -170,7 +170,7 @@ def _code_env(pack, sandbox):
 @pytest.mark.docker
 @pytest.mark.parametrize("pack", list(SAMPLE))
 def test_amplified_tasks_pass_the_reference_and_fail_shallow_programs_and_mutants(pack, sandbox):
-    from envs.code_tests import mutant_programs
+    from envs.domains.code_tests import mutant_programs
 
     env = _code_env(pack, sandbox)
     stored = amplify.read(env.pack.manifest.root / "amplified.json")

@@ -7,7 +7,7 @@ import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
-from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
+from envs.domains.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, amplify, load_pack
@@ -593,7 +593,7 @@ def test_the_program_cannot_signal_trace_or_read_the_judge(sandbox):
 
 
 def test_a_main_block_is_not_flagged_since_it_never_runs():
-    from envs.code_flags import prints_or_touches_harness
+    from envs.domains.code_flags import prints_or_touches_harness
 
     body = "def add(a, b):\n    return a + b\n"
     demo = ("\nif __name__ == '__main__':\n    import sys, unittest\n    print(add(1, 2))\n"

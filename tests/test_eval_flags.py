@@ -7,8 +7,8 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from envs.code_flags import prints_or_touches_harness as program_flags
-from envs.code_tests import extract_program
+from envs.domains.code_flags import prints_or_touches_harness as program_flags
+from envs.domains.code_tests import extract_program
 from envs.flags import answer_candidates, many_candidates, no_reasoning, repetitive, too_long
 from learner.evaluation.flags import flag_samples
 

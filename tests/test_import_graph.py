@@ -130,7 +130,9 @@ def test_the_check_finds_circles_of_every_kind(tmp_path):
 # (config, choices, recipe), the model loader, the sampling distribution, provenance, and
 # where a run keeps its checkpoints (run_layout) and how its env and scorer are built
 # (env_setup).
-TOP_LAYERS: tuple[tuple[str, ...], ...] = (("learner",), ("envs",), ("sandbox", "tasks"))
+TOP_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("envs.tools", "envs.__main__", "envs.integrations"), ("learner",), ("envs",),
+    ("sandbox", "tasks"))
 LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("entry points", ("learner.run", "learner.eval", "learner.demo", "learner.plot",
                       "learner.results")),
@@ -138,7 +140,7 @@ LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training", ("learner.training",)),
     ("evaluation", ("learner.evaluation",)),
     ("sampling", ("learner.sampling",)),
-    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe",
+    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe", "learner.recipe_files",
                 "learner.model", "learner.model_name", "learner.distribution",
                 "learner.provenance", "learner.run_layout", "learner.env_setup")),
 )

@@ -9,8 +9,8 @@ import gymnasium as gym
 import pyarrow.parquet as pq
 import pytest
 
-from envs.integrations import trl as grpo_trl
-from envs.integrations import verl as grpo_verl
+from envs.tools.integrations import trl as grpo_trl
+from envs.tools.integrations import verl as grpo_verl
 from tests import learner_helpers as h
 
 ENV = "grpo/MathExact-v0"
