@@ -481,7 +481,7 @@ def ray_address_problems(address: str) -> list[str]:
     """Why ``--ray-address`` cannot work, checked without importing Ray (empty when fine)."""
     import importlib.util
 
-    from envs.cluster import check_address
+    from sandbox.ray_address import check_address
 
     try:
         check_address(address)
