@@ -20,6 +20,7 @@ from envs.perturb import (
 from envs.verify import math as math_verify
 from envs.verify.math_answer import ANSWER_TYPES, restated_expression
 from envs.verify.math_extract import extract
+from envs.verify.prompt_echo import without_copied_instructions
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task
 from tasks.boxes import find_boxes
@@ -42,19 +43,6 @@ MATH_PERTURBATIONS = (
     Perturbation("numbers_in_words", "integers below 100 written in words",
                  with_fields(spelled_numbers)),
 )
-
-
-def without_copied_instructions(prompt: str, completion: str) -> str:
-    """``completion`` less every copy of a prompt line that shows a box. An instruction's example
-    (arith's "for example: The answer is \\boxed{42}") is not an answer: the prompt echoed back
-    would otherwise be paid on every task whose answer is the example's. Only a whole line,
-    copied as written (give or take its closing punctuation), is taken out, so an honest
-    "The answer is \\boxed{42}." still counts."""
-    for line in prompt.splitlines():
-        line = line.strip().rstrip(".!:; ")
-        if "\\boxed" in line and line in completion:
-            completion = completion.replace(line, "")
-    return completion
 
 
 class MathExactEnv(TaskEnv):

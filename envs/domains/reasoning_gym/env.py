@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from envs.base import TaskEnv
-from envs.domains.math_exact import without_copied_instructions
 from envs.domains.reasoning_gym import answer_validity, grading
 from envs.domains.reasoning_gym.catalogue import NOT_OFFERED
 from envs.domains.reasoning_gym.generator import (
@@ -33,6 +32,7 @@ from envs.keywords import (
     optional,
 )
 from envs.verify import math as math_verify
+from envs.verify.prompt_echo import without_copied_instructions
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task
 from tasks.boxes import find_boxes
