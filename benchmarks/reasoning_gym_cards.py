@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from envs.domains.reasoning_gym.catalogue import CARDS, run_task_card  # noqa: E402
+from envs.domains.reasoning_gym.catalogue import CARDS  # noqa: E402
 from envs.domains.reasoning_gym.generator import rg_version, task_names  # noqa: E402
+from envs.tools.card.reasoning_gym import run_task_card  # noqa: E402
 
 README = ROOT / "README.md"
 START, END = "<!-- reasoning-gym:start -->", "<!-- reasoning-gym:end -->"

@@ -207,7 +207,9 @@ def test_show_prints_prompts_and_golds(capsys):
 
 
 def test_one_task_card_runs():
-    row = catalogue.run_task_card("chain_sum", n_tasks=4)
+    from envs.tools.card.reasoning_gym import run_task_card
+
+    row = run_task_card("chain_sum", n_tasks=4)
     assert row["ok"], row["reason"]
     assert row["padded"] == 16 and row["padded_paid"] == 0
 
