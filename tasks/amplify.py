@@ -42,7 +42,7 @@ import contextlib
 import json
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -479,6 +479,22 @@ def restored(stored: dict[str, Any], task_id: str) -> bool:
     program and no mutant of its reference passed them all (``safe`` in the file)."""
     entry = stored.get("tasks", {}).get(task_id) or {}
     return bool(entry.get("safe"))
+
+
+def amplified_splits(records: Iterable[tuple[str, dict[str, Any]]], path: Path, *,
+                     left_out: Collection[str], dropped: Collection[str] = ()
+                     ) -> dict[str, list[dict[str, Any]]]:
+    """A code pack's splits from its ``(split, record)`` pairs, each record with its amplified
+    cases from ``path`` (``with_amplified``): a task in ``dropped`` is never in them, one in
+    ``left_out`` only when its amplified cases are ``restored``."""
+    stored = read(path)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for split, rec in records:
+        native = str(rec["id"])
+        if native in dropped or (native in left_out and not restored(stored, native)):
+            continue
+        splits[split].append(with_amplified(rec, stored))
+    return splits
 
 
 def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:

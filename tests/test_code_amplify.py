@@ -6,6 +6,7 @@ programs and the reference's mutants do not."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -290,3 +291,18 @@ def test_independent_correct_programs_pass_the_amplified_cases(sandbox):
         results[task_id] = (info["passed"], info["reason"], info["verdict"].details["n_hidden"])
     print(results)
     assert all(passed for passed, _, _ in results.values()), results
+
+
+def test_amplified_splits_leave_out_drop_and_restore(tmp_path):
+    """The packs' shared load: a dropped task never comes back, a left-out one only when its
+    amplified cases are safe, and every kept record carries its amplified cases."""
+    path = tmp_path / "amplified.json"
+    path.write_text(json.dumps({"provenance": {}, "tasks": {
+        "1": {"tests": ["assert f(9) == 10"], "safe": True},
+        "2": {"tests": ["assert f(8) == 9"], "safe": False},
+        "3": {"tests": ["assert f(7) == 8"], "safe": True}}}))
+    recs = [("train", {"id": str(i), "tests": [f"assert f({i}) == {i + 1}"]}) for i in (1, 2, 3, 4)]
+    splits = amplify.amplified_splits(recs, path, left_out={"1", "2", "3"}, dropped={"3"})
+    assert [r["id"] for r in splits["train"]] == ["1", "4"] and splits["test"] == []
+    assert splits["train"][0]["tests"] == ["assert f(1) == 2", "assert f(9) == 10"]
+    assert splits["train"][1]["tests"] == ["assert f(4) == 5"]

@@ -270,12 +270,5 @@ def records() -> list[tuple[str, dict[str, Any]]]:
 
 
 def load() -> dict[str, list[dict[str, Any]]]:
-    stored = amplify.read(AMPLIFIED)
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for split, rec in records():
-        native = rec["id"]
-        left_out = native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM
-        if left_out and not amplify.restored(stored, native):
-            continue
-        splits[split].append(amplify.with_amplified(rec, stored))
-    return splits
+    return amplify.amplified_splits(
+        records(), AMPLIFIED, left_out=PAYABLE_BY_A_CONSTANT | PAYABLE_BY_A_SHALLOW_PROGRAM)

@@ -115,14 +115,6 @@ def records() -> list[tuple[str, dict[str, Any]]]:
 
 
 def load() -> dict[str, list[dict[str, Any]]]:
-    stored = amplify.read(AMPLIFIED)
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for split, rec in records():
-        native = rec["id"]
-        if native in NOT_GRADABLE and native not in RESTORABLE:
-            continue
-        left_out = native in PAYABLE_BY_A_SHALLOW_PROGRAM or native in NOT_GRADABLE
-        if left_out and not amplify.restored(stored, native):
-            continue
-        splits[split].append(amplify.with_amplified(rec, stored))
-    return splits
+    return amplify.amplified_splits(records(), AMPLIFIED,
+                                    left_out=PAYABLE_BY_A_SHALLOW_PROGRAM | NOT_GRADABLE,
+                                    dropped=NOT_GRADABLE - RESTORABLE)
