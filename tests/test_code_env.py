@@ -7,7 +7,8 @@ import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
-from envs.domains.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
+from envs.domains.code_tests import CodeTestsEnv, mutant_programs
+from envs.verify.code import extract_program, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, amplify, load_pack

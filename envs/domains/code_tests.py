@@ -60,13 +60,14 @@ from envs.grading import grade_batch, infra_verdict, sandbox_pool
 from envs.keywords import POSITIVE_SECONDS, check_keywords, instance_of
 from envs.perturb import IRRELEVANT, Perturbation, with_instruction
 from envs.sandboxes import sandbox_outage, shared_sandbox
+from envs.verify import code as code_verify
+from envs.verify.code import extract_program, shown_cases, task_entry_points
 from envs.verify.verdict import Verdict
 from sandbox import Sandbox, SandboxUnavailable
-from sandbox.harness import TestReport, find_entry_points, parse, run_tests, run_variants
+from sandbox.harness import find_entry_points, parse, run_tests, run_variants
 from tasks import Task
 from tasks.mutants import mutants
 
-_FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 #: The function asked outside the training format: reworded, and without Markdown fences.
 CODE_PERTURBATIONS = (
     Perturbation("paraphrase", "the instruction reworded, still asking for a fenced block",
@@ -133,15 +134,6 @@ MAX_HIDDEN_ANSWERS = 4  # the most common hidden answers tried as constants
 STRICT_SHALLOW_MAX = 0.5
 
 
-def extract_program(completion: str) -> tuple[str, bool]:
-    """The last fenced python block (or untagged block), else the whole text; and whether a
-    fenced block was found."""
-    blocks = [(lang, body) for lang, body in _FENCE.findall(completion)]
-    if blocks:
-        return blocks[-1][1], True
-    return completion, False
-
-
 class CodeTestsEnv(TaskEnv):
     env_id: ClassVar[str] = "grpo/CodeTests-v0"
     recipe_file: ClassVar[Path | None] = Path(__file__).with_name("code_tests.toml")
@@ -192,7 +184,7 @@ class CodeTestsEnv(TaskEnv):
         limit (41% of the credited samples of a design-card run): prose the grade ignores,
         or a second block that ``extract_program`` (the last block) graded in the function's
         place."""
-        block = _FENCE.search(text)
+        block = code_verify.FENCE.search(text)
         return block.end() if block else None
 
     def flag(self, task: Task | str, completion: str, verdict: Verdict | None = None, *,
@@ -242,7 +234,7 @@ class CodeTestsEnv(TaskEnv):
             )
         except SandboxUnavailable as exc:
             return {"tests": 0.0, "format": 0.0}, infra_verdict(str(exc), program)
-        return _rewards(report, fenced, shown), _verdict(report, program, shown)
+        return code_verify.rewards(report, fenced, shown), code_verify.verdict(report, program, shown)
 
     def baseline_scores(self, task: Task) -> dict[str, float]:
         """Each of ``task_baselines(task)`` and ``fallback_baselines(task)`` -> the fraction
@@ -269,7 +261,7 @@ class CodeTestsEnv(TaskEnv):
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
         shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-        return {name: _fraction(r, shown) for name, r in zip(bodies, reports, strict=True)}
+        return {name: code_verify.fraction(r, shown) for name, r in zip(bodies, reports, strict=True)}
 
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The shallow programs of ``task_baselines`` that pass every graded case of a task,
@@ -332,7 +324,7 @@ class CodeTestsEnv(TaskEnv):
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
         shown = shown_cases(list(task["tests"]), task.fields.get("shown_tests") or ())
-        return {name: _fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
+        return {name: code_verify.fraction(r, shown) for name, r in zip(programs, reports, strict=True)}
 
     def shallow_completions(self, task: Task) -> dict[str, str]:
         """The default shallow answers and each program of ``task_baselines``, as a model would
@@ -488,92 +480,3 @@ def mutant_programs(task: Task) -> dict[str, str]:
                                  "its reference: run python -m envs.tools.code_amplify again")
             out[f"the reference with {edit} (mutant {index})"] = rebuilt[index].source
     return out
-
-
-def task_entry_points(task: Task) -> list[str] | None:
-    """The program's functions the task's tests call (``entry_point``: a name or a list), or
-    None to find them in the tests (see ``sandbox.harness.find_entry_points``)."""
-    declared = task.fields.get("entry_point")
-    if declared is None:
-        return None
-    return [declared] if isinstance(declared, str) else [str(n) for n in declared]
-
-
-def _normal(test: str) -> str:
-    try:
-        return ast.dump(parse(test))
-    except (SyntaxError, ValueError):
-        return " ".join(test.split())
-
-
-def shown_cases(tests: Sequence[str], shown_tests: Sequence[str]) -> list[int]:
-    """Indices of the cases of ``tests`` that equal a shown test (as parsed code)."""
-    if isinstance(shown_tests, str):
-        raise TypeError("shown_tests must be a list of test cases, not a string")
-    shown = {_normal(t) for t in shown_tests}
-    return [i for i, t in enumerate(tests) if _normal(t) in shown]
-
-
-def _graded(report: TestReport, shown: Sequence[int]) -> list[int]:
-    """The cases the reward counts: the hidden ones, or all of them when every case is shown."""
-    hidden = [i for i in range(report.n_tests) if i not in set(shown)]
-    return hidden or list(range(report.n_tests))
-
-
-def _fraction(report: TestReport, shown: Sequence[int]) -> float:
-    graded = _graded(report, shown)
-    passed = set(report.passed)
-    return sum(i in passed for i in graded) / len(graded) if graded else 0.0
-
-
-def _rewards(report: TestReport, fenced: bool, shown: Sequence[int] = ()) -> dict[str, float]:
-    return {
-        "tests": _fraction(report, shown),
-        "format": 1.0 if fenced and report.record_found and report.compiles else 0.0,
-    }
-
-
-def _verdict(report: TestReport, program: str, shown: Sequence[int] = ()) -> Verdict:
-    run = report.run
-    passed = set(report.passed)
-    hidden = [i for i in range(report.n_tests) if i not in set(shown)]
-    details: dict[str, Any] = {
-        "passed_cases": report.passed,
-        "n_cases": report.n_tests,
-        "shown_cases": list(shown),
-        "passed_hidden": sum(i in passed for i in hidden),
-        "n_hidden": len(hidden),
-        "passed_shown": sum(i in passed for i in shown),
-        "n_shown": len(shown),
-        "errors": report.errors,
-        "case_reasons": {str(i): r for i, r in sorted(report.reasons.items())},
-        "status": run.status if run else None,
-        "sandbox_error": report.sandbox_error,
-    }
-    if report.sandbox_error:
-        details["error"] = run.error if run else ""
-        return Verdict.fail("sandbox_error", program, **details)
-    if not report.record_found:
-        # The program killed the recorder, blew a limit of the whole run, or hid the record.
-        reason = run.status if run and run.status != "ok" else "no_record"
-        return Verdict(False, 0.0, reason, program, details)
-    if not report.compiles:
-        return Verdict(False, 0.0, "syntax_error", program, details)
-    if not report.loaded:
-        return Verdict(False, 0.0, "load_error", program, details)
-    graded = _graded(report, shown)
-    if graded and all(i in passed for i in graded):
-        return Verdict(True, 1.0, "passed", program, details)
-    return Verdict(False, _fraction(report, shown), _failure_reason(report, graded), program,
-                   details)
-
-
-def _failure_reason(report: TestReport, graded: Sequence[int]) -> str:
-    """``failed_tests``, or the one reason every failed graded case shares when it says more
-    (``unserializable_return``, ``timeout``, ``program_exited``)."""
-    failed = {report.reasons.get(i, "failed") for i in graded if i not in set(report.passed)}
-    if failed <= {"timeout", "not_run"} and "timeout" in report.reasons.values():
-        return "timeout"  # the cases after a timeout are not run (``sandbox.inside.judge``)
-    if len(failed) == 1 and failed <= {"unserializable_return", "timeout", "program_exited"}:
-        return failed.pop()
-    return "failed_tests"

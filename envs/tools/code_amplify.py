@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
-from envs.domains.code_tests import fallback_baselines, shown_cases, task_baselines
+from envs.domains.code_tests import fallback_baselines, task_baselines
+from envs.verify.code import shown_cases
 from sandbox import Sandbox
 from sandbox.harness import run_tests
 from sandbox.limits import Limits
