@@ -123,3 +123,16 @@ def test_the_pack_validator_reports_a_bad_pack_recipe():
     problems = recipe_problems({"gpu": {"max_new_tokens": "long"}, "tpu": {}})
     assert len(problems) == 2 and "'max_new_tokens' has the wrong type" in problems[0]
     assert "unknown recipe variant 'tpu'" in problems[1]
+
+
+def test_the_recipe_schema_loads_without_the_learner_extra():
+    """``python -m envs validate`` (a core-install command) checks pack recipes against the
+    learner's schema: with torch absent that import still works."""
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from envs.tools.validate import validate_folder\n"
+            "from learner.recipe_files import RECIPE_KEYS\n"
+            "print('steps' in RECIPE_KEYS)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
