@@ -1,6 +1,6 @@
 """Shallow programs over every task of a code pack's split, through the real sandbox.
 
-Each task gets every program of ``envs.code_tests.task_baselines`` (its families: constants, the
+Each task gets every program of ``envs.domains.code_tests.task_baselines`` (its families: constants, the
 shown answers, the prompt's literal strings, simple transforms of each argument, and for
 ``strict_baselines`` records the arithmetic transforms), graded as ``trivially_passed`` grades
 them (the hidden cases, in one sandbox run per task). Prints per pack: the tasks some program
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.code_tests import CodeTestsEnv  # noqa: E402
+from envs.domains.code_tests import CodeTestsEnv  # noqa: E402
 from sandbox import Sandbox  # noqa: E402
 from tasks import Task  # noqa: E402
 

@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 PACKS: dict[str, dict[str, Any]] = {
-    # The CPU recipes' settings (envs/recipes/math_exact.toml, code_tests.toml), over the
+    # The CPU recipes' settings (envs/domains/math_exact.toml, code_tests.toml), over the
     # whole pack instead of one level.
     "arith": dict(env="grpo/MathExact-v0",
                   env_kwargs={"pack": "arith", "require_boxed": True,

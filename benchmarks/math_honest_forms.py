@@ -11,7 +11,7 @@ none of them leaving work undone, each graded by ``grpo/MathExact-v0`` on a real
   twin of every other MATH gold that has one;
 - *hand-written*: forms that no rewriting of a gold produces (``HAND_WRITTEN``), on inline tasks.
 
-Each line has the report card's corpus format (``envs/card/corpus.py``), ``class`` naming the
+Each line has the report card's corpus format (``envs/tools/card/corpus.py``), ``class`` naming the
 notation. ``--write`` regenerates the file (deterministic); without it the script grades every
 line and prints the rate and each refused form (``tests/test_math_honest_forms.py`` asserts it).
 

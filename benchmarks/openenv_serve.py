@@ -36,7 +36,7 @@ import gymnasium as gym  # noqa: E402
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 
 import envs  # noqa: E402,F401 - registers the envs
-from envs.openenv_server.side_by_side import (  # noqa: E402
+from envs.tools.serve.side_by_side import (  # noqa: E402
     SERVED,
     Case,
     mixed_cases,

@@ -1,4 +1,4 @@
-"""Every reasoning-gym task's report card (not in CI): writes envs/reasoning_gym/cards.json,
+"""Every reasoning-gym task's report card (not in CI): writes envs/domains/reasoning_gym/cards.json,
 which ``python -m envs list`` reads, and the README's generated table.
 
     python benchmarks/reasoning_gym_cards.py                 # all tasks, 30 test tasks each
@@ -6,7 +6,7 @@ which ``python -m envs list`` reads, and the README's generated table.
     python benchmarks/reasoning_gym_cards.py --readme-only   # redraw the README table
 
 Each task's env is made with the generator's defaults (no level) over its fixed test set; its
-card (``envs.card.run_card``: oracle max, floor gap, canaries, determinism, shallow baselines,
+card (``envs.tools.card.run_card``: oracle max, floor gap, canaries, determinism, shallow baselines,
 latency, errors) runs beside the padding check (``catalogue.padded``: the gold among other
 candidates must earn nothing). A task whose card raises or runs past ``--limit`` seconds fails
 with that reason.
@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from envs.reasoning_gym.catalogue import CARDS, run_task_card  # noqa: E402
-from envs.reasoning_gym.generator import rg_version, task_names  # noqa: E402
+from envs.domains.reasoning_gym.catalogue import CARDS  # noqa: E402
+from envs.domains.reasoning_gym.generator import rg_version, task_names  # noqa: E402
+from envs.tools.card.reasoning_gym import run_task_card  # noqa: E402
 
 README = ROOT / "README.md"
 START, END = "<!-- reasoning-gym:start -->", "<!-- reasoning-gym:end -->"

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 import gymnasium as gym  # noqa: E402
 
 import envs  # noqa: E402, F401 - registers the envs
-from envs.reasoning_gym.generator import rg_version, task_names  # noqa: E402
+from envs.domains.reasoning_gym.generator import rg_version, task_names  # noqa: E402
 
 KINDS = ("gold", "padded_after", "padded_before", "padded_list", "hedge_gold_first",
          "hedge_gold_last")

@@ -1,4 +1,4 @@
-"""Every reasoning-gym gold in its task's answer form (``envs/reasoning_gym/answer_forms.py``), on
+"""Every reasoning-gym gold in its task's answer form (``envs/domains/reasoning_gym/answer_forms.py``), on
 more golds than the test checks: N per task at the generator's defaults, at level 1 and at the
 task's last level (not in CI; a config whose generator runs past --limit seconds is skipped).
 
@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from envs.reasoning_gym.answer_forms import FORMS  # noqa: E402
-from envs.reasoning_gym.answer_grammar import Refused  # noqa: E402
-from envs.reasoning_gym.generator import level_config, level_count, make_dataset  # noqa: E402
+from envs.domains.reasoning_gym.answer_forms import FORMS  # noqa: E402
+from envs.domains.reasoning_gym.answer_grammar import Refused  # noqa: E402
+from envs.domains.reasoning_gym.generator import level_config, level_count, make_dataset  # noqa: E402
 
 
 class _Late(Exception):

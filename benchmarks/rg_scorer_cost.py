@@ -24,8 +24,8 @@ BLOCK = 10
 
 
 def main() -> None:
-    from envs.reasoning_gym import grading
-    from envs.reasoning_gym.scorer_worker import ScorerWorker
+    from envs.domains.reasoning_gym import grading
+    from envs.domains.reasoning_gym.scorer_worker import ScorerWorker
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 60
     workers = {"fork per answer": ScorerWorker(prefork=False), "pre-forked": ScorerWorker()}

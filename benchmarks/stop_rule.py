@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import envs  # noqa: F401 - registers grpo/*
-    from envs.code_tests import CodeTestsEnv
+    from envs.domains.code_tests import CodeTestsEnv
     from learner.model import chat_prompt, load_model, load_tokenizer
     from learner.sampling.decoding import text_stop
     from learner.sampling.engine import HFEngine

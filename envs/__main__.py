@@ -61,7 +61,7 @@ def _card_flags(commands: argparse._SubParsersAction) -> None:
     shown.add_argument("--markdown", action="store_true",
                        help="print one Markdown table row per card (the README's table)")
     shown.add_argument("--update-baseline", action="store_true",
-                       help="with --all --fast: rewrite envs/card/baseline.json and the "
+                       help="with --all --fast: rewrite envs/tools/card/baseline.json and the "
                             "README's table")
 
 
@@ -105,15 +105,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Imported here so `--help` stays fast and a usage error never loads every pack.
     if args.command == "list":
-        from envs.cli_list import print_list
+        from envs.tools.cli_list import print_list
 
         return print_list(show_all=args.show_all)
     if args.command == "validate":
-        from envs.cli_validate import print_validation
+        from envs.tools.cli_validate import print_validation
 
         return print_validation(args.paths, check_gold=not args.no_gold, sample=args.sample)
     if args.command == "card":
-        from envs.cli_card import print_cards
+        from envs.tools.cli_card import print_cards
 
         return print_cards(args.env_id, pack=args.pack, env_kwargs=args.env_kwargs,
                            as_json=args.as_json, markdown=args.markdown, fast=args.fast,
@@ -122,14 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                            search_budget=args.search_budget,
                            update_baseline=args.update_baseline)
     if args.command == "serve":
-        from envs.cli_serve import serve
+        from envs.tools.cli_serve import serve
 
         return serve(args.env_id, pack=args.pack, env_kwargs=args.env_kwargs, host=args.host,
                      port=args.port, max_sessions=args.max_sessions, token=args.token,
                      no_token=args.no_token, max_body_bytes=args.max_body_bytes,
                      session_timeout_s=args.session_timeout, ray_address=args.ray_address,
                      manifest_dir=args.manifest_dir)
-    from envs.cli_show import print_samples
+    from envs.tools.cli_show import print_samples
 
     return print_samples(args.env_id, pack=args.pack, split=args.split, n=args.n,
                          options=args.option)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, cast
 import gymnasium as gym
 import numpy as np
 
+from envs.contract import LearnerEnv, LearnerEpisode, ScoreInfo
 from envs.episode import TOOL_OK, Episode, EpisodeError, StepResult
 from envs.flags import Flag, answer_flags
 from envs.grading import (  # noqa: F401 - importable from here too, as envs and tests do
@@ -36,7 +37,6 @@ from envs.keywords import (
     optional,
     unknown_keyword,
 )
-from envs.learner_env import LearnerEnv, LearnerEpisode, ScoreInfo
 from envs.perturb import GENERIC, Perturbation
 from envs.python_tool import PythonTool
 from envs.spaces import AnyText, text_problem
@@ -90,7 +90,7 @@ class TaskEnv(gym.Env[str, str]):
     #: The env id whose packs this env reads (default: ``env_id``).
     pack_env: ClassVar[str] = ""
     default_pack: ClassVar[str] = ""
-    #: The learner's recipe for this env, by variant (``envs.recipes``); None: the learner's
+    #: The learner's recipe for this env, by variant (``learner.recipe_files``); None: the learner's
     #: own defaults.
     recipe_file: ClassVar[Path | None] = None
     #: Reward components this env emits and their default weights.

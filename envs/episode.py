@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from envs.contract import ScoreInfo, StepResult
 from envs.grading import Elapsed, infra_failure_info
-from envs.learner_env import ScoreInfo, StepResult
 from envs.spaces import text_problem
 from tasks import Task
 

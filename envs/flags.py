@@ -4,7 +4,7 @@ Each check is a pure function of the completion text. None of them is proof of g
 the samples where a high reward is most likely to come from the format rather than from the
 skill. These are the generic ones (answers without reasoning, several candidate answers, very
 long or repetitive text) that ``TaskEnv.flag`` applies to any env; a domain adds its own in its
-env (code that touches the harness in ``envs.code_flags``, empty JSON in ``envs.json_schema``).
+env (code that touches the harness in ``envs.domains.code_flags``, empty JSON in ``envs.domains.json_schema``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, cast
 
-from envs.learner_env import ScoreInfo
+from envs.contract import ScoreInfo
 from envs.verify.verdict import Verdict
 from tasks import Task
 

@@ -18,12 +18,12 @@ import gymnasium as gym
 
 ENTRY_POINT_GROUP = "grpo_gym.envs"
 BUILTIN = {
-    "grpo/MathExact-v0": "envs.math_exact:MathExactEnv",
-    "grpo/CodeTests-v0": "envs.code_tests:CodeTestsEnv",
-    "grpo/JsonSchema-v0": "envs.json_schema:JsonSchemaEnv",
-    "grpo/MathPython-v0": "envs.math_python:MathPythonEnv",
-    "grpo/OpenEnv-v0": "envs.openenv_client.env:OpenEnvEnv",
-    "grpo/ReasoningGym-v0": "envs.reasoning_gym.env:ReasoningGymEnv",
+    "grpo/MathExact-v0": "envs.domains.math_exact:MathExactEnv",
+    "grpo/CodeTests-v0": "envs.domains.code_tests:CodeTestsEnv",
+    "grpo/JsonSchema-v0": "envs.domains.json_schema:JsonSchemaEnv",
+    "grpo/MathPython-v0": "envs.domains.math_python:MathPythonEnv",
+    "grpo/OpenEnv-v0": "envs.domains.openenv_client.env:OpenEnvEnv",
+    "grpo/ReasoningGym-v0": "envs.domains.reasoning_gym.env:ReasoningGymEnv",
 }
 _sources: dict[str, str] = {}
 # The distribution whose entry point is running: ``register`` calls made by it are its own.

@@ -56,8 +56,10 @@ class _NeedsTheExtra(importlib.abc.MetaPathFinder):
         raise MissingExtraError(self.message, name=self.missing)
 
 
-#: Learner modules that need only the standard library (and pip).
-STDLIB_ONLY = frozenset({f"{__name__}.model_files"})
+#: Learner modules that need none of the extra: ``model_files`` (the standard library and pip)
+#: and ``recipe_files`` (the recipe schema, which ``python -m envs validate`` in the core
+#: install checks a pack's ``[recipe.*]`` tables against).
+STDLIB_ONLY = frozenset({f"{__name__}.model_files", f"{__name__}.recipe_files"})
 
 if _missing := missing_modules():
     _what = _missing[0] + (f" and {len(_missing) - 1} more" if len(_missing) > 1 else "")

@@ -101,7 +101,7 @@ class Config:
         "device (lazy: torch's lazy backend on the CPU, as the tests run); every tensor of a "
         "step is created there")
     env_recipe: EnvRecipe = _opt(
-        "auto", "the env's learner recipe (envs/recipes/, and its pack's): steps, P, G, tokens, "
+        "auto", "the env's learner recipe (envs/domains/, and its pack's): steps, P, G, tokens, "
         "learning rate, temperature, beta and, for a CPU run, the pack it can learn; auto: its "
         "gpu variant where the run is on a CUDA GPU (--device), else its cpu one; off: the "
         "defaults below. "
@@ -488,7 +488,7 @@ def ray_address_problems(address: str) -> list[str]:
     """Why ``--ray-address`` cannot work, checked without importing Ray (empty when fine)."""
     import importlib.util
 
-    from envs.cluster import check_address
+    from sandbox.ray_address import check_address
 
     try:
         check_address(address)
@@ -615,7 +615,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 def parse_config(argv: list[str] | None = None) -> Config:
     """Defaults < the env's recipe (``--env-recipe``) < the algorithm preset (``--recipe``) <
     ``--config`` TOML < explicit flags; raises SystemExit(2) on bad flags."""
-    from envs.recipes import RecipeError
+    from learner.recipe_files import RecipeError
 
     parser = build_parser()
     args = vars(parser.parse_args(argv))

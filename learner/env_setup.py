@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from learner.config import Config
 
 if TYPE_CHECKING:
-    from envs.learner_env import LearnerEnv
+    from envs.contract import LearnerEnv
     from envs.ray_scoring import RayScorer
 
 
@@ -58,7 +58,6 @@ def ray_scorer(env: LearnerEnv, address: str | None) -> RayScorer | None:
     if address is None:
         return None
     from envs.base import TaskEnv
-    from envs.cluster import ray_unavailable
     from envs.ray_scoring import RayScorer
 
     if not isinstance(env, TaskEnv):  # the nodes rebuild it from its gym id and kwargs
@@ -67,9 +66,11 @@ def ray_scorer(env: LearnerEnv, address: str | None) -> RayScorer | None:
 
     print(f"joining the Ray cluster at {address} and starting a grading actor per node...",
           flush=True)
+    from sandbox.ray_cluster import RayUnavailable  # imports Ray, as RayScorer does
+
     try:
         scorer = RayScorer(env, address)
-    except ray_unavailable() as exc:
+    except RayUnavailable as exc:
         raise SetupError(str(exc)) from exc
     hosts = sorted({n["hostname"] for n in scorer.nodes()})
     print(f"grading on {len(scorer.nodes())} Ray nodes ({', '.join(hosts)}), "

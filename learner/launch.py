@@ -116,7 +116,7 @@ def _train(config: Config) -> int:
     scorer = None
     try:
         scorer = ray_scorer(env, config.ray_address)
-        from envs.integrations.startup_noise import silence_deepspeed_cpu_notice
+        from envs.startup_noise import silence_deepspeed_cpu_notice
         from learner.training.trainer import GRPOTrainer  # heavy imports after the cheap checks
 
         silence_deepspeed_cpu_notice()  # accelerate imports DeepSpeed, which says "CPU" on CPU

@@ -2,7 +2,7 @@
 CUDA device is visible, cpu elsewhere), and which of its settings the user's flags leave to it.
 
 The learner names no pack and knows no domain: the values come from the env's recipe file and
-its pack (``envs.recipes``). Torch-free, as flag parsing is.
+its pack (``learner.recipe_files``). Torch-free, as flag parsing is.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def apply_recipe(env_id: str, choice: str, explicit: dict[str, Any],
     making the env reports it."""
     import gymnasium as gym
 
-    from envs.recipes import recipe_for
+    from learner.recipe_files import recipe_for
 
     variant = variant_for(choice, device)
     if variant is None:

@@ -1,7 +1,7 @@
 """EvalPlus-style amplified hidden tests for the HumanEval and MBPP packs: the pure parts (seeds,
 type-aware input mutation, choosing the cases, writing them, reading the stored file).
 
-How the stored cases were made (``python -m envs.code_amplify``, offline, in the sandbox):
+How the stored cases were made (``python -m envs.tools.code_amplify``, offline, in the sandbox):
 
 1. **Seeds**: the argument tuples of every call of the task's function, written with literal
    arguments, in its own test cases (``seed_inputs``).
@@ -23,7 +23,7 @@ How the stored cases were made (``python -m envs.code_amplify``, offline, in the
    input on which the reference returns within ``CALL_S`` without an error, a value that is
    plain data written as a literal, is kept.
 5. **Cases that separate** (``select_cases``): the shallow programs of
-   ``envs.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
+   ``envs.domains.code_tests.task_baselines`` (constants, the shown answers, the prompt's strings,
    transforms of an argument, each falling back to a constant) and the reference's mutants
    (``tasks.mutants``: comparisons off by one, shifted bounds, swapped branches, dropped zero
    cases, and with ``extended`` swapped operators) are run on every kept input. HumanEval's
@@ -49,7 +49,7 @@ import contextlib
 import json
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -451,7 +451,7 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
        shallow programs over half fail (ties: most adversaries).
     3. Last, so that no later step undoes it: while a shallow program passes more than
        ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
-       ``envs.code_tests`` pays at most the share of the unpublished cases passed; with none
+       ``envs.domains.code_tests`` pays at most the share of the unpublished cases passed; with none
        added, it passes in full), the input that the most of those fail (ties: the one most
        adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``."""
     chosen: list[int] = []
@@ -598,7 +598,7 @@ def amplified_tests(stored: dict[str, Any], task_id: str) -> list[str]:
     return list(entry.get("tests") or [])
 
 
-def left_out(stored: dict[str, Any], task_id: str) -> str | None:
+def left_out_reason(stored: dict[str, Any], task_id: str) -> str | None:
     """Why a task leaves its pack: a shallow program behind a lookup table of its own
     (public) cases still earns more than ``SHALLOW_MAX`` (``left_out`` in the file, with the
     reason); None when it stays."""
@@ -614,11 +614,30 @@ def restored(stored: dict[str, Any], task_id: str) -> bool:
     return bool(entry.get("safe"))
 
 
+def amplified_splits(records: Iterable[tuple[str, dict[str, Any]]], path: Path, *,
+                     left_out: Collection[str], dropped: Collection[str] = (),
+                     kept: Collection[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    """A code pack's splits from its ``(split, record)`` pairs, each record with its amplified
+    cases from ``path`` (``with_amplified``): a task in ``dropped`` is never in them, one in
+    ``left_out`` only when its amplified cases are ``restored``, and one the file leaves out
+    (``left_out`` there: memorised public cases still half-pay it) only when it is ``kept``."""
+    stored = read(path)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for split, rec in records:
+        native = str(rec["id"])
+        if native in dropped or (native in left_out and not restored(stored, native)):
+            continue
+        if left_out_reason(stored, native) and native not in kept:
+            continue
+        splits[split].append(with_amplified(rec, stored))
+    return splits
+
+
 def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown)
     and listed in ``unpublished_tests``, and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
     from it on some input, as ``[index, edit]``, which the code env rebuilds for ``validate``
-    and the report card (``envs.code_tests.mutant_programs``)."""
+    and the report card (``envs.domains.code_tests.mutant_programs``)."""
     entry = stored.get("tasks", {}).get(str(rec["id"])) or {}
     added = list(entry.get("tests") or [])
     if not added and not entry.get("mutant_edits"):
@@ -626,7 +645,7 @@ def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any
     out = {**rec, "tests": list(rec["tests"]) + added}
     if added:
         # Never published, unlike the task's own cases: the reward is at most the share of
-        # these passed (``envs.code_tests``), so a memorised table of the own cases earns
+        # these passed (``envs.domains.code_tests``), so a memorised table of the own cases earns
         # what its fallback earns here.
         out["unpublished_tests"] = added
     if entry.get("mutant_edits"):

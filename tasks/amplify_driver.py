@@ -1,4 +1,4 @@
-"""The program that ``python -m envs.code_amplify`` runs *inside the sandbox* for one task (its
+"""The program that ``python -m envs.tools.code_amplify`` runs *inside the sandbox* for one task (its
 source is sent as the job; it imports nothing of this project). Never run on the host: it
 executes the task's reference solution, its mutants and shallow programs.
 

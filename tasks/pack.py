@@ -91,7 +91,7 @@ class Manifest:
     generator: str | None = None
     root: Path | None = None
     #: The learner's settings for this pack by variant (``[recipe.cpu]``, ``[recipe.gpu]``),
-    #: over the env's (``envs.recipes``); checked there.
+    #: over the env's (``learner.recipe_files``); checked there.
     recipe: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

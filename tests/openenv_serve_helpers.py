@@ -11,7 +11,7 @@ from typing import Any
 
 import uvicorn
 
-from envs.openenv_server.app import MAX_BODY_BYTES, build_app
+from envs.tools.serve.app import MAX_BODY_BYTES, build_app
 
 START_WITHIN_S = 60.0
 

@@ -6,6 +6,7 @@ programs and the reference's mutants do not."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -130,7 +131,9 @@ def test_extended_mutants_of_a_named_function_leave_the_rest_alone():
 def test_stored_file_has_provenance_and_a_summary(module):
     stored = amplify.read(module.AMPLIFIED)
     prov = stored["provenance"]
-    assert prov["generator"].startswith("python -m envs.code_amplify")
+    # the command that made the file: its module before the re-layout, or now
+    command = prov["generator"].split()
+    assert command[:2] == ["python", "-m"] and command[2].endswith(".code_amplify")
     assert len(prov["source"]["sha256"]) == 64
     ids = {rec["id"] for _, rec in module.records()}
     assert set(stored["tasks"]) <= ids
@@ -141,7 +144,7 @@ def test_stored_file_has_provenance_and_a_summary(module):
 
 
 #: Packs whose stored file was made by the generator that takes lookup programs as
-#: adversaries (mbpp joins when ``python -m envs.code_amplify --packs mbpp`` re-makes its file).
+#: adversaries (mbpp joins when ``python -m envs.tools.code_amplify --packs mbpp`` re-makes its file).
 MEMORISED_CHECKED = [humaneval, mbpp]
 
 
@@ -167,7 +170,7 @@ def test_no_task_is_half_paid_by_its_memorised_public_cases(module):
     assert stored["summary"]["left_out"], "the summary lists the tasks that leave"
     for native in stored["summary"]["left_out"]:
         assert (native in loaded) == (native in kept)
-        assert amplify.left_out(stored, native), native
+        assert amplify.left_out_reason(stored, native), native
 
 
 def test_left_out_tasks_come_back_only_when_safe():
@@ -226,7 +229,7 @@ def _code_env(pack, sandbox):
 @pytest.mark.docker
 @pytest.mark.parametrize("pack", list(SAMPLE))
 def test_amplified_tasks_pass_the_reference_and_fail_shallow_programs_and_mutants(pack, sandbox):
-    from envs.code_tests import mutant_programs
+    from envs.domains.code_tests import mutant_programs
 
     env = _code_env(pack, sandbox)
     stored = amplify.read(env.pack.manifest.root / "amplified.json")
@@ -351,3 +354,18 @@ def test_independent_correct_programs_pass_the_amplified_cases(sandbox):
         results[task_id] = (info["passed"], info["reason"], info["verdict"].details["n_hidden"])
     print(results)
     assert all(passed for passed, _, _ in results.values()), results
+
+
+def test_amplified_splits_leave_out_drop_and_restore(tmp_path):
+    """The packs' shared load: a dropped task never comes back, a left-out one only when its
+    amplified cases are safe, and every kept record carries its amplified cases."""
+    path = tmp_path / "amplified.json"
+    path.write_text(json.dumps({"provenance": {}, "tasks": {
+        "1": {"tests": ["assert f(9) == 10"], "safe": True},
+        "2": {"tests": ["assert f(8) == 9"], "safe": False},
+        "3": {"tests": ["assert f(7) == 8"], "safe": True}}}))
+    recs = [("train", {"id": str(i), "tests": [f"assert f({i}) == {i + 1}"]}) for i in (1, 2, 3, 4)]
+    splits = amplify.amplified_splits(recs, path, left_out={"1", "2", "3"}, dropped={"3"})
+    assert [r["id"] for r in splits["train"]] == ["1", "4"] and splits["test"] == []
+    assert splits["train"][0]["tests"] == ["assert f(1) == 2", "assert f(9) == 10"]
+    assert splits["train"][1]["tests"] == ["assert f(4) == 5"]

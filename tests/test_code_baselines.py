@@ -1,4 +1,4 @@
-"""Tests that a shallow program can pass, in families (``envs.code_tests.task_baselines``):
+"""Tests that a shallow program can pass, in families (``envs.domains.code_tests.task_baselines``):
 constants (None, True, False, 0, 1, "", [], {}), the shown answers, the literal strings the
 prompt shows, and simple transforms of each argument (itself, its type's empty value, first and
 last item, min, max, length, sum, sorted, reversed, parity, truthiness), found by
@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from envs.code_tests import BASELINES, CodeTestsEnv, shown_literals, task_baselines
-from envs.validate import validate_folder
+from envs.domains.code_tests import BASELINES, CodeTestsEnv, shown_literals, task_baselines
+from envs.tools.validate import validate_folder
 from tasks import Task, load_pack
 from tasks.mbpp import EXAMPLE_INDEX
 

@@ -7,7 +7,8 @@ import pytest
 
 import envs  # noqa: F401 - registers the grpo/* envs
 from envs.base import is_infra_error
-from envs.code_tests import CodeTestsEnv, extract_program, mutant_programs, shown_cases
+from envs.domains.code_tests import CodeTestsEnv, mutant_programs
+from envs.verify.code import extract_program, shown_cases
 from sandbox import Sandbox
 from sandbox.harness import find_entry_points, run_tests, run_variants
 from tasks import Task, amplify, load_pack
@@ -67,7 +68,8 @@ def test_the_reward_is_at_most_the_unpublished_share():
     """HumanEval's and MBPP's own cases are public: a lookup table of them passes them all.
     With unpublished (amplified) cases, the reward is at most the share of those passed, so
     the table earns what its fallback earns there; ``passed`` still needs every case."""
-    from envs.code_tests import _fraction, _verdict
+    from envs.verify.code import fraction as _fraction
+    from envs.verify.code import verdict as _verdict
     from sandbox.harness import TestReport
 
     # 0 shown, 1-3 own (public) hidden cases, 4-7 unpublished
@@ -103,7 +105,7 @@ def test_packs_have_all_problems_with_stable_splits():
     assert still_out == {"23", "35"}
     # and those where a table of the public cases, with a shallow fallback, still earns over
     # half (``left_out`` in the file, with the reason)
-    memorised_out = {i for i in stored["tasks"] if amplify.left_out(stored, i)}
+    memorised_out = {i for i in stored["tasks"] if amplify.left_out_reason(stored, i)}
     assert memorised_out == set(stored["summary"]["left_out"]) and len(memorised_out) <= MAX_OUT
     memorised_out -= KEPT_OVER_HALF
     assert ids == {f"humaneval/{i}" for i in range(164) if str(i) not in still_out | memorised_out}
@@ -115,7 +117,7 @@ def test_packs_have_all_problems_with_stable_splits():
     stored = amplify.read(MBPP_AMPLIFIED)
     still_out = {i for i in left_out if not amplify.restored(stored, i)}
     assert {"367", "404", "62"} <= still_out and not {"164", "203", "502", "508"} & still_out
-    memorised_out = {i for i in stored["tasks"] if amplify.left_out(stored, i)}
+    memorised_out = {i for i in stored["tasks"] if amplify.left_out_reason(stored, i)}
     assert len(memorised_out) <= MBPP_MAX_OUT
     assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in still_out | memorised_out}
     assert mbpp.get("mbpp/76").split == mbpp.get("mbpp/347").split  # the same problem twice
@@ -247,7 +249,7 @@ def test_mbpp_canonical_solutions_pass(sandbox):
     # A sample, plus golds returning dict/tuple subclasses (Counter) that must still compare equal.
     stored = amplify.read(MBPP_AMPLIFIED)
     out = {int(i) for i in MBPP_SHALLOW} | {int(i) for i in stored["tasks"]
-                                             if amplify.left_out(stored, i)}
+                                             if amplify.left_out_reason(stored, i)}
     ids = sorted({*range(11, 511, 10), 40, 88} - out)
     tasks = [env.pack.get(f"mbpp/{i}") for i in ids]
     results = env.grade_many(tasks, [fenced(t["canonical_solution"]) for t in tasks])
@@ -635,7 +637,7 @@ def test_the_program_cannot_signal_trace_or_read_the_judge(sandbox):
 
 
 def test_a_main_block_is_not_flagged_since_it_never_runs():
-    from envs.code_flags import prints_or_touches_harness
+    from envs.domains.code_flags import prints_or_touches_harness
 
     body = "def add(a, b):\n    return a + b\n"
     demo = ("\nif __name__ == '__main__':\n    import sys, unittest\n    print(add(1, 2))\n"

@@ -22,7 +22,7 @@ import pytest
 
 import envs  # noqa: F401 - registers the envs
 from envs.base import TaskEnv
-from envs.code_tests import CodeTestsEnv
+from envs.domains.code_tests import CodeTestsEnv
 from envs.python_tool import PythonTool
 from envs.registration import BUILTIN
 from envs.verify import json_extract

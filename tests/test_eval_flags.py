@@ -7,9 +7,9 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from envs.code_flags import prints_or_touches_harness as program_flags
-from envs.code_tests import extract_program
+from envs.domains.code_flags import prints_or_touches_harness as program_flags
 from envs.flags import answer_candidates, many_candidates, no_reasoning, repetitive, too_long
+from envs.verify.code import extract_program
 from learner.evaluation.flags import flag_samples
 
 REASONED = ("Tom has 3 apples and buys 4 more, so he has 3 + 4 = 7 apples. "

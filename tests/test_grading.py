@@ -10,7 +10,6 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers grpo/*)
-from envs.card.grading import grade as card_grade
 from envs.grading import (
     INFRA_ERROR_KEY,
     EnvBatch,
@@ -20,7 +19,8 @@ from envs.grading import (
     infra_failure_info,
     is_infra_error,
 )
-from envs.integrations import trl as grpo_trl
+from envs.tools.card.grading import grade as card_grade
+from envs.tools.integrations import trl as grpo_trl
 from learner.sampling.scoring import infra_reason, score_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +34,10 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictCo
 #: The callers the issue names, each of which must grade through ``grade_batch``.
 CALLERS = {
     "learner/sampling/scoring.py": "score_all",
-    "envs/integrations/trl.py": "reward_func",
-    "envs/code_tests.py": "grade_many",
-    "envs/card/grading.py": "grade",
-    "envs/validate.py": "_grade",
+    "envs/tools/integrations/trl.py": "reward_func",
+    "envs/domains/code_tests.py": "grade_many",
+    "envs/tools/card/grading.py": "grade",
+    "envs/tools/validate.py": "_grade",
     "envs/ray_scoring.py": "score",  # GradingActor.score, on each node
 }
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the grpo/* envs)
+from envs.domains.math_exact import MathExactEnv
 from envs.flags import Flag
-from envs.math_exact import MathExactEnv
 from envs.verify.verdict import Verdict
 from learner.plot import plot
 from learner.training.hack_monitor import (

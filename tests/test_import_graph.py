@@ -122,15 +122,42 @@ def test_the_check_finds_circles_of_every_kind(tmp_path):
 
 
 # The order of layers, highest first: a module may import its own layer and any layer below it,
-# never one above. Top level: the learner uses the envs, which use the sandbox and the task
-# packs (sandbox and tasks are peers that know nothing of each other's users).
+# never one above. Along the data path (tasks -> envs -> learner), with envs/ in its rooms:
+# - tools (envs/tools: the report card, validate, the CLI, serve, the TRL/verl integrations,
+#   and the documented envs.integrations aliases) check and ship envs, and read the learner's
+#   recipe schema: nothing below imports them;
+# - learner: trains on any env through the contract;
+# - domains (envs/domains: one env per domain, its recipe TOML beside it);
+# - the contract (the rest of envs/, named in CONTRACT below: TaskEnv, episodes, spaces,
+#   registration, the tool, the sandbox pool, keyword checks, the Ray scorer);
+# - grading (envs/grading.py, the one door a batch is graded through);
+# - the vocabulary the door speaks (ScoreInfo and LearnerEnv in envs/contract.py, Flag,
+#   Perturbation);
+# - the verifiers (envs/verify) beside the sandbox they run code in;
+# - the task packs.
 # Inside learner/: the entry points (one command each) run a launch (env, scorer and run set up
 # from flags); training runs the loop and evaluates held-out tasks through evaluation, which
 # samples and scores through sampling; "shared" holds what every floor reads: the flags
-# (config, choices, recipe), the model loader, the sampling distribution, provenance, and
-# where a run keeps its checkpoints (run_layout) and how its env and scorer are built
-# (env_setup).
-TOP_LAYERS: tuple[tuple[str, ...], ...] = (("learner",), ("envs",), ("sandbox", "tasks"))
+# (config, choices, recipe and the recipe files' schema), the model loader, the sampling
+# distribution, provenance, and where a run keeps its checkpoints (run_layout) and how its env
+# and scorer are built (env_setup).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tools", ("envs.tools", "envs.__main__", "envs.integrations")),
+    ("learner", ("learner",)),
+    ("domains", ("envs.domains",)),
+    ("contract", ("envs",)),
+    ("grading", ("envs.grading",)),
+    ("vocabulary", ("envs.contract", "envs.flags", "envs.perturb")),
+    ("verify, sandbox", ("envs.verify", "sandbox")),
+    ("tasks", ("tasks",)),
+)
+#: The modules at envs/'s top level: the contract's floor. A new domain goes in envs/domains/,
+#: a new tool in envs/tools/, a verifier in envs/verify/.
+CONTRACT = frozenset({
+    "envs", "envs.__main__", "envs.base", "envs.contract", "envs.episode", "envs.extras",
+    "envs.flags", "envs.grading", "envs.keywords", "envs.perturb", "envs.python_tool",
+    "envs.ray_scoring", "envs.registration", "envs.sandboxes", "envs.spaces",
+    "envs.startup_noise", "envs.task_sampling"})
 LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("entry points", ("learner.run", "learner.eval", "learner.demo", "learner.plot",
                       "learner.results")),
@@ -138,7 +165,7 @@ LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training", ("learner.training",)),
     ("evaluation", ("learner.evaluation",)),
     ("sampling", ("learner.sampling",)),
-    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe",
+    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe", "learner.recipe_files",
                 "learner.model", "learner.model_name", "learner.distribution",
                 "learner.provenance", "learner.run_layout", "learner.env_setup")),
 )
@@ -179,9 +206,18 @@ def unplaced(graph: dict[str, set[str]], layers: Iterable[tuple[str, tuple[str, 
 
 def test_no_import_runs_up_the_layers():
     graph = import_graph(ROOT, PACKAGES)
-    top = tuple((name[0], name) for name in TOP_LAYERS)
-    found = upward_imports(graph, top) + upward_imports(graph, LEARNER_LAYERS)
+    found = upward_imports(graph, LAYERS) + upward_imports(graph, LEARNER_LAYERS)
     assert found == [], "imports up the layers:\n" + "\n".join(found)
+
+
+def test_envs_top_level_holds_only_the_contract():
+    """A module at envs/'s top level that CONTRACT does not name is a domain, tool or verifier
+    left outside its room (or a new piece of the contract, to be named there)."""
+    top = {m for m, path in project_modules(ROOT, ["envs"]).items()
+           if path.parent == ROOT / "envs"}
+    assert top - CONTRACT == set(), "envs/ modules in no room: " + ", ".join(sorted(top - CONTRACT))
+    assert CONTRACT - top == set(), "CONTRACT names modules that are gone: " + ", ".join(
+        sorted(CONTRACT - top))
 
 
 def test_every_learner_module_has_a_layer():

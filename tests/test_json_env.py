@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.json_schema import JsonSchemaEnv
+from envs.domains.json_schema import JsonSchemaEnv
 from envs.verify.json import verify
 from tasks import PackError, load_pack
 from tasks.extract import LEVELS, TEST_SIZE, ExtractGenerator
@@ -305,7 +305,7 @@ def test_validate_refuses_tasks_the_schema_alone_solves(tmp_path):
     # A third-party pack: one task needs the text, one is an enum's second value (a guess among
     # the schema's values passes it), one has no expected value (validity would be its whole
     # reward). validate refuses the last two, naming the schema-only answers that pass.
-    from envs.validate import validate_folder
+    from envs.tools.validate import validate_folder
     schema = {"type": "object", "properties": {"n": {"type": "integer"},
                                                "unit": {"enum": ["c", "f"]}},
               "required": ["n", "unit"], "additionalProperties": False}

@@ -1,5 +1,5 @@
 """Every registered grpo/* env and the example domain meet the env -> learner contract
-(``envs.learner_env``): each hook of ``LearnerEnv`` is there and takes the learner's call shape,
+(``envs.contract``): each hook of ``LearnerEnv`` is there and takes the learner's call shape,
 each attribute has its type, and the info of real ``score`` calls (and of a tool episode's last
 step) holds ``ScoreInfo``'s keys with their types."""
 
@@ -17,7 +17,7 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401  (registers the grpo/* envs)
-from envs.learner_env import LearnerEnv, ScoreInfo
+from envs.contract import LearnerEnv, ScoreInfo
 from envs.perturb import Perturbation
 from tasks import Pack, load_folder
 

@@ -116,7 +116,7 @@ class EngineProxy:
 def test_an_engine_lost_mid_run_stops_it_within_a_step_with_a_checkpoint(tmp_path, monkeypatch):
     import docker
 
-    from envs.code_tests import CodeTestsEnv
+    from envs.domains.code_tests import CodeTestsEnv
     from learner.training.trainer import GRPOTrainer
     from sandbox import Sandbox
     from sandbox.worker import INSTANCE_LABEL, remove_container

@@ -206,15 +206,15 @@ def _param_count(config):
 
 
 def test_qwen_0_5b_and_1_5b_fit_80_gb_beside_vllm_on_every_gpu_recipe():
-    """The GPU recipes (envs/recipes/*.toml [gpu], with each pack's [recipe.gpu]) at Qwen2.5
+    """The GPU recipes (envs/domains/*.toml [gpu], with each pack's [recipe.gpu]) at Qwen2.5
     0.5B and 1.5B: bf16 autocast, vLLM colocated with 0.25 of an 80 GB card, so the learner
     has 60 GB; prompts of 256 tokens (GSM8K's chat prompts are about 150)."""
     import tomllib
+    from pathlib import Path
 
-    from envs.recipes import RECIPES
     from scripts.gpucheck.assets import shape
 
-    recipes = {p.stem: tomllib.loads(p.read_text())["gpu"] for p in RECIPES.glob("*.toml")}
+    recipes = {p.stem: tomllib.loads(p.read_text())["gpu"] for p in (Path(__file__).resolve().parents[1] / "envs" / "domains").rglob("*.toml")}
     assert len(recipes) >= 5
     budget, prompt = 60e9, 256
     for name in ("qwen2.5-0.5b", "qwen2.5-1.5b"):

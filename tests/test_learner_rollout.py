@@ -318,7 +318,7 @@ def test_the_stop_rule_decodes_each_token_once(monkeypatch):
 
 def test_an_env_without_an_answer_rule_is_not_decoded_while_sampling(monkeypatch):
     from envs.base import answer_rule
-    from envs.code_tests import CodeTestsEnv
+    from envs.domains.code_tests import CodeTestsEnv
     from learner.sampling.graded import sample_graded
 
     assert answer_rule(h.ShortEnv()) is None  # TaskEnv's default: no rule

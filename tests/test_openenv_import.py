@@ -20,9 +20,9 @@ pytest.importorskip("openenv")
 
 import envs  # noqa: E402, F401 - registers the envs
 from envs.base import is_infra_error  # noqa: E402
-from envs.openenv_client import session as session_module  # noqa: E402
-from envs.openenv_client.schema import SchemaError, action_field  # noqa: E402
-from envs.openenv_client.server import ServerStartError  # noqa: E402
+from envs.domains.openenv_client import session as session_module  # noqa: E402
+from envs.domains.openenv_client.schema import SchemaError, action_field  # noqa: E402
+from envs.domains.openenv_client.server import ServerStartError  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.polling import alive, free_port  # noqa: E402
 
@@ -259,7 +259,7 @@ def test_rewards_out_of_range_and_oversized_messages_are_one_line_infrastructure
 
 
 def test_the_default_range_refuses_what_group_normalisation_cannot_survive():
-    from envs.openenv_client.session import reward_problem
+    from envs.domains.openenv_client.session import reward_problem
 
     low, high = -1e6, 1e6
     assert reward_problem(0.5, low, high) is None and reward_problem(-3, low, high) is None

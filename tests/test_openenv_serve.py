@@ -24,9 +24,9 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 import envs  # noqa: E402,F401
-from envs.cli_serve import ServeError, resolve_token  # noqa: E402
-from envs.openenv_server.manifest import manifest, write_manifest  # noqa: E402
-from envs.openenv_server.side_by_side import (  # noqa: E402
+from envs.tools.cli_serve import ServeError, resolve_token  # noqa: E402
+from envs.tools.serve.manifest import manifest, write_manifest  # noqa: E402
+from envs.tools.serve.side_by_side import (  # noqa: E402
     SERVED,
     mixed_cases,
     play,
@@ -76,7 +76,7 @@ def assert_still_serves(url: str) -> None:
 def test_core_and_list_work_without_openenv_and_serve_names_the_extra():
     # One process: `list` imports no openenv; with openenv made unimportable, serve says how
     # to install the extra in one line.
-    code = ("import sys; from envs.__main__ import main; import envs.cli_serve; "
+    code = ("import sys; from envs.__main__ import main; import envs.tools.cli_serve; "
             "rc = main(['list']); print('openenv' in sys.modules, rc); "
             "sys.modules['openenv'] = None; print('serve', main(['serve', sys.argv[1]]))")
     run = subprocess.run([sys.executable, "-c", code, MATH], cwd=ROOT, capture_output=True,
@@ -336,7 +336,7 @@ def test_idle_sessions_are_reclaimed_after_the_session_timeout():
 
 
 def test_internal_errors_are_generic_to_the_client_and_detailed_in_the_log(monkeypatch, caplog):
-    from envs.openenv_server.environment import ServedEnv
+    from envs.tools.serve.environment import ServedEnv
 
     with served(MATH, ARITH) as url:
         # OpenEnv's own session_id (and func) must not reach its internal call: a TypeError
@@ -351,7 +351,7 @@ def test_internal_errors_are_generic_to_the_client_and_detailed_in_the_log(monke
             raise TypeError("secret internal detail at 0xdeadbeef")
 
         monkeypatch.setattr(ServedEnv, "episode", broken)
-        caplog.set_level("ERROR", logger="envs.openenv_server")
+        caplog.set_level("ERROR", logger="envs.tools.serve")
         reply = first_reply(url, {"type": "reset", "data": {"seed": 0}})
         message = reply["data"]["message"]
         assert reply["data"]["code"] == "EXECUTION_ERROR" and "internal error" in message
@@ -367,7 +367,7 @@ def test_internal_errors_are_generic_to_the_client_and_detailed_in_the_log(monke
 
 # -- grading stays on the server -----------------------------------------------------------------
 def _builtin_packs() -> list[tuple[str, str]]:
-    from envs.cli_card import targets
+    from envs.tools.cli_card import targets
 
     return targets(None, None, all_builtin=True)
 
@@ -387,7 +387,7 @@ def _secrets(env, task) -> list[str]:
 def test_no_observation_before_done_carries_gold_text_in_any_built_in_pack():
     from fastapi.testclient import TestClient
 
-    from envs.openenv_server.app import build_app
+    from envs.tools.serve.app import build_app
 
     checked = 0
     for env_id, pack in _builtin_packs():
@@ -473,7 +473,7 @@ def test_openenv_validate_passes_on_the_served_envs(tmp_path):
 
 
 def test_the_manifest_declares_the_reward_range_and_the_cards_tolerances(tmp_path):
-    from envs.card.checks import FLOOR_MAX, ORACLE_TOLERANCE
+    from envs.tools.card.checks import FLOOR_MAX, ORACLE_TOLERANCE
 
     env = gym.make(MATH, **ARITH).unwrapped
     doc = manifest(env)

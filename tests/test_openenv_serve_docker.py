@@ -11,7 +11,7 @@ pytest.importorskip("openenv", reason='pip install -e ".[openenv]"')
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 
 import envs  # noqa: E402,F401
-from envs.openenv_server.side_by_side import (  # noqa: E402
+from envs.tools.serve.side_by_side import (  # noqa: E402
     SERVED,
     TOOL_CALL,
     mixed_cases,

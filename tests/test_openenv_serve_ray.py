@@ -14,8 +14,8 @@ from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import envs  # noqa: E402,F401
-from envs.openenv_server.app import build_app  # noqa: E402
-from envs.openenv_server.side_by_side import Case, play, reference  # noqa: E402
+from envs.tools.serve.app import build_app  # noqa: E402
+from envs.tools.serve.side_by_side import Case, play, reference  # noqa: E402
 from tests.openenv_serve_helpers import served  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

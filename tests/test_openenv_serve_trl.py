@@ -13,8 +13,8 @@ pytest.importorskip("openenv", reason='pip install -e ".[openenv]"')
 pytest.importorskip("trl")
 
 import envs  # noqa: E402,F401
-from envs.integrations import trl as grpo_trl  # noqa: E402,F401 - before trl: quiets its import
-from envs.integrations.trl_openenv import ServedEpisode, served_reward, task_dataset  # noqa: E402
+from envs.tools.integrations import trl as grpo_trl  # noqa: E402,F401 - before trl: quiets its import
+from envs.tools.integrations.trl_openenv import ServedEpisode, served_reward, task_dataset  # noqa: E402
 from tests import learner_helpers as h  # noqa: E402
 from tests.openenv_serve_helpers import served  # noqa: E402
 

@@ -35,22 +35,22 @@ import envs
 
 
 def trl_dataset():
-    from envs.integrations import trl as grpo_trl
+    from envs.tools.integrations import trl as grpo_trl
     grpo_trl.dataset("grpo/MathExact-v0", pack="arith", level=1, size=2)
 
 
 def verl_parquet():
-    from envs.integrations import verl
+    from envs.tools.integrations import verl
     verl.write_parquet("grpo/MathExact-v0", "out.parquet", pack="arith", level=1, size=2)
 
 
 def served_dataset():
-    from envs.integrations.trl_openenv import task_dataset
+    from envs.tools.integrations.trl_openenv import task_dataset
     task_dataset("http://127.0.0.1:9", 2)
 
 
 def served_episode():
-    from envs.integrations.trl_openenv import ServedEpisode
+    from envs.tools.integrations.trl_openenv import ServedEpisode
     ServedEpisode("http://127.0.0.1:9")
 
 
@@ -59,7 +59,7 @@ def ray_scoring():
 
 
 def openenv_server():
-    from envs.openenv_server.app import build_app  # noqa: F401
+    from envs.tools.serve.app import build_app  # noqa: F401
 
 
 def openenv_env():

@@ -11,7 +11,7 @@ import pytest
 
 from envs.__main__ import main
 from envs.base import TaskEnv
-from envs.validate import validate_folder
+from envs.tools.validate import validate_folder
 from envs.verify.verdict import Verdict
 from tasks import pack_sources
 

@@ -145,7 +145,7 @@ def test_duplicate_pack_name_between_two_distributions(site):
 # -- envs ----------------------------------------------------------------------------------------
 ENV_MODULE = """
     import gymnasium as gym
-    from envs.math_exact import MathExactEnv
+    from envs.domains.math_exact import MathExactEnv
 
     class OtherMath(MathExactEnv):
         env_id = ""

@@ -13,7 +13,7 @@ import pytest
 
 import envs  # noqa: F401 - registers the envs
 from envs.__main__ import main
-from envs.code_tests import BASELINES, TRANSFORMS, CodeTestsEnv, task_baselines
+from envs.domains.code_tests import BASELINES, TRANSFORMS, CodeTestsEnv, task_baselines
 from tasks import PackError, Task, load_pack
 from tasks.pack import load_folder
 from tasks.pyfunc import N_HIDDEN, N_SHOWN, PyFuncGenerator
@@ -273,7 +273,7 @@ def test_an_off_by_one_comparison_fails_a_hidden_case_on_every_test_task():
 
 def test_the_generators_check_mirrors_the_fallback_programs():
     """A transform that falls back to a constant or a shown answer where it raises is a
-    trivial payer for the generator too (``envs.code_tests.fallback_baselines``)."""
+    trivial payer for the generator too (``envs.domains.code_tests.fallback_baselines``)."""
     from tasks.pyfunc.trivial import trivial_payers
 
     hidden = [(([3, 1, 5],), 3), (([],), False), (([7],), 7)]

@@ -15,8 +15,8 @@ import envs  # noqa: F401 - registers the envs
 
 pytest.importorskip("reasoning_gym")
 
-from envs.reasoning_gym import catalogue, grading  # noqa: E402
-from envs.reasoning_gym.generator import rg_version  # noqa: E402
+from envs.domains.reasoning_gym import catalogue, grading  # noqa: E402
+from envs.domains.reasoning_gym.generator import rg_version  # noqa: E402
 
 ENV = "grpo/ReasoningGym-v0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_missing_extra_is_named_and_envs_works_without_it():
     # work, then gym.make names the extra.
     code = ("import sys; sys.modules['reasoning_gym'] = None\n"
             "import envs\n"
-            "from envs.cli_list import print_reasoning_gym\n"
+            "from envs.tools.cli_list import print_reasoning_gym\n"
             "print(sorted(envs.env_sources()))\n"
             "print_reasoning_gym(show_all=False)\n"
             "import gymnasium as gym\n"
@@ -210,7 +210,7 @@ def test_list_hides_failing_tasks_unless_asked(tmp_path):
 
 
 def test_committed_cards_cover_every_task():
-    from envs.reasoning_gym.generator import task_names
+    from envs.domains.reasoning_gym.generator import task_names
 
     assert catalogue.rg_version_carded() == rg_version()
     assert set(catalogue.verdicts()) == set(task_names())
@@ -218,7 +218,7 @@ def test_committed_cards_cover_every_task():
 
 
 def test_show_prints_prompts_and_golds(capsys):
-    from envs.cli_show import print_samples
+    from envs.tools.cli_show import print_samples
 
     assert print_samples(ENV, pack=None, split="test", n=2,
                          options=["task=leg_counting", "level=1"]) == 0
@@ -227,7 +227,9 @@ def test_show_prints_prompts_and_golds(capsys):
 
 
 def test_one_task_card_runs():
-    row = catalogue.run_task_card("chain_sum", n_tasks=4)
+    from envs.tools.card.reasoning_gym import run_task_card
+
+    row = run_task_card("chain_sum", n_tasks=4)
     assert row["ok"], row["reason"]
     assert row["padded"] == 16 and row["padded_paid"] == 0
 
@@ -247,7 +249,7 @@ def test_a_task_whose_generator_acts_outside_the_process_is_not_offered(tmp_path
     with pytest.raises(ValueError) as err:
         gym.make("grpo/ReasoningGym-v0", task="codeio")
     assert "\n" not in str(err.value) and "not offered" in str(err.value)
-    from envs.reasoning_gym.catalogue import verdicts
+    from envs.domains.reasoning_gym.catalogue import verdicts
 
     assert not verdicts()["codeio"].ok and "not offered" in verdicts()["codeio"].reason
     assert list(tmp_path.iterdir()) == []
@@ -255,8 +257,8 @@ def test_a_task_whose_generator_acts_outside_the_process_is_not_offered(tmp_path
 
 def test_python_m_envs_card_cards_one_task_named_by_its_kwargs():
     # No pack feeds the env: the card runs on the pack its task= builds (it said "no pack feeds").
-    from envs.card import run_card
-    from envs.cli_card import make_env, targets
+    from envs.tools.card import run_card
+    from envs.tools.cli_card import make_env, targets
 
     [(env_id, pack)] = targets("grpo/ReasoningGym-v0", None)
     env = make_env(env_id, pack, {"task": "chain_sum"})

@@ -1,5 +1,5 @@
 """The card's reference for reasoning-gym tasks with several right answers
-(``envs.reasoning_gym.answer_validity``): another valid answer is right, not a hack the reward
+(``envs.domains.reasoning_gym.answer_validity``): another valid answer is right, not a hack the reward
 search reports; a wrong one is still wrong, so the card reports it when the env pays it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401 - registers the envs
-from envs.card import reference, search
-from envs.card.grading import Graded
-from envs.reasoning_gym import grading
-from envs.reasoning_gym.answer_validity import is_right, makes_target
+from envs.domains.reasoning_gym import grading
+from envs.domains.reasoning_gym.answer_validity import is_right, makes_target
+from envs.tools.card import reference, search
+from envs.tools.card.grading import Graded
 
 
 def _board(columns: list[int]) -> str:

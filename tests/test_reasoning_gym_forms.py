@@ -1,5 +1,5 @@
 """Each reasoning-gym scorer that reads its answer as data gets only an answer of its task's form
-(``envs.reasoning_gym.answer_forms``): a malformed answer is a wrong answer no scorer sees, and
+(``envs.domains.reasoning_gym.answer_forms``): a malformed answer is a wrong answer no scorer sees, and
 every gold is in its form."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from envs.reasoning_gym import answer_forms  # noqa: E402
-from envs.reasoning_gym.answer_forms import FORMS, check_form  # noqa: E402
-from envs.reasoning_gym.answer_grammar import GRAMMARS, Refused  # noqa: E402
-from envs.reasoning_gym.generator import make_dataset, task_names  # noqa: E402
+from envs.domains.reasoning_gym import answer_forms  # noqa: E402
+from envs.domains.reasoning_gym.answer_forms import FORMS, check_form  # noqa: E402
+from envs.domains.reasoning_gym.answer_grammar import GRAMMARS, Refused  # noqa: E402
+from envs.domains.reasoning_gym.generator import make_dataset, task_names  # noqa: E402
 
 #: Golds checked per task, at the generator's defaults (as ``gym.make`` without a level); fewer
 #: where a gold takes a search to make (``benchmarks/rg_forms_golds.py`` checks hundreds per task).
@@ -29,8 +29,8 @@ def golds(task: str) -> tuple[str, ...]:
 
 
 def test_every_task_with_its_own_scorer_has_a_form_a_grammar_or_number_golds():
-    from envs.reasoning_gym.env import NOT_OFFERED, has_own_scorer
-    from envs.reasoning_gym.grading import is_number
+    from envs.domains.reasoning_gym.env import NOT_OFFERED, has_own_scorer
+    from envs.domains.reasoning_gym.grading import is_number
 
     own = {t for t in task_names() if has_own_scorer(t) and t not in NOT_OFFERED}
     assert not set(FORMS) & set(GRAMMARS)
@@ -95,7 +95,7 @@ def test_a_malformed_answer_never_reaches_the_scorer(monkeypatch):
     import gymnasium as gym
 
     import envs  # noqa: F401 - registers the envs
-    from envs.reasoning_gym import grading
+    from envs.domains.reasoning_gym import grading
 
     env = gym.make("grpo/ReasoningGym-v0", task="mini_sudoku").unwrapped
     item = env.pack.task_at("test", 0)

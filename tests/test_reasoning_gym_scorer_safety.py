@@ -20,8 +20,8 @@ from sandbox import host_confine
 
 pytest.importorskip("reasoning_gym")
 
-from envs.reasoning_gym import answer_grammar, grading, scorer_worker  # noqa: E402
-from envs.reasoning_gym.answer_grammar import GRAMMARS, Refused, safe_answer  # noqa: E402
+from envs.domains.reasoning_gym import answer_grammar, grading, scorer_worker  # noqa: E402
+from envs.domains.reasoning_gym.answer_grammar import GRAMMARS, Refused, safe_answer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 confined = pytest.mark.skipif(not host_confine.supported(), reason="x86_64 filter only")
@@ -78,7 +78,7 @@ def env_of(task: str):
 
 
 def test_every_scorer_that_evaluates_text_has_a_grammar():
-    from envs.reasoning_gym.generator import task_names
+    from envs.domains.reasoning_gym.generator import task_names
 
     evaluating = {t for t in task_names() if answer_grammar.evaluates_text(t)}
     # Read from reasoning-gym 0.1.25's source: eval() in four, parse_expr in five, and

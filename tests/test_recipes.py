@@ -1,4 +1,4 @@
-"""Learner recipes as data (envs/recipes/, a pack's [recipe.*]): what a run with no flags uses,
+"""Learner recipes as data (envs/domains/, a pack's [recipe.*]): what a run with no flags uses,
 what the user's flags keep, and what config.json records."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envs.recipes import RECIPE_KEYS, RecipeError, check_table, read_file, recipe_for
 from learner import recipe
 from learner.config import Config, parse_config
+from learner.recipe_files import RECIPE_KEYS, RecipeError, check_table, read_file, recipe_for
 
 BUILTIN = ["grpo/MathExact-v0", "grpo/CodeTests-v0", "grpo/JsonSchema-v0", "grpo/MathPython-v0"]
 
@@ -117,9 +117,22 @@ def test_the_recipe_is_read_before_torch_loads():
 
 
 def test_the_pack_validator_reports_a_bad_pack_recipe():
-    from envs.validate import recipe_problems
+    from envs.tools.validate import recipe_problems
 
     assert recipe_problems({"gpu": {"max_new_tokens": 384}}) == []
     problems = recipe_problems({"gpu": {"max_new_tokens": "long"}, "tpu": {}})
     assert len(problems) == 2 and "'max_new_tokens' has the wrong type" in problems[0]
     assert "unknown recipe variant 'tpu'" in problems[1]
+
+
+def test_the_recipe_schema_loads_without_the_learner_extra():
+    """``python -m envs validate`` (a core-install command) checks pack recipes against the
+    learner's schema: with torch absent that import still works."""
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from envs.tools.validate import validate_folder\n"
+            "from learner.recipe_files import RECIPE_KEYS\n"
+            "print('steps' in RECIPE_KEYS)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"

@@ -1,7 +1,7 @@
-"""Paid wrong answers the report card's reward search found (``envs.card.search``, the full
+"""Paid wrong answers the report card's reward search found (``envs.tools.card.search``, the full
 budget of ``python -m envs card``), kept as hack tests: each must earn no correctness.
 
-Each case is also checked to be wrong by the search's own reference (``envs.card.reference``),
+Each case is also checked to be wrong by the search's own reference (``envs.tools.card.reference``),
 so the case says what the search said. The math verifier's fix for issue 43 (class 2) closed them
 all: malformed box commands, hedges between two numbers and numbers read out of a scientific
 literal or an unclosed brace earn nothing.
@@ -13,7 +13,7 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401 - registers the envs
-from envs.card import reference
+from envs.tools.card import reference
 
 # (env id, keywords, task id, completion the search found paid, what is wrong with it)
 FOUND = [

@@ -1,4 +1,4 @@
-"""envs.integrations.startup_noise silences exactly the start-up messages it names (TRL's
+"""envs.startup_noise silences exactly the start-up messages it names (TRL's
 vLLM-version warning, vLLM's Triton notice, DeepSpeed's CPU notice) and nothing else."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from envs.integrations import startup_noise
+from envs import startup_noise
 
 
 def test_trl_vllm_version_warning_alone_is_ignored(monkeypatch) -> None:
@@ -67,7 +67,7 @@ def test_log_notice_alone_is_dropped(logger_name, message) -> None:
 @pytest.mark.slow
 def test_importing_trls_trainers_after_the_integration_prints_none_of_them() -> None:
     pytest.importorskip("trl")
-    code = ("import envs.integrations.trl\n"
+    code = ("import envs.tools.integrations.trl\n"
             "from trl import GRPOConfig, GRPOTrainer\n"
             "import warnings; warnings.warn('a warning of our own', UserWarning)\n")
     run = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,

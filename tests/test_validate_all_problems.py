@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs.__main__ import main
-from envs.validate import validate_folder
+from envs.tools.validate import validate_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PACK = ROOT / "examples" / "task-pack" / "grpo_example_pack"

@@ -3,7 +3,7 @@ the committed baseline, the README's generated table, and each check failing on 
 built to fail it.
 
 After a deliberate change to a verifier or a corpus, ``python -m envs card --all --fast
---update-baseline`` rewrites ``envs/card/baseline.json`` and the README table.
+--update-baseline`` rewrites ``envs/tools/card/baseline.json`` and the README table.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pytest
 import envs  # noqa: F401 - registers the envs
 from envs.__main__ import main
 from envs.base import TaskEnv
-from envs.card import baseline, render, search
-from envs.card.card import FAST_TASKS, run_card
-from envs.card.checks import BY_ID, CHECKS, HACK_MEAN_MAX
-from envs.card.corpus import CORPORA, CorpusError, Line, load, read_file
-from envs.card.grading import grade
-from envs.cli_card import cards, targets
+from envs.tools.card import baseline, render, search
+from envs.tools.card.card import FAST_TASKS, run_card
+from envs.tools.card.checks import BY_ID, CHECKS, HACK_MEAN_MAX
+from envs.tools.card.corpus import CORPORA, CorpusError, Line, load, read_file
+from envs.tools.card.grading import grade
+from envs.tools.cli_card import cards, targets
 from envs.verify.verdict import Verdict
 from tasks import PackError, Task, load_folder
 
@@ -505,7 +505,7 @@ def test_a_shallow_completion_that_is_the_answer_is_no_false_positive():
 def test_the_reference_reads_a_brace_less_box_as_latex_does():
     """``\\boxed5 Give final`` is a box of 5 (aiw's reward search counted it a paid wrong answer:
     the reference read no box at all)."""
-    from envs.card.reference import _boxed
+    from envs.tools.card.reference import _boxed
 
     assert _boxed(r"a \boxed5 Give \boxed{7} x \boxed 8") == ["5", "7", "8"]
     assert _boxed(r"\boxed10") == ["1"] and _boxed(r"\boxed {7}") == ["7"]

@@ -7,7 +7,7 @@ with typed zeros, and the schema's own words (``description``/``title``, key nam
 lists) or the task's text pasted into every string. ``schema_only_values`` builds them all;
 ``grpo/JsonSchema-v0`` grades them to refuse tasks they pass (``trivially_passed``) and shows
 them on the report card (``shallow_completions``). None of them may be paid (see
-``envs.json_schema``).
+``envs.domains.json_schema``).
 
 Strings are made to fit their schema where that is cheap (a ``format``, a ``pattern`` via the
 shortest string the regex matches, ``minLength``), so the baselines are schema-valid wherever

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.integrations.startup_noise import silence_deepspeed_cpu_notice
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
+from envs.startup_noise import silence_deepspeed_cpu_notice
 from learner.config import Config, ConfigError
 from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.gates import GateSettings, run_gates

@@ -10,7 +10,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.config import Config
 from learner.evaluation.heldout import evaluate
 from learner.evaluation.result_shape import TaskRow, build_result

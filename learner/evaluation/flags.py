@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 
 
 def flag_samples(samples: Iterable[Mapping[str, Any]], env: LearnerEnv, *,

@@ -14,7 +14,7 @@ from typing import Any
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.evaluation.infra import InfraCount, counted_mean
 from learner.evaluation.result_shape import pass_at_k  # the one estimator (stable form)
 from learner.sampling.chat import ChatBridge

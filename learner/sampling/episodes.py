@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.decoding import LENGTH, STOP, encode_prompts, left_pad, text_stop

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from envs.base import answer_rule
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.model import chat_prompt
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SamplingEngine

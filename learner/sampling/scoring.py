@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.contract import LearnerEnv
 from envs.grading import Backend, Threads, grade_batch, is_infra_error
-from envs.learner_env import LearnerEnv
 from tasks import Task
 
 #: Grades elsewhere with the same results as ``env.score`` (``envs.ray_scoring.RayScorer``): a

@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
-from envs.integrations.startup_noise import silence_vllm_triton_cpu_notice
+from envs.startup_noise import silence_vllm_triton_cpu_notice
 from learner.sampling.decoding import EOS, LENGTH, STOP, Decoded, Stop
 
 if TYPE_CHECKING:

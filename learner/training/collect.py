@@ -24,7 +24,7 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.config import Config
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import HFEngine, SamplingEngine, SyncedEngine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from tasks import Task
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 
 if TYPE_CHECKING:
     from learner.training.distributed import Processes

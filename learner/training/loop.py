@@ -19,7 +19,7 @@ from accelerate import Accelerator
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.evaluation.infra import InfraCount
 from learner.sampling.scoring import RemoteScorer, infra_reason

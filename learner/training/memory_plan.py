@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # torch-free at import
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from envs.learner_env import LearnerEnv
+    from envs.contract import LearnerEnv
     from learner.config import Config
 
 # Values saved per position and layer for the backward pass (see the module's docstring).

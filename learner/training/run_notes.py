@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from learner.config import Config
 
 if TYPE_CHECKING:
-    from envs.learner_env import LearnerEnv
+    from envs.contract import LearnerEnv
 
 #: Steps whose groups must all lack reward spread before the run says it learns nothing.
 NO_SIGNAL_STEPS = 3

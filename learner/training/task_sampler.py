@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner.training.data import PromptStream
 from tasks import Task
 

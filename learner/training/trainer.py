@@ -26,7 +26,7 @@ from accelerate.utils import set_seed
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from envs.learner_env import LearnerEnv
+from envs.contract import LearnerEnv
 from learner import run_layout
 from learner.choices import Autocast
 from learner.config import INFRA_WINDOW_STEPS, Config

@@ -231,7 +231,7 @@ def _prelude(prompt: str, entry_point: str) -> str:
 # nothing, hold the only True), so ``return False`` would earn them in full. Found by the
 # trivial-program check of ``python -m envs validate`` (``CodeTestsEnv.trivially_passed``).
 PAYABLE_BY_A_CONSTANT = {"40", "54"}
-# And tasks whose hidden cases a shallow program of ``envs.code_tests.task_baselines`` passes in
+# And tasks whose hidden cases a shallow program of ``envs.domains.code_tests.task_baselines`` passes in
 # full: the shown answer (humaneval/34, whose only case is shown), the second argument sorted
 # (58) or echoed (137), a parity bool (72, 138), the first argument's length (23) or max (35).
 # Found by ``benchmarks/code_shallow_sweep.py``.
@@ -247,7 +247,7 @@ PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 KEPT_OVER_HALF = {"0"}
 
 
-#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.code_amplify
+#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.tools.code_amplify
 #: --packs humaneval``) and the file they are read from.
 AMPLIFIED = Path(__file__).with_name("amplified.json")
 
@@ -259,7 +259,7 @@ def source_path() -> Path:
 
 def records() -> list[tuple[str, dict[str, Any]]]:
     """(split, record) of every one of the 164 problems, with its own test cases only: those
-    left out included (what ``envs.code_amplify`` amplifies)."""
+    left out included (what ``envs.tools.code_amplify`` amplifies)."""
     out = []
     for row in read_gzip_jsonl(source_path()):
         native = row["task_id"].split("/", 1)[1]
@@ -279,14 +279,6 @@ def records() -> list[tuple[str, dict[str, Any]]]:
 
 
 def load() -> dict[str, list[dict[str, Any]]]:
-    stored = amplify.read(AMPLIFIED)
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for split, rec in records():
-        native = rec["id"]
-        left_out = native in PAYABLE_BY_A_CONSTANT or native in PAYABLE_BY_A_SHALLOW_PROGRAM
-        if left_out and not amplify.restored(stored, native):
-            continue
-        if amplify.left_out(stored, native) and native not in KEPT_OVER_HALF:
-            continue
-        splits[split].append(amplify.with_amplified(rec, stored))
-    return splits
+    return amplify.amplified_splits(
+        records(), AMPLIFIED, left_out=PAYABLE_BY_A_CONSTANT | PAYABLE_BY_A_SHALLOW_PROGRAM,
+        kept=KEPT_OVER_HALF)

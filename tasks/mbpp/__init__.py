@@ -32,7 +32,7 @@ NOT_GRADABLE = {"367", "404", "508"}
 #: Of those, the ones whose amplified cases can make them gradable (mbpp/367's cannot: its
 #: inputs are objects).
 RESTORABLE = {"404", "508"}
-# Tasks whose hidden cases a shallow program of ``envs.code_tests.task_baselines`` passes in
+# Tasks whose hidden cases a shallow program of ``envs.domains.code_tests.task_baselines`` passes in
 # full whichever assert is shown: the shown answer (mbpp/203: 2), a parity bool (mbpp/164), an
 # argument's first item, min, max, length or sum, or it sorted or reversed (the sorting tasks).
 # Found by ``benchmarks/code_shallow_sweep.py --other-examples`` (MBPP has three asserts a
@@ -79,7 +79,7 @@ def _as_list(value: Any) -> list[str]:
     return [str(v).strip() for v in value]
 
 
-#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.code_amplify
+#: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.tools.code_amplify
 #: --packs mbpp``) and the file they are read from.
 AMPLIFIED = Path(__file__).with_name("amplified.json")
 TASK_DIR = "codex_mbpp/gold_bpb_0shot"
@@ -87,7 +87,7 @@ TASK_DIR = "codex_mbpp/gold_bpb_0shot"
 
 def records() -> list[tuple[str, dict[str, Any]]]:
     """(split, record) of every one of the 500 problems, with its own test cases only: those
-    left out included (what ``envs.code_amplify`` amplifies)."""
+    left out included (what ``envs.tools.code_amplify`` amplifies)."""
     out = []
     for doc in olmo_docs(TASK_DIR):
         tests = _as_list(doc["test_list"])
@@ -115,14 +115,6 @@ def records() -> list[tuple[str, dict[str, Any]]]:
 
 
 def load() -> dict[str, list[dict[str, Any]]]:
-    stored = amplify.read(AMPLIFIED)
-    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
-    for split, rec in records():
-        native = rec["id"]
-        if native in NOT_GRADABLE and native not in RESTORABLE:
-            continue
-        left_out = native in PAYABLE_BY_A_SHALLOW_PROGRAM or native in NOT_GRADABLE
-        if left_out and not amplify.restored(stored, native) or amplify.left_out(stored, native):
-            continue
-        splits[split].append(amplify.with_amplified(rec, stored))
-    return splits
+    return amplify.amplified_splits(records(), AMPLIFIED,
+                                    left_out=PAYABLE_BY_A_SHALLOW_PROGRAM | NOT_GRADABLE,
+                                    dropped=NOT_GRADABLE - RESTORABLE)

@@ -12,7 +12,7 @@ from typing import Any
 
 Case = tuple[tuple[Any, ...], Any]  # (arguments, expected answer)
 
-#: Each of ``envs.code_tests.ARGUMENT_TRANSFORMS``, on the argument at index ``k``.
+#: Each of ``envs.domains.code_tests.ARGUMENT_TRANSFORMS``, on the argument at index ``k``.
 _PER_ARGUMENT: dict[str, Callable[[Any], Any]] = {
     "itself": lambda x: x,
     "empty value": lambda x: type(x)(),
@@ -63,7 +63,7 @@ def _passes_all(fn: Callable[..., Any], cases: Sequence[Case]) -> bool:
     return True
 
 
-#: The constants of ``envs.code_tests.BASELINES``, which a transform may fall back to.
+#: The constants of ``envs.domains.code_tests.BASELINES``, which a transform may fall back to.
 CONSTANTS: tuple[Any, ...] = (None, True, False, 0, 1, "", [], {})
 
 
@@ -79,7 +79,7 @@ def _else(fn: Callable[..., Any], fallback: Any) -> Callable[..., Any]:
 def trivial_payers(hidden: Sequence[Case], shown_answers: Sequence[Any] = ()) -> list[str]:
     """What pays every hidden case: "a constant" when all answers are equal, the transforms
     that reproduce them all, and a transform that falls back to a constant or a shown answer
-    where it raises (``envs.code_tests.fallback_baselines``). Empty for a fit task."""
+    where it raises (``envs.domains.code_tests.fallback_baselines``). Empty for a fit task."""
     found = ["a constant"] if all(ans == hidden[0][1] for _, ans in hidden) else []
     found += [name for name, fn in TRANSFORMS.items() if _passes_all(fn, hidden)]
     fallbacks = [*CONSTANTS, *shown_answers]

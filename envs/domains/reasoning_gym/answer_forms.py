@@ -1,0 +1,201 @@
+"""The form of each reasoning-gym answer that a scorer reads as data, checked before it sees it.
+
+``answer_grammar`` keeps text away from the scorers that evaluate it. The other scorers (about
+fifty: sudoku, word_ladder, knights_knaves, ...) read the answer as data (``int``, ``float``,
+``json.loads``, string compares, regexes), each in its own way and often leniently: some credit a
+number found in extra text, some pay partial credit for any non-empty string. So each of them
+declares here the type of its answer (a number, a word, a sentence, a list, a grid, a JSON value,
+or a move list in the task's notation) and an answer that is not of that type is a wrong answer
+(``not_in_grammar``) that no scorer sees. The forms follow what the task asks for, not the gold's
+exact spelling: spacing and case are free where the scorer lets them be.
+
+The forms do not change which tasks a pack draws (unlike ``answer_grammar``'s, whose golds must be
+safe text): every gold of every task must be in its form (``tests/test_reasoning_gym_forms.py``).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from envs.domains.reasoning_gym.answer_grammar import Refused
+
+Form = Callable[[str], None]
+
+_NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_INT = r"[-+]?[0-9]+"
+_WORD = r"[^\W\d_][\w'\-]*"  # letters first (any script), then letters, digits, ' and -
+#: One line of printable text with a letter or digit: a sentence, a name, a phrase.
+_SENTENCE = re.compile(r"[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*")
+
+
+def _match(pattern: str, what: str, flags: int = 0) -> Form:
+    compiled = re.compile(pattern, flags)
+
+    def check(answer: str) -> None:
+        if compiled.fullmatch(answer.strip()) is None:
+            raise Refused(f"not {what}")
+    return check
+
+
+def _grid(cell: str, what: str) -> Form:
+    """Rows of cells separated by spaces, one row a line (a trailing space is free)."""
+    row = re.compile(rf"{cell}(?:[ \t]+{cell})*")
+
+    def check(answer: str) -> None:
+        rows = answer.strip().splitlines()
+        if not rows or not all(row.fullmatch(r.strip()) for r in rows):
+            raise Refused(f"not {what}")
+    return check
+
+
+def _lines(pattern: str, what: str, flags: int = 0) -> Form:
+    line = re.compile(pattern, flags)
+
+    def check(answer: str) -> None:
+        rows = [r.strip() for r in answer.strip().splitlines() if r.strip()]
+        if not rows or not all(line.fullmatch(r) for r in rows):
+            raise Refused(f"not {what}")
+    return check
+
+
+def _json(shape: Callable[[Any], bool], what: str) -> Form:
+    def check(answer: str) -> None:
+        try:
+            value = json.loads(answer)
+        except (ValueError, RecursionError):
+            raise Refused(f"not JSON ({what})") from None
+        if not shape(value):
+            raise Refused(f"not {what}")
+    return check
+
+
+def _either(*forms: Form) -> Form:
+    def check(answer: str) -> None:
+        errors = []
+        for form in forms:
+            try:
+                form(answer)
+                return
+            except Refused as exc:
+                errors.append(str(exc))
+        raise Refused(" or ".join(errors))
+    return check
+
+
+def _list_of(item: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(item(x) for x in v)
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _sentence(answer: str) -> None:
+    if "\n" in answer.strip() or _SENTENCE.fullmatch(answer.strip()) is None:
+        raise Refused("not one line of text")
+
+
+# -- the answer types ---------------------------------------------------------------------------
+NUMBER = _match(_NUM, "a number")
+#: A number or a fraction of integers (coin_flip's scorer reads ``Fraction(answer)``).
+NUMBER_OR_FRACTION = _match(rf"{_NUM}|{_INT}\s*/\s*[0-9]+", "a number or a fraction")
+INTEGER = _match(_INT, "an integer")
+NUMBERS = _match(rf"(?:{_NUM}(?:\s*,\s*{_NUM})*)?", "numbers separated by commas")
+INTEGERS_LINE = _match(rf"{_INT}(?:\s+{_INT})*", "integers separated by spaces")
+WORD = _match(_WORD, "a word")
+WORDS = _match(rf"{_WORD}(?:\s+{_WORD})*", "words")
+WORD_LIST = _match(rf"{_WORD}(?:\s*,\s*{_WORD})*", "words separated by commas")
+#: Tokens of any characters but spaces and commas (word_sorting sorts "1889", "_tête", "253d").
+TOKEN_LIST = _match(r"[^\s,]+(?:\s*,\s*[^\s,]+)*", "items separated by commas")
+SENTENCE: Form = _sentence
+INTEGER_GRID = _grid(_INT, "a grid of integers")
+NUMBER_GRID = _grid(_NUM, "a grid of numbers")
+BOOLEAN = _match(r"True|False", "True or False")
+
+#: The form of each scorer task's answer (reasoning-gym 0.1.25), by task.
+FORMS: dict[str, Form] = {
+    "ab": _match(r"(?:[#]?[AB][#]?(?:\s+[#]?[AB][#]?)*)?", "A/B tokens such as #A B#"),
+    "advanced_geometry": _either(_match(rf"{_NUM}\s*°?", "a number"), _match(rf"\(\s*{_NUM}\s*,\s*{_NUM}\s*\)|{_NUM}\s*,\s*{_NUM}",
+                                                "a point (x, y)")),
+    "arc_agi": INTEGER_GRID,
+    "bitwise_arithmetic": _match(r"-?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+)",
+                                 "an integer (0x.. hex allowed)"),
+    "boxnet": _json(_list_of(lambda step: isinstance(step, dict) and all(
+        _is_str(k) and _is_str(v) for k, v in step.items())), "a JSON list of action plans"),
+    "calendar_arithmetic": _either(INTEGER, WORD),
+    "coin_flip": NUMBER_OR_FRACTION,
+    "color_cube_rotation": WORD,
+    "complex_arithmetic": _match(
+        rf"(?:{_NUM}\s*[-+]\s*(?:{_NUM})?\s*\*?\s*[ij]|{_NUM}|[-+]?(?:{_NUM})?\s*\*?\s*[ij])",
+        "a complex number a + bi"),
+    "cryptarithm": _match(r"[A-Z]\s*=\s*[0-9](?:\s*,\s*[A-Z]\s*=\s*[0-9])*",
+                          "letter=digit pairs such as A=1,B=2"),
+    "emoji_mystery": SENTENCE,
+    "family_relationships": WORDS,
+    "figlet_font": WORD,
+    "fraction_simplification": _match(
+        r"\$?\s*(?:\\[dt]?frac\s*\{\s*-?[0-9]+\s*\}\s*\{\s*[0-9]+\s*\}|-?[0-9]+\s*/\s*[0-9]+)\s*\$?",
+        "a fraction such as 3/4 or \\frac{3}{4}"),
+    "futoshiki": _lines(r"[0-9_](?:\s*[<>]?\s*[0-9_])*|[\s∧∨^v]*", "a futoshiki board"),
+    "game_of_life": _json(_list_of(_list_of(_is_int)), "a JSON grid of integers"),
+    "game_of_life_halting": BOOLEAN,
+    "graph_color": _json(lambda v: isinstance(v, dict) and all(
+        _is_str(k) and _is_int(c) for k, c in v.items()), "a JSON map from vertex to colour"),
+    "group_anagrams": _json(_list_of(_list_of(_is_str)), "a JSON list of lists of words"),
+    "jugs": _json(_list_of(_is_str), "a JSON list of moves"),
+    "kakurasu": INTEGER_GRID,
+    "knight_swap": _either(_match(r"No", "No"),
+                           _json(_list_of(_is_str), "a JSON list of moves")),
+    "knights_knaves": SENTENCE,
+    "letter_jumble": SENTENCE,
+    "manipulate_matrix": INTEGER_GRID,
+    "mini_sudoku": INTEGER_GRID,
+    "needle_haystack": WORDS,
+    "palindrome_generation": WORD,
+    "palindrome_partitioning": _json(_list_of(_list_of(_is_str)),
+                                     "a JSON list of partitions"),
+    "path_star": INTEGERS_LINE,
+    "polynomial_equations": NUMBERS,
+    "pool_matrix": NUMBER_GRID,
+    "power_function": NUMBER,
+    "prime_factorization": _match(r"[0-9]+(?:\s*[×x*]\s*[0-9]+)*",
+                                  "primes joined by ×, such as 2 × 3 × 3"),
+    "propositional_logic": _match(r"[A-Z()¬∧∨→↔\s]+", "a formula over the question's letters"),
+    "quantum_lock": _match(r"[A-Z](?:\s*(?:→|->)\s*[A-Z])*", "buttons such as A → B → C"),
+    "rearc": INTEGER_GRID,
+    "rubiks_cube": _match(r"(?:[A-Za-z]+'?[0-9]*'?(?:\s+[A-Za-z]+'?[0-9]*'?)*)?",
+                          "moves such as R U' F2"),
+    "rush_hour": _match(r"[A-Z][+-][0-9]+(?:\s+[A-Z][+-][0-9]+)*", "moves such as A+1 B-2"),
+    "sentence_reordering": SENTENCE,
+    "shortest_path": _match(r"(?:up|down|left|right)(?:\s+(?:up|down|left|right))*|infeasible",
+                            "moves such as up left, or infeasible", re.I),
+    "sokoban": _match(r"[UDLRudlr]+", "moves in U, D, L, R"),
+    "spell_backward": WORD,
+    "sudoku": INTEGER_GRID,
+    "survo": INTEGER_GRID,
+    "time_intervals": _match(r"-?[0-9]+\s+days?(?:,\s*[0-9]+:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?"
+                             r"|[0-9]+:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?",
+                             "N days, a duration HH:MM[:SS], or both"),  # "-1 days, 16:01:00" too
+    "tower_of_hanoi": _lines(r"Move disk [0-9]+ from Peg [0-9]+ to Peg [0-9]+",
+                             "lines such as Move disk 1 from Peg 1 to Peg 3", re.I),
+    "tsumego": _match(r"[A-Za-z][0-9]+", "a board point such as D4"),
+    "word_ladder": WORD_LIST,
+    "word_sorting": TOKEN_LIST,
+    "zebra_puzzles": WORDS,
+}
+
+
+def check_form(task: str | None, answer: str) -> None:
+    """``Refused`` when ``answer`` is not of the form of ``task``'s answer (a task with no form
+    here: printable text only, checked by ``answer_grammar``)."""
+    form = FORMS.get(task or "")
+    if form is not None:
+        form(answer)

@@ -1,0 +1,115 @@
+"""Whether an answer to a reasoning-gym task with several right answers is right, checked from the
+task's rules alone: the report card's reference (``envs.tools.card.reference``) for those tasks.
+
+The gold is one right answer among many (another 8-queens placement, another expression that
+makes the target), so comparing with it calls a right answer wrong, and the card's reward search
+then reports a paid wrong answer that is not one. These checks are written from the puzzle's
+rules and the entry's data (the given queens, the given numbers and target), not from the
+scoring path the search attacks: neither reasoning-gym's ``score_answer`` (the scorer that pays,
+with its own leniencies: puzzle24 truncates the value with ``int()``, countdown allows 1e-6 off
+the target, n_queens compares with the list it enumerated) nor our answer grammar. An expression
+is read by ``ast`` (which runs nothing, never ``eval``) after a character whitelist, and
+evaluated here with exact fractions. Standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+#: Characters of an arithmetic answer: ASCII digits, + - * / and brackets.
+_ARITHMETIC = re.compile(r"[0-9+\-*/()\s]+", re.ASCII)
+#: Longest answer text these checks read (an expression of the puzzles' few numbers is short).
+MAX_CHARS = 1_000
+
+Check = Callable[[str, dict[str, Any]], bool]
+
+
+def _queens(answer: str, entry: dict[str, Any]) -> bool:
+    """An n x n board of ``Q`` and ``_`` (one row a line, cells apart) with n queens, no two
+    on one row, column or diagonal, that keeps every queen the puzzle gave."""
+    puzzle = (entry.get("metadata") or {}).get("puzzle")
+    if not isinstance(puzzle, list) or not puzzle:
+        return False
+    n = len(puzzle)
+    rows = [line.split() for line in answer.strip().splitlines()]
+    if len(rows) != n or any(len(r) != n or not set(r) <= {"Q", "_"} for r in rows):
+        return False
+    queens = [(i, j) for i, row in enumerate(rows) for j, cell in enumerate(row) if cell == "Q"]
+    given = [(i, j) for i, row in enumerate(puzzle) for j, cell in enumerate(row) if cell == "Q"]
+    if len(queens) != n or not set(given) <= set(queens):
+        return False
+    return all(len({key(i, j) for i, j in queens}) == n
+               for key in (lambda i, j: i, lambda i, j: j, lambda i, j: i - j,
+                           lambda i, j: i + j))
+
+
+def _value(node: ast.AST, leaves: list[int]) -> Fraction:
+    """The exact value of an expression of integers under + - * / (and a sign), its integers
+    collected in ``leaves``; ``ValueError`` for anything else (a power, a float, a name)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        leaves.append(node.value)
+        return Fraction(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _value(node.operand, leaves)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        left, right = _value(node.left, leaves), _value(node.right, leaves)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div):
+            if right == 0:
+                raise ValueError("division by zero")
+            return left / right
+    raise ValueError(f"{type(node).__name__} is not arithmetic")
+
+
+def makes_target(answer: str, numbers: list[int], target: int) -> bool:
+    """``answer`` is an expression that uses each of ``numbers`` once (no other number) under
+    + - * / and equals ``target`` exactly."""
+    text = answer.strip()
+    if not text or len(text) > MAX_CHARS or _ARITHMETIC.fullmatch(text) is None:
+        return False
+    leaves: list[int] = []
+    try:
+        value = _value(ast.parse(text, mode="eval").body, leaves)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return Counter(leaves) == Counter(int(x) for x in numbers) and value == target
+
+
+def _countdown(answer: str, entry: dict[str, Any]) -> bool:
+    meta = entry.get("metadata") or {}
+    return makes_target(answer, list(meta.get("numbers") or ()), int(meta["target"]))
+
+
+def _puzzle24(answer: str, entry: dict[str, Any]) -> bool:
+    return makes_target(answer, list((entry.get("metadata") or {}).get("numbers") or ()), 24)
+
+
+#: Tasks with several right answers and the check of one (answer text, reasoning-gym entry).
+CHECKS: dict[str, Check] = {
+    "n_queens": _queens,
+    "countdown": _countdown,
+    "puzzle24": _puzzle24,
+}
+
+
+def is_right(task: str, answer: str, entry: dict[str, Any]) -> bool | None:
+    """Whether ``answer`` is a right answer to ``entry`` of ``task`` by the task's rules, or
+    ``None`` when ``task`` has no check here (its gold is its one right answer)."""
+    check = CHECKS.get(task)
+    if check is None:
+        return None
+    try:
+        return check(answer, entry)
+    except (KeyError, TypeError, ValueError):  # an entry without the data the check reads
+        return False

