@@ -144,7 +144,7 @@ def _completion_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, c
             # A pass cut to its rows' length is often all valid: then no copy is needed.
             picked = logits.flatten(0, 1) if bool(valid.all()) else logits[valid]
             tokens = ids[:, cols][valid]
-            scorer.score(picked, tokens, logps, ents)
+            scorer.add(picked, tokens, logps, ents)
             index.append(cells[:, cols][valid])
             del logits, picked
     flat = torch.cat(index) if index else torch.zeros(0, dtype=torch.long, device=device)
@@ -170,8 +170,8 @@ class _Scorer:
         self.recompute = (head is not None and torch.is_grad_enabled()
                           and int(completion_mask.sum()) > self.chunk)
 
-    def score(self, picked: Tensor, tokens: Tensor, logps: list[Tensor],
-              ents: list[Tensor]) -> None:
+    def add(self, picked: Tensor, tokens: Tensor, logps: list[Tensor],
+            ents: list[Tensor]) -> None:
         """Appends the log-probs of ``tokens`` (and the entropies) at the ``picked`` rows."""
         if self.head is None:
             logps.append(token_logprobs(picked, tokens, self.temperature, self.top_p))
@@ -222,7 +222,7 @@ def _packed_logprobs(model, head, prompt_ids, prompt_mask, completion_ids, compl
         hidden = out.logits[0]  # (positions, hidden): the head is set apart (or vocabulary)
         picked = hidden[scored_at[fed]]
         tokens = ids[:, 1:][scored]
-        scorer.score(picked, tokens, logps, ents)
+        scorer.add(picked, tokens, logps, ents)
         cells = torch.arange(b, device=device)[:, None] * t + (cols[:-1] + 1 - width)
         index = cells[scored]
         del out, hidden, picked
