@@ -38,9 +38,13 @@ PACKS: dict[str, dict[str, Any]] = {
     "arith": dict(env="grpo/MathExact-v0",
                   env_kwargs={"pack": "arith", "require_boxed": True,
                               "reward_weights": {"format": 0}},
-                  max_new_tokens=32),
-    "pyfunc": dict(env="grpo/CodeTests-v0", env_kwargs={"pack": "pyfunc"}, max_new_tokens=96),
+                  max_new_tokens=32, recipe_level=1),
+    "pyfunc": dict(env="grpo/CodeTests-v0", env_kwargs={"pack": "pyfunc"}, max_new_tokens=96,
+                   recipe_level=3),
 }
+# "recipe" is the CPU recipe's hand-picked level (the seeded stream of that level alone): the
+# arm the whole-pack samplers must beat for the recipes to switch to them.
+ARMS = ("uniform", "curriculum", "recipe")
 COMMON = dict(prompts_per_step=2, group_size=8, learning_rate=2e-5, temperature=0.7, beta=0.0,
               eval=False, eval_perturbations=False, progress=False, samples_every=0,
               plot_every=0)
@@ -50,8 +54,12 @@ def config(pack: str, sampler: str, seed: int, out: Path) -> Any:
     from learner.config import Config
 
     spec = PACKS[pack]
-    c = Config(**COMMON, env=spec["env"], env_kwargs=dict(spec["env_kwargs"]),
-               max_new_tokens=spec["max_new_tokens"], sampler=sampler, seed=seed, steps=10_000,
+    env_kwargs = dict(spec["env_kwargs"])
+    if sampler == "recipe":
+        env_kwargs["level"] = spec["recipe_level"]
+    c = Config(**COMMON, env=spec["env"], env_kwargs=env_kwargs,
+               max_new_tokens=spec["max_new_tokens"],
+               sampler="sequential" if sampler == "recipe" else sampler, seed=seed, steps=10_000,
                output_dir=str(out / f"{pack}-{sampler}-{seed}"))
     c.validate()
     return c
@@ -86,14 +94,19 @@ def accuracy_by_key(env: Any, model: Any, tokenizer: Any, tasks: list[Any],
 
 
 def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key: int) -> dict:
-    """Train until ``tokens`` sampled tokens, then evaluate; ``sampler`` "before": evaluate
-    the starting model only."""
+    """Train until ``tokens`` sampled tokens, then evaluate on every level's held-out tasks;
+    ``sampler`` "before": evaluate the starting model only."""
+    import gymnasium as gym
+
     from learner.training.trainer import GRPOTrainer
 
     t0 = time.perf_counter()
     c = config(pack, "sequential" if sampler == "before" else sampler, seed, out)
     trainer = GRPOTrainer(c)
-    tasks = heldout_by_key(trainer.env, per_key)
+    # The recipe arm trains on one level; it is evaluated on the whole pack like the others.
+    whole = (gym.make(PACKS[pack]["env"], **PACKS[pack]["env_kwargs"]).unwrapped
+             if sampler == "recipe" else trainer.env)
+    tasks = heldout_by_key(whole, per_key)
     record: dict[str, Any] = {"pack": pack, "sampler": sampler, "seed": seed}
     if sampler == "before":
         record["accuracy"] = accuracy_by_key(trainer.env, trainer.policy, trainer.tokenizer,
@@ -130,9 +143,11 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         signal_per_1k_tokens=1000 * signal / spent, signal_per_episode=signal / episodes,
         mix=mixes, pass_rates=trainer.sampler.pass_rates(), credited=credited,
         costs={k: st.cost for k, st in trainer.sampler.stats.items()}, observed=observed,
-        accuracy=accuracy_by_key(trainer.env, trainer.policy, trainer.tokenizer, tasks,
+        accuracy=accuracy_by_key(whole, trainer.policy, trainer.tokenizer, tasks,
                                  c.max_new_tokens),
         train_minutes=train_minutes, minutes=(time.perf_counter() - t0) / 60)
+    if whole is not trainer.env:
+        whole.close()
     trainer.close()
     return record
 
@@ -257,7 +272,7 @@ def summarize(out: Path) -> str:
     for pack in PACKS:
         before = next((r for r in rows if r["pack"] == pack and r["sampler"] == "before"), None)
         runs = {s: sorted((r for r in rows if r["pack"] == pack and r["sampler"] == s),
-                          key=lambda r: r["seed"]) for s in ("uniform", "curriculum")}
+                          key=lambda r: r["seed"]) for s in ARMS}
         if not any(runs.values()):
             continue
         keys = sorted({k for rs in runs.values() for r in rs for k in r["accuracy"]} - {"overall"})
@@ -309,16 +324,18 @@ def plot(rows: list[dict], path: Path) -> None:
         return
     fig, axes = plt.subplots(2, len(packs), figsize=(5.5 * len(packs), 6.5), squeeze=False)
     for j, pack in enumerate(packs):
-        for s, color, dx in (("uniform", "tab:blue", -0.2), ("curriculum", "tab:orange", 0.2)):
+        arms = (("uniform", "tab:blue", -0.27), ("curriculum", "tab:orange", 0.0),
+                ("recipe", "tab:green", 0.27))
+        for x, (s, color, dx) in enumerate(arms):
             rs = [r for r in rows if r["pack"] == pack and r["sampler"] == s]
             if not rs:
                 continue
             ax = axes[0][j]
-            ax.scatter([dx + (0 if s == "uniform" else 0.6)] * len(rs),
-                       [r["signal_per_1k_tokens"] for r in rs], color=color, label=s)
+            ax.scatter([x] * len(rs), [r["signal_per_1k_tokens"] for r in rs], color=color,
+                       label=s)
             keys = sorted({k for r in rs for k in r["accuracy"]} - {"overall"}) + ["overall"]
             med = [statistics.median(r["accuracy"].get(k, 0.0) for r in rs) for k in keys]
-            axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.4, color=color,
+            axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.27, color=color,
                            label=s)
             axes[1][j].set_xticks(range(len(keys)), keys)
         before = next((r for r in rows if r["pack"] == pack and r["sampler"] == "before"), None)
@@ -327,7 +344,7 @@ def plot(rows: list[dict], path: Path) -> None:
             axes[1][j].scatter(range(len(keys)), [before["accuracy"][k] for k in keys],
                                color="black", marker="_", s=200, label="before", zorder=3)
         axes[0][j].set_title(f"{pack}: signal groups per 1k tokens (each seed)")
-        axes[0][j].set_xticks([-0.2, 0.8], ["uniform", "curriculum"])
+        axes[0][j].set_xticks(range(len(arms)), [a[0] for a in arms])
         axes[1][j].set_title(f"{pack}: held-out accuracy after (median of seeds)")
         axes[1][j].legend(fontsize=8)
         for ax in axes[:, j]:
@@ -342,11 +359,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="/tmp/curriculum-bench")
     p.add_argument("--packs", nargs="+", default=list(PACKS), choices=list(PACKS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--arith-tokens", type=int, default=800,
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),
+                   help="uniform and curriculum over the whole pack; recipe: the CPU recipe's "
+                   "hand-picked level")
+    p.add_argument("--arith-tokens", type=int, default=8000,
                    help="sampled tokens each arith run trains on")
-    p.add_argument("--pyfunc-tokens", type=int, default=1600,
+    p.add_argument("--pyfunc-tokens", type=int, default=16000,
                    help="sampled tokens each pyfunc run trains on")
-    p.add_argument("--per-level", type=int, default=2, help="held-out tasks per level")
+    p.add_argument("--per-level", type=int, default=8, help="held-out tasks per level")
     p.add_argument("--one", nargs=3, metavar=("PACK", "SAMPLER", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--summarize", action="store_true",
                    help="only print the table and write the plot from OUT/results.jsonl")
@@ -365,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         # starting model's accuracy last: it is one figure per pack.
         for seed in args.seeds:
             for pack in args.packs:
-                for sampler in ("uniform", "curriculum"):
+                for sampler in args.arms:
                     run_child(args, pack, sampler, seed)
         for pack in args.packs:
             run_child(args, pack, "before", 0)
