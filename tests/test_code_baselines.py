@@ -155,7 +155,11 @@ def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     he = CodeTestsEnv(pack="humaneval", sandbox=sandbox)
     mbpp = CodeTestsEnv(pack="mbpp", sandbox=sandbox)
     assert mbpp.pack.get("mbpp/79")["example"] == 'assert word_len("great") == True'
-    moved = [mbpp.pack.get(f"mbpp/{i}") for i in EXAMPLE_INDEX]
+    # (those still in the pack: some left it since, their memorised public cases half-paying a
+    # shallow program: ``left_out`` in tasks/mbpp/amplified.json)
+    in_pack = set(mbpp.pack.ids("train") + mbpp.pack.ids("test"))
+    moved = [mbpp.pack.get(f"mbpp/{i}") for i in EXAMPLE_INDEX if f"mbpp/{i}" in in_pack]
+    assert len(moved) >= len(EXAMPLE_INDEX) - 8
     test_tasks = [mbpp.pack.get(i) for i in mbpp.pack.ids("test")]
     assert he.trivially_passed([he.pack.get(i) for i in he.pack.ids("test")]) == {}
     assert mbpp.trivially_passed(test_tasks + [t for t in moved if t.split == "train"]) == {}
