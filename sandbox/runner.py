@@ -190,6 +190,10 @@ class LocalSandbox(Sandbox):
             _sweep(self.client, self.instance)
         except Exception:  # noqa: BLE001 - the engine is unreachable: another sandbox of this
             _unswept.add(self.instance)  # process sweeps once it reaches the engine again
+        else:
+            # The engine answers: also what sandboxes closed during an outage left, which an
+            # engine restarted since may have restored after their recovery sweep ran.
+            _sweep_unswept(self.client)
 
     def unreachable(self) -> str | None:
         """Why this sandbox's engine does not answer (``engine_outage``); None when it does."""

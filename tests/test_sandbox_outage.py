@@ -168,7 +168,8 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
     finally:
         sb.close()
         other.close()
-    for box in (sb, other):
+    for name, box in (("the sandbox used across the outage", sb),
+                      ("the sandbox closed during the outage", other)):
         label = f"{INSTANCE_LABEL}={box.instance}"
         assert wait_until(lambda label=label: engine.containers(label) == []), (
-            engine.containers(label))
+            name, engine.containers(label))
