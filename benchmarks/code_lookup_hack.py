@@ -13,7 +13,6 @@ it passes in full each way, and those where it earns over half the reward (the s
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -56,25 +55,8 @@ def lookup_program(task: Task, tests: list[str], fallback: str = "common") -> st
     table (keyed by ``str`` of the arguments), and ``FALLBACKS[fallback]`` otherwise; None
     when no case has that form."""
     entry = task["entry_point"] if isinstance(task["entry_point"], str) else task["entry_point"][0]
-    call_names = {"candidate", entry}
-    table: dict[str, Any] = {}
-    for case in tests:
-        try:
-            node = ast.parse(case).body[-1]
-        except SyntaxError:
-            continue
-        test = node.test if isinstance(node, ast.Assert) else None
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-                and isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Call)
-                and isinstance(test.left.func, ast.Name) and test.left.func.id in call_names):
-            continue
-        args = amplify.literal_args(test.left)
-        try:
-            want = ast.literal_eval(test.comparators[0])
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if args is not None:
-            table[str(args)] = want
+    # repr of an argument tuple is its str: the program below keys by str(args)
+    table = amplify.case_table(tests, {"candidate", entry})
     if not table:
         return None
     common = Counter(repr(v) for v in table.values()).most_common(1)[0][0]

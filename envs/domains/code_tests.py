@@ -259,16 +259,8 @@ class CodeTestsEnv(TaskEnv):
         functions = [f"shallow_{i}" for i in range(len(bodies))]
         program = "".join(f"def {fn}(*args, **kwargs):\n    {body}\n"
                           for fn, body in zip(functions, bodies.values(), strict=True))
-        reports = run_variants(
-            self.sandbox, program, list(task["tests"]),
-            [dict.fromkeys(names, fn) for fn in functions], prelude=task.fields.get("prelude", ""),
-            setup=task.fields.get("setup", ""), entry_points=names,
-            per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
-        if any(r.sandbox_error for r in reports):
-            raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
-        shown, unpublished = code_verify.case_kinds(task)
-        return {name: code_verify.fraction(r, shown, unpublished)
-                for name, r in zip(bodies, reports, strict=True)}
+        return self._fractions(task, program, list(bodies),
+                               [dict.fromkeys(names, fn) for fn in functions], names)
 
     def trivially_passed(self, tasks: Sequence[Task]) -> dict[str, list[str]]:
         """The shallow programs of ``task_baselines`` that pass every graded case of a task,
@@ -323,16 +315,23 @@ class CodeTestsEnv(TaskEnv):
                     node.name = f"variant_{k}_{node.name}"
             sources.append(ast.unparse(tree))
             variants.append({n: f"variant_{k}_{n}" for n in names})
+        return self._fractions(task, "\n\n".join(sources) + "\n", list(programs), variants,
+                               names)
+
+    def _fractions(self, task: Task, program: str, labels: list[str],
+                   variants: list[dict[str, str]], names: list[str]) -> dict[str, float]:
+        """One sandbox run of ``program`` with each of ``variants`` bound to the task's entry
+        points -> each label's fraction of the graded cases (``verify.code.fraction``)."""
         reports = run_variants(
-            self.sandbox, "\n\n".join(sources) + "\n", list(task["tests"]), variants,
+            self.sandbox, program, list(task["tests"]), variants,
             prelude=task.fields.get("prelude", ""), setup=task.fields.get("setup", ""),
             entry_points=names,
             per_test_s=max(self.per_test_s, float(task.fields.get("per_test_s") or 0.0)))
         if any(r.sandbox_error for r in reports):
             raise SandboxUnavailable(reports[0].run.error if reports[0].run else "")
         shown, unpublished = code_verify.case_kinds(task)
-        return {name: code_verify.fraction(r, shown, unpublished)
-                for name, r in zip(programs, reports, strict=True)}
+        return {label: code_verify.fraction(r, shown, unpublished)
+                for label, r in zip(labels, reports, strict=True)}
 
     def shallow_completions(self, task: Task) -> dict[str, str]:
         """The default shallow answers and each program of ``task_baselines``, as a model would
