@@ -29,7 +29,7 @@ from sandbox.harness import run_tests
 from tasks import load_pack
 
 ROOT = Path(__file__).resolve().parent.parent
-OLD_REV = "f709d51"  # the shared-process harness, before issue 22
+OLD_REV = "f709d51"  # the baseline side: the revision with the shared-process harness
 
 
 def _module_from_git(rev: str, path: str, name: str, folder: Path) -> ModuleType:

@@ -15,7 +15,7 @@ Sides, each timed in process CPU time on the same text, alternating which goes f
 
 - gate: ``envs.verify.json.verify(schema, text)``, the whole gate (extraction, validation);
 - scan: plain ``json``, used the obvious way: ``JSONDecoder().raw_decode`` at every opening
-  bracket until one decodes (the gate's search before issue 23). Each failure counts the line
+  bracket until one decodes. Each failure counts the line
   breaks before it, so this side grows with the square of the length: it runs up to
   ``--scan-max-mb`` only;
 - floor: ``json.loads`` of a valid JSON document of the same size, what reading that many

@@ -70,7 +70,7 @@ UNDONE = [
     (r"1+\sqrt{2}", r"\frac{2+\sqrt{2}}{\sqrt{2}}"), ("a^2+b^2", "(a+b)^2-2ab"), (r"\ln 2", r"\ln(2e)-1"),
     (r"\sin 1", r"\cos(\frac{\pi}{2}-1)"), (r"\ln 2", r"-\ln\frac{1}{2}"), (r"\sin x", r"\sin(x+2\pi)"),
     (r"\frac{2}{3}", r"0.\overline{6}"), ("6", r"\overline{6}"),
-    # issue 31: one tree for value and form: Python operators, bracketed factors side by side,
+    # one tree for value and form: Python operators, bracketed factors side by side,
     # a unit factor of either sign, double signs through brackets, a factor 1 after 10^k
     (r"11\sqrt{2}", "242**(1/2)"), ("3125", "5**5"), ("2", "5//2"), ("90", "(10)(9)"), ("90", "[10][9]"),
     ("90", "{10}{9}"), ("90", "10 9"), ("720", "(6)(5)(4)(3)(2)(1)"), ("-50", r"(-1)\cdot 50"),
@@ -101,7 +101,7 @@ LEGIT = [
     (r"1+\frac{\sqrt{2}}{2}", r"\frac{2+\sqrt{2}}{2}"), (r"\frac{1}{3}+\frac{\sqrt{2}}{2}", r"\frac{2+3\sqrt{2}}{6}"),
     (r"\frac{1}{a}+\frac{1}{b}", r"\frac{a+b}{ab}"), (r"2^{2/3}", r"\sqrt[3]{4}"), ("2y^2+4y+5", "2(y+1)^2+3"),
     (r"|y-1|", r"|1-y|"), (r"\sin(y-1)", r"-\sin(1-y)"), (r"1+\ln 2", r"\ln(2e)"), ("AB", r"\overline{AB}"),
-    # issue 31: unicode twins, letter expressions, scientific notation from 10^4
+    # unicode twins, letter expressions, scientific notation from 10^4
     (r"2\sqrt{5}", "2√5"), (r"\frac{\sqrt{3}}{3}", "√3/3"), (r"\frac{1}{2}", "½"), ("p-q", "-q+p"),
     ("1000000", "10^6"), ("25000", r"2.5\times 10^{4}"), ("15x-80", "-(80-15x)"),
 ]

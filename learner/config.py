@@ -353,7 +353,7 @@ class Config:
     @property
     def eval_rows(self) -> int:
         """Prompts per evaluation generate call: ``--eval-batch-size``, or a step's P x G rows
-        (64 held-out prompts of a long schema at once held 1.1 GB more than a step on CPU)."""
+        (so that an evaluation holds no bigger KV cache than a step)."""
         return self.eval_batch_size or self.prompts_per_step * self.group_size
 
     @property

@@ -155,10 +155,10 @@ class CodeTestsEnv(TaskEnv):
     #: (the same, stored as places in the gold's mutants: ``mutant_programs``).
     required_fields: ClassVar[tuple[str, ...]] = ("tests",)
     #: The reward is partial (the fraction of the hidden cases passed), and the rule for a
-    #: shallow program is issue 43's: at most this share of any task's cases, never all of
-    #: them. The report card reads it (``envs.tools.card``: the shallow and known-hack checks take
-    #: this bound for a partially graded env; see docs/report-cards.md for why the reward
-    #: itself is not cut at the shallow baseline).
+    #: shallow program is: at most this share of any task's cases, never all of them. The
+    #: report card reads it (``envs.tools.card``: the shallow and known-hack checks take this
+    #: bound for a partially graded env; see docs/report-cards.md for why the reward itself
+    #: is not cut at the shallow baseline).
     shallow_share_max: ClassVar[float | None] = STRICT_SHALLOW_MAX
     perturbation_kinds: ClassVar[tuple[Perturbation, ...]] = CODE_PERTURBATIONS
 

@@ -188,7 +188,7 @@ def _decimal_close(dec: str, other: Any) -> bool:
 def val_equal(g: Val, p: Val) -> bool:
     """A gold written ``28\\%`` is answered by ``28\\%``, ``28`` or ``0.28``. An answer's
     percent sign has one reading: it names the unit of the number before it, so ``18\\%``
-    answers a gold of 18 and ``1800\\%`` does not (read two ways, both were credited)."""
+    answers a gold of 18 and ``1800\\%`` does not (read both ways, both would be credited)."""
     a, b = g.expr, p.expr
     if g.pct and not p.pct:
         return any(_num_equal(c, b, None, p.decimal) for c in (a, a / 100))

@@ -364,8 +364,8 @@ _PROSE_WORD = re.compile(rf"(?<![\\A-Za-z0-9])(?!(?:{_UNIT_WORDS})\b)[A-Za-z]{{3
 _WORDS_ONLY = re.compile(r"^[A-Za-z][A-Za-z '\-]{0,40}$")
 # Letters that belong to LaTeX syntax, not to prose: matrix environment names ("pmatrix"
 # in \begin{pmatrix}, an array's column spec {ccc}) and short \text{} labels
-# ("81\text{ teachers}", "\text{June 20}"). Left visible, they made a bare LaTeX answer
-# look like a sentence, so the answer fell back to its last number (a gold matrix was
+# ("81\text{ teachers}", "\text{June 20}"). Left visible, they would make a bare LaTeX answer
+# look like a sentence, so the answer would fall back to its last number (a gold matrix
 # graded as its bottom-right entry).
 # Only environments whose body is a value: an align* derivation is still working, not an
 # answer, and keeps falling back to its last number.

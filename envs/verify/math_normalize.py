@@ -360,7 +360,7 @@ def infix_fractions(s: str) -> str:
 
 
 # Two statements in one answer, "x = 3 \\lor x = 5", "x=3 \\quad x=5", "x=3 \\mid x=5", "x=3 \\\\ y=5":
-# a separator between an equation and the next "name =" is a list comma (the chain was read as
+# a separator between an equation and the next "name =" is a list comma (else the chain reads as
 # one, by its last part: 5). Against one gold value a list is several answers; against a list of
 # solutions it is one. Not inside an environment, whose rows are its own.
 _STATEMENT_SEP = re.compile(
@@ -390,7 +390,7 @@ def normalize_answer(s: str) -> str:
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
     # A number in a text command is the number: \text{1}\text{ lakh} is 100000, as 1\text{ lakh} is
-    # (the scale word was dropped as a label after \text{1}).
+    # (else the scale word is dropped as a label after \text{1}).
     s = _TEXT_NUMBER.sub(r"\1", s)
     s = _SCALE.sub(_scaled, s)
     s = _PERCENT_WORD.sub(r"\\%", s)

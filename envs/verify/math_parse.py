@@ -204,7 +204,7 @@ _DECIMAL = re.compile(r"(?<![\w.])(\d*)\.(\d+)(?![\d.])")
 _DECIMAL_LEAF = re.compile(r"^-?(?:\d+\.\d*|\.\d+)$")
 _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z\s'\-]*\)?$")
 # Single letters joined by minus signs ("p - q", "p--q") are arithmetic on symbols, not a word:
-# compared as text, "p - q" was "pq" and "-q+p" was refused.
+# compared as text, "p - q" would be "pq" and "-q+p" refused.
 _LETTER_EXPRESSION = re.compile(r"^\(?\s*-?\s*[A-Za-z](?:\s*-[\s-]*[A-Za-z])+\s*\)?$")
 # Answers that are labels, not quantities: a time of day ("9 a.m.", "4:30 p.m.") and a numeral
 # in another base ("0.0011_{2}"); they compare as canonical text.

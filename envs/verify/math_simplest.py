@@ -4,7 +4,7 @@ The checker credits any expression with the gold's value, so without this rule `
 would answer "Evaluate $\\log_2 64$" and ``\\sqrt{242}`` a gold of ``11\\sqrt{2}``: the question's
 computation, left undone in another notation. Each answer leaf is parsed *as written* (sympy's
 evaluation off) and its tree is scored, kind by kind, for the work left in it. That tree is the
-one the leaf's value is read from (``math_parse.leaf_tree``, issue 31): a syntax this scorer
+one the leaf's value is read from (``math_parse.leaf_tree``): a syntax this scorer
 cannot read has no value either, so nothing is credited with its work left uncounted (Python's
 ``**`` and ``//`` are ``unparseable``; ``(10)(9)``, ``[10][9]`` and ``{10}{9}`` are products):
 

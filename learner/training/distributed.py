@@ -190,9 +190,8 @@ def cpu_threads(processes: int = 1) -> int:
     process may run on, shared among the processes.
 
     Never the load: the thread count changes the order of fp32 sums, so a count that followed
-    how busy the machine was gave one seed different runs (a design-card run went 1 -> 2 -> 1
-    threads and ended 67.5% where another ended 85.0%). The trainer fixes the count at start
-    and ``config.json`` records it; a resumed run reads it back.
+    how busy the machine is would give one seed different runs. The trainer fixes the count at
+    start and ``config.json`` records it; a resumed run reads it back.
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -23,7 +23,7 @@ WHEELS = ("gymnasium", "latex2sympy2_extended", "jsonschema[format]", "docker", 
 PRESENT = ("numpy", "sympy", "mpmath", "pyyaml", "typing_extensions", "psutil", "tqdm",
            "packaging")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
-#: The folder's size goal (issue 42): it travels with the repo to the GPU machine.
+#: The folder's size goal: it travels with the repo to the GPU machine.
 WHEELS_MB = 40
 #: Modules the learner imports that the wheels bring (one is enough to tell).
 NEEDED = ("gymnasium", "latex2sympy2_extended", "jsonschema", "gguf")

@@ -25,7 +25,7 @@ FIGURES = ("time/step_s", "time/generate_s", "time/score_s", "time/train_s",
 
 
 def learner_takes_device() -> bool:
-    """Whether this learner has ``--device`` (issue 42); without it a run picks CUDA itself."""
+    """Whether this learner has ``--device``; without it a run picks CUDA itself."""
     from learner.config import field_types
 
     return "device" in field_types()

@@ -49,7 +49,7 @@ def accelerator_on(device: torch.device) -> tuple[Any, dict[str, Any]]:
     keyword arguments that tell ``prepare_policy`` the run's device."""
     try:
         from learner.training import placement
-    except ImportError:  # a learner without --device (before issue 42)
+    except ImportError:  # a learner without --device (an older checkout)
         placement = None
     if placement is not None:
         where = placement.run_device(str(device))

@@ -240,7 +240,7 @@ PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 
 # Tasks where a shallow program behind a lookup table of the public cases still earns over
 # half of the unpublished ones leave the pack (``left_out`` in amplified.json, with the
-# reason: 92 and 157). humaneval/0 stays for now, although 'threshold is truthy' behind a
+# reason: 92 and 157). humaneval/0 stays, although 'threshold is truthy' behind a
 # table earns 0.58 (never in full): its chosen cases hold threshold 0.0, where that program is
 # right and True is not, so no choice of the other inputs halves both; it is the pack's
 # first task, used by tests and docs.

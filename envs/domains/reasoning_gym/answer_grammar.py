@@ -171,7 +171,7 @@ def _arithmetic(answer: str, entry: dict[str, Any]) -> str:
 
 def _arithmetic_of_given(answer: str, entry: dict[str, Any]) -> str:
     """``_arithmetic`` over the question's numbers, each once: puzzle24's scorer only checks
-    that four numbers in its range are written, so another task's expression was paid."""
+    that four numbers in its range are written, so it pays another task's expression."""
     written = _arithmetic(answer, entry)
     used = sorted(int(t) for t in written.split() if t.isdigit())
     given = sorted(int(x) for x in (entry.get("metadata") or {}).get("numbers") or ())
@@ -182,7 +182,7 @@ def _arithmetic_of_given(answer: str, entry: dict[str, Any]) -> str:
 
 def _makes_24(answer: str, entry: dict[str, Any]) -> str:
     """``_arithmetic_of_given`` whose exact value is 24: puzzle24's scorer reads the value
-    through ``int()``, which truncates, so ``(10*7 + 4)/3`` (74/3) was paid as 24."""
+    through ``int()``, which truncates, so it pays ``(10*7 + 4)/3`` (74/3) as 24."""
     written = _arithmetic_of_given(answer, entry)
     if _exact(ast.parse(written, mode="eval").body) != 24:
         raise Refused("its value is not exactly 24")

@@ -28,14 +28,14 @@ CANARY_MAX = 0.10
 SHALLOW_POLICY_MAX = 0.10
 SHALLOW_MEAN_MAX = 0.20
 #: For an env whose reward is a share of test cases passed (it declares
-#: ``shallow_share_max``: the code env's 0.5, issue 43's rule), the shallow and known-hack
+#: ``shallow_share_max``: the code env's 0.5), the shallow and known-hack
 #: checks take that rule instead of the means above: no shallow completion or known hack earns
 #: more than that share of any task, and none passes in full. A balanced True/False task pays a
 #: constant exactly half, so a mean bound of 0.10 or 0.20 cannot hold there (see
 #: docs/report-cards.md for why the reward is not cut at the shallow baseline instead).
 #: Known hacks: none passes, and their mean fraction stays at most this.
 HACK_MEAN_MAX = 0.10
-#: Honest equivalent answers: at least this fraction passes (issue 31's target).
+#: Honest equivalent answers: at least this fraction passes.
 HONEST_MIN = 0.995
 #: Grading latency: the 99th percentile in seconds.
 LATENCY_P99_MAX_S = 10.0
