@@ -66,6 +66,7 @@ def measure(vocab: int, layers: int, *, autocast: bool, checkpointing: bool, chu
     from transformers import AutoModelForCausalLM
 
     from learner.config import Config
+    from learner.stage_config import UpdateConfig
     from learner.training import forward, memory_plan, placement
     from learner.training.distributed import Processes
     from learner.training.policy_setup import prepare_policy
@@ -85,8 +86,8 @@ def measure(vocab: int, layers: int, *, autocast: bool, checkpointing: bool, chu
                gradient_checkpointing=checkpointing, prompts_per_step=step.prompts,
                group_size=step.group, max_new_tokens=step.longest, steps=3, output_dir="unused",
                cpu_matmul="torch", packing="on" if packing else "off")
-    update = prepare_policy(c, where.accelerator, Processes(where.accelerator), model,
-                            step.longest, device=where.device)
+    update = prepare_policy(UpdateConfig.of(c), where.accelerator, Processes(where.accelerator),
+                            model, step.longest, device=where.device)
     update.policy_is_reference = False  # the reference pass runs, as after the first step
     batch = step_batch(step, vocab)
     update(batch)  # AdamW's state made

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM
 
     from learner.config import Config
+    from learner.stage_config import UpdateConfig
     from learner.training import placement
     from learner.training.distributed import Processes
     from learner.training.policy_setup import prepare_policy
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     c = Config(beta=0.04, learning_rate=1e-6, micro_batch_tokens=args.budget,
                prompts_per_step=step.prompts, group_size=step.group,
                max_new_tokens=step.longest, steps=100, output_dir="unused", packing="off")
-    update = prepare_policy(c, where.accelerator, Processes(where.accelerator), model,
-                            step.longest, device=where.device)
+    update = prepare_policy(UpdateConfig.of(c), where.accelerator, Processes(where.accelerator),
+                            model, step.longest, device=where.device)
     update.policy_is_reference = False  # the reference pass runs too, as after step 1
     counters = [Positions(m) for m in (update.model, update.ref_model) if m is not None]
     update(batch)  # warm-up: AdamW's state, oneDNN's kernels

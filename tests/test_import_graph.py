@@ -138,9 +138,9 @@ def test_the_check_finds_circles_of_every_kind(tmp_path):
 # Inside learner/: the entry points (one command each) run a launch (env, scorer and run set up
 # from flags); training runs the loop and evaluates held-out tasks through evaluation, which
 # samples and scores through sampling; "shared" holds what every floor reads: the flags
-# (config, choices, recipe and the recipe files' schema), the model loader, the sampling
-# distribution, provenance, and where a run keeps its checkpoints (run_layout) and how its env
-# and scorer are built (env_setup).
+# (config and each stage's part of it, choices, recipe and the recipe files' schema), the model
+# loader, the sampling distribution, provenance, and where a run keeps its checkpoints
+# (run_layout) and how its env and scorer are built (env_setup).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tools", ("envs.tools", "envs.__main__", "envs.integrations")),
     ("learner", ("learner",)),
@@ -165,7 +165,8 @@ LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training", ("learner.training",)),
     ("evaluation", ("learner.evaluation",)),
     ("sampling", ("learner.sampling",)),
-    ("shared", ("learner", "learner.choices", "learner.config", "learner.recipe", "learner.recipe_files",
+    ("shared", ("learner", "learner.choices", "learner.config", "learner.stage_config",
+                "learner.recipe", "learner.recipe_files",
                 "learner.model", "learner.model_name", "learner.distribution",
                 "learner.provenance", "learner.run_layout", "learner.env_setup")),
 )

@@ -9,6 +9,7 @@ import pytest
 
 from learner.config import Config, ConfigError
 from learner.evaluation import during_training, gates, heldout
+from learner.stage_config import EvalConfig
 from tests import learner_helpers as helpers
 
 
@@ -44,7 +45,7 @@ def test_a_held_out_evaluation_generates_in_calls_of_a_steps_rows(tmp_path, monk
     model = helpers.model()
     rows = _rows_per_forward(model)
     metrics, records = during_training.heldout_metrics(
-        c, model, helpers.tokenizer(), env, tasks, scorer=None)
+        EvalConfig.of(c), model, helpers.tokenizer(), env, tasks, scorer=None)
     assert calls == [7]  # one call: 3 rows decode at once, refilled as they finish ...
     assert max(rows) == 3 and rows[0] == 3  # ... never more than P x G = 3, not all 7
     assert metrics["eval/n"] == 7 and len(records) == 7
@@ -68,7 +69,7 @@ def test_perturbed_prompts_share_calls_and_the_original_is_not_generated_again(t
     model = helpers.model()
     rows = _rows_per_forward(model)
     metrics, records = during_training.heldout_metrics(
-        c, model, helpers.tokenizer(), env, tasks, scorer=None)
+        EvalConfig.of(c), model, helpers.tokenizer(), env, tasks, scorer=None)
     # The held-out prompts and the perturbed ones (the original's answers are the greedy's)
     # in one greedy pass, never more than P x G = 4 rows at once.
     assert calls == [4 + 2 * variants] and max(rows) == 4

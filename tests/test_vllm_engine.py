@@ -51,13 +51,14 @@ def test_auto_picks_hf_on_cpu():
 def test_vllm_dtype_chooses_the_engines_precision(monkeypatch, tmp_path):
     import learner.sampling.vllm_engine as vllm_engine_module
     from learner.sampling.engine import build_engine
+    from learner.stage_config import EngineConfig
 
     made = []
     monkeypatch.setattr(vllm_engine_module, "VLLMEngine",
                         lambda path, **kwargs: made.append(kwargs) or kwargs)
     for flag, want in (("auto", None), ("bfloat16", "bfloat16"), ("float32", "float32")):
         cfg = h.config(tmp_path, rollout_engine="vllm", vllm_dtype=flag)
-        build_engine(cfg, torch.device("cpu"))
+        build_engine(EngineConfig.of(cfg), torch.device("cpu"))
         assert made[-1]["dtype"] == want  # None: the engine's own choice (fp32 on CPU)
     with pytest.raises(SystemExit):  # a precision vLLM does not take is refused at the flag
         from learner.config import parse_config

@@ -5,6 +5,7 @@ CPU without starting vLLM (``tests/test_vllm_engine.py`` runs the real engine)."
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,11 +13,17 @@ from transformers import Qwen2Config
 
 from learner.config import Config
 from learner.sampling.vllm_engine import checkpoint_weights, weight_buckets
+from learner.stage_config import EngineConfig
 from learner.training import vllm_sizing
 from tests import learner_helpers as h
 
 SHAPES = Path(__file__).resolve().parents[1] / "scripts/gpucheck/shapes"
 QWEN_1_5B_PARAMS = 1_543_714_304  # tied embeddings counted once
+
+
+def _engine(**flags: Any) -> EngineConfig:
+    """The engine's part of a config with ``flags``."""
+    return EngineConfig.of(Config(**flags))
 
 
 def _qwen(name: str) -> Qwen2Config:
@@ -27,7 +34,7 @@ def _qwen(name: str) -> Qwen2Config:
 
 def test_the_issue_step_sizes_the_engine_to_its_rows():
     """P=64, G=8, T=512, prompts of 150 tokens at the 1.5B shape (issue 45's paper target)."""
-    c = Config(prompts_per_step=64, group_size=8, max_new_tokens=512)
+    c = _engine(prompts_per_step=64, group_size=8, max_new_tokens=512)
     size = vllm_sizing.size_engine(c, _qwen("qwen2.5-1.5b.json"), params=QWEN_1_5B_PARAMS,
                                    prompt_tokens=150, completion_tokens=512, world=1,
                                    multi_turn=False, card_bytes=80e9)
@@ -51,8 +58,8 @@ def test_the_issue_step_sizes_the_engine_to_its_rows():
 
 def test_what_the_user_set_stays_and_the_derived_values_follow_the_processes():
     model = _qwen("qwen2.5-0.5b.json")
-    set_ = Config(prompts_per_step=64, group_size=8, vllm_max_model_len=4096,
-                  vllm_max_num_seqs=100, vllm_gpu_memory_utilization=0.4)
+    set_ = _engine(prompts_per_step=64, group_size=8, vllm_max_model_len=4096,
+                   vllm_max_num_seqs=100, vllm_gpu_memory_utilization=0.4)
     size = vllm_sizing.size_engine(set_, model, params=494_032_768, prompt_tokens=150,
                                    completion_tokens=512, world=1, multi_turn=False,
                                    card_bytes=80e9)
@@ -60,19 +67,19 @@ def test_what_the_user_set_stays_and_the_derived_values_follow_the_processes():
         (4096, 100, 0.4)
     assert size.derived == () and "as set" in size.line()
     # Each process's engine holds its share: ceil(9 / 2) = 5 prompts x 8 rows.
-    split = vllm_sizing.size_engine(Config(prompts_per_step=9, group_size=8), model,
+    split = vllm_sizing.size_engine(_engine(prompts_per_step=9, group_size=8), model,
                                     params=494_032_768, prompt_tokens=100,
                                     completion_tokens=64, world=2, multi_turn=False)
     assert split.max_num_seqs == 40 and split.max_model_len == 512  # 264 up to 512
     assert split.gpu_memory_utilization == 0.3  # on CPU no share is derived (not used)
     # At most MAX_NUM_SEQS rows; the model's own context length caps max_model_len.
-    big = vllm_sizing.size_engine(Config(prompts_per_step=256, group_size=16), model,
+    big = vllm_sizing.size_engine(_engine(prompts_per_step=256, group_size=16), model,
                                   params=494_032_768, prompt_tokens=20_000,
                                   completion_tokens=4096, world=1, multi_turn=False)
     assert big.max_num_seqs == vllm_sizing.MAX_NUM_SEQS
     assert big.max_model_len == model.max_position_embeddings == 32768
     # Episodes grow by tool outputs of no known bound: the model's context length stays.
-    multi = vllm_sizing.size_engine(Config(), model, params=1, prompt_tokens=100,
+    multi = vllm_sizing.size_engine(_engine(), model, params=1, prompt_tokens=100,
                                     completion_tokens=64, world=1, multi_turn=True)
     assert multi.max_model_len is None and "max_model_len" not in multi.derived
 

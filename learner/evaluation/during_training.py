@@ -1,5 +1,5 @@
 """The held-out figures a training run logs as ``eval/*`` (accuracy, full marks, pass@k, and the
-perturbed prompts' scores with ``--eval-perturbations``), from the config's evaluation flags, and
+perturbed prompts' scores with ``--eval-perturbations``), from the config's evaluation part, and
 the run's result in the field's shape (``run_result``: ``eval.json`` after each evaluation,
 ``eval_start.json`` for the one before training)."""
 
@@ -11,15 +11,15 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.contract import LearnerEnv
-from learner.config import Config
 from learner.evaluation.heldout import evaluate
 from learner.evaluation.result_shape import TaskRow, build_result
 from learner.model_name import DEFAULT_MODEL
 from learner.sampling.scoring import RemoteScorer
+from learner.stage_config import EvalConfig
 from tasks import Task
 
 
-def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+def heldout_metrics(c: EvalConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                     env: LearnerEnv, tasks: Sequence[Task], scorer: RemoteScorer | None,
                     gather: Callable[[list], list] | None = None
                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -54,7 +54,7 @@ def heldout_metrics(c: Config, policy: PreTrainedModel, tokenizer: PreTrainedTok
     return metrics, result.records
 
 
-def run_result(c: Config, env: LearnerEnv, step: int, records: Sequence[dict[str, Any]]
+def run_result(c: EvalConfig, env: LearnerEnv, step: int, records: Sequence[dict[str, Any]]
                ) -> dict[str, Any]:
     """``eval.json``'s object for a training run's held-out evaluation at ``step``, from its
     per-task records (``evaluate``'s): ``--eval-k`` samples per task at ``--temperature``, or

@@ -22,9 +22,10 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from learner.config import Config, sampling_engine
+from learner.config import sampling_engine
 from learner.sampling.decoding import Decoded, Stop, decode, eos_ids
 from learner.sampling.kernels.onednn_linear import packed_weights
+from learner.stage_config import EngineConfig
 
 
 class SamplingEngine(Protocol):
@@ -91,7 +92,7 @@ class SyncedEngine(SamplingEngine, Protocol):
     def close(self) -> None: ...
 
 
-def build_engine(config: Config, device: torch.device, *, rank: int = 0,
+def build_engine(config: EngineConfig, device: torch.device, *, rank: int = 0,
                  processes: int = 1, size: Any = None) -> SyncedEngine | None:
     """The engine ``config.rollout_engine`` names, or None for hf (the learner's loop runs on
     the policy itself, with its full weights gathered under ZeRO-3, each round). ``size``:

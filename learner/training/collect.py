@@ -25,11 +25,11 @@ from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
 from envs.contract import LearnerEnv
-from learner.config import Config
 from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import HFEngine, SamplingEngine, SyncedEngine
 from learner.sampling.graded import sample_graded
 from learner.sampling.scoring import RemoteScorer
+from learner.stage_config import SamplingConfig
 from learner.training import grpo, sharding
 from learner.training.batching import gather_rows, select_rows
 from learner.training.distributed import Processes
@@ -44,8 +44,9 @@ class Collector:
     is the completion budget L (DAPO's default L_max), and ``engine`` the vLLM engine that
     samples (None: the learner's own loop on the policy)."""
 
-    def __init__(self, config: Config, env: LearnerEnv, tokenizer: PreTrainedTokenizerBase,
-                 stream: LearnerSampler, procs: Processes, accelerator: Accelerator, *,
+    def __init__(self, config: SamplingConfig, env: LearnerEnv,
+                 tokenizer: PreTrainedTokenizerBase, stream: LearnerSampler, procs: Processes,
+                 accelerator: Accelerator, *,
                  scorer: RemoteScorer | None, bridge: ChatBridge | None, max_tokens: int,
                  engine: SyncedEngine | None = None):
         self.config, self.env, self.tokenizer, self.stream = config, env, tokenizer, stream

@@ -23,6 +23,7 @@ from envs.contract import LearnerEnv
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.evaluation.infra import InfraCount
 from learner.sampling.scoring import RemoteScorer, infra_reason
+from learner.stage_config import CheckpointConfig, EvalConfig
 from learner.training import run_notes
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
@@ -65,6 +66,8 @@ class LoopTrainer(Protocol):
     """What the loop uses of its trainer (``GRPOTrainer``)."""
 
     config: Config
+    evaluation: EvalConfig  # when to evaluate
+    checkpoints: CheckpointConfig  # when to save
     accelerator: Accelerator
     procs: Processes
     env: LearnerEnv
@@ -88,6 +91,7 @@ class TrainLoop:
     def __init__(self, trainer: LoopTrainer):
         self.t = trainer
         self.c = trainer.config
+        self.e, self.k = trainer.evaluation, trainer.checkpoints
         self.main = trainer.accelerator.is_main_process
         self.log: RunLog | None = None
         self.monitor = HackMonitor()
@@ -107,7 +111,7 @@ class TrainLoop:
         result: dict[str, Any] = {"resumed_from": t.step if resumed else None}
         with StopSignals() as signals:
             try:
-                if c.eval and not resumed:
+                if self.e.eval and not resumed:
                     result["before"] = t.evaluate()
                     self.say_if_refused(0, result["before"])
                     if self.log:
@@ -137,7 +141,7 @@ class TrainLoop:
                    desc="grpo", dynamic_ncols=True, bar_format=run_notes.BAR_FORMAT)
         watch = run_notes.NoSignalWatch(t.env.no_signal_hint())
         first = True
-        step_seconds: list[float] = []  # this session's steps: the ETA is their median
+        step_seconds: list[float] = []  # the steps since this start: the ETA is their median
         try:
             while t.step < c.steps:
                 self.stop_if_asked(signals)
@@ -148,7 +152,7 @@ class TrainLoop:
                 if self.main and first:
                     first = False
                     tqdm.write(run_notes.estimate_line(time.perf_counter() - t0,
-                                                       c.steps - t.step, c.eval))
+                                                       c.steps - t.step, self.e.eval))
                 self.warn(step, watch, stop)
                 # A stopping run evaluates nothing more.
                 evaluated = self.evaluations(result) if stop is None else None
@@ -174,11 +178,11 @@ class TrainLoop:
     def evaluations(self, result: dict[str, Any]) -> dict[str, Any] | None:
         """The held-out metrics due after this step (``--eval-every``, and the last step's,
         which are also ``result["after"]``); None when no evaluation is due."""
-        t, c = self.t, self.c
+        t, c, e = self.t, self.c, self.e
         out: dict[str, Any] | None = None
-        if c.eval and c.eval_every and t.step % c.eval_every == 0 and t.step < c.steps:
+        if e.eval and e.eval_every and t.step % e.eval_every == 0 and t.step < c.steps:
             out = t.evaluate()
-        if c.eval and t.step == c.steps:
+        if e.eval and t.step == c.steps:
             result["after"] = t.evaluate()
             out = {**(out or {}), **result["after"]}
         return out
@@ -227,17 +231,17 @@ class TrainLoop:
         return groups[::4]
 
     def save_if_due(self) -> None:
-        t, c = self.t, self.c
-        if ((c.save_every and t.step % c.save_every == 0)
-                or (t.step == c.steps and t.save_at_end)
-                or (t.step < c.steps and self.save_due())):
+        t, k, steps = self.t, self.k, self.c.steps
+        if ((k.save_every and t.step % k.save_every == 0)
+                or (t.step == steps and t.save_at_end)
+                or (t.step < steps and self.save_due())):
             t.save()
             self.last_save = time.monotonic()
 
     def save_due(self) -> bool:
         """--save-every-minutes: due once that much wall time passed since the last save; rank
         0's clock decides for every process (they must save together)."""
-        minutes = self.c.save_every_minutes
+        minutes = self.k.save_every_minutes
         if not minutes:
             return False
         due = time.monotonic() - self.last_save >= minutes * 60

@@ -10,9 +10,9 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel, get_scheduler
 
-from learner.config import Config
 from learner.model import with_lora
 from learner.sampling.kernels import onednn_linear
+from learner.stage_config import UpdateConfig
 from learner.training import sharding
 from learner.training.distributed import Processes
 from learner.training.update import PolicyUpdate
@@ -36,7 +36,7 @@ def enable_checkpointing(model: PreTrainedModel) -> None:
     model.config.use_cache = True  # generation still uses the KV cache (eval mode)
 
 
-def prepare_policy(c: Config, accelerator: Accelerator, procs: Processes,
+def prepare_policy(c: UpdateConfig, accelerator: Accelerator, procs: Processes,
                    model: PreTrainedModel, max_tokens: int, *,
                    device: torch.device | None = None) -> PolicyUpdate:
     """The update step around ``model`` (on ``device``, the run's: the accelerator's when

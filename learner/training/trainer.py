@@ -15,6 +15,7 @@ they are.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,13 @@ from learner.sampling.chat import ChatBridge
 from learner.sampling.engine import SyncedEngine, build_engine, engine_name
 from learner.sampling.episodes import is_multi_turn
 from learner.sampling.scoring import RemoteScorer
+from learner.stage_config import (
+    CheckpointConfig,
+    EngineConfig,
+    EvalConfig,
+    SamplingConfig,
+    UpdateConfig,
+)
 from learner.training import (
     checkpoint,
     grpo,
@@ -113,7 +121,8 @@ class GRPOTrainer:
         if where.place:  # a device accelerate does not place models on (lazy, ...)
             model = placement.moved(model, self.device)
         self.update: PolicyUpdate = prepare_policy(
-            c, self.accelerator, self.procs, model, self.max_tokens, device=self.device)
+            UpdateConfig.of(c), self.accelerator, self.procs, model, self.max_tokens,
+            device=self.device)
         # auto resolved where it is fixed (config.json records it); with flash attention it
         # stays auto: each update packs when that runs fewer positions.
         packing = self.update.packing
@@ -128,7 +137,7 @@ class GRPOTrainer:
         if engine is None and engine_name(c.rollout_engine, self.device) == "vllm":
             self.engine_size = self.size_engine()
         self.engine = engine if engine is not None else build_engine(
-            c, self.device, rank=self.procs.rank, processes=self.procs.world,
+            EngineConfig.of(c), self.device, rank=self.procs.rank, processes=self.procs.world,
             size=self.engine_size)
         self._owns_engine = engine is None  # one passed in (a test's shared engine) stays open
         if self.engine is not None:
@@ -140,9 +149,13 @@ class GRPOTrainer:
         # seeded order of the train split.
         self.sampler = build_sampler(c.sampler, self.env, c.seed, c.group_size)
         self.stream = self.sampler.stream
-        self.collector = Collector(c, self.env, self.tokenizer, self.sampler, self.procs,
-                                   self.accelerator, scorer=self.scorer, bridge=self.bridge,
-                                   max_tokens=self.max_tokens, engine=self.engine)
+        self.collector = Collector(SamplingConfig.of(c), self.env, self.tokenizer, self.sampler,
+                                   self.procs, self.accelerator, scorer=self.scorer,
+                                   bridge=self.bridge, max_tokens=self.max_tokens,
+                                   engine=self.engine)
+        # The loop's evaluations and checkpoints, each with its part of the config.
+        self.evaluation = EvalConfig.of(c)
+        self.checkpoints = CheckpointConfig.of(c)
         # --async-steps 1: the next step's samples, drawn while this one trains.
         self.ahead = DrawAhead(self.collector.collect) if c.async_steps else None
         self.step = 0
@@ -164,6 +177,8 @@ class GRPOTrainer:
             # The plan fits only so (its line said it): on for the run, as config.json records.
             enable_checkpointing(self.policy)
             c.gradient_checkpointing = True
+            self.update.config = dataclasses.replace(self.update.config,
+                                                     gradient_checkpointing=True)
 
     def size_engine(self) -> vllm_sizing.EngineSize:
         """The vLLM engine's max_model_len, max_num_seqs and GPU share, derived from the step
@@ -172,8 +187,8 @@ class GRPOTrainer:
         card = (torch.cuda.get_device_properties(self.device).total_memory
                 if self.device.type == "cuda" else 0)
         size = vllm_sizing.size_engine(
-            c, policy.config, params=sum(int(getattr(p, "ds_numel", p.numel()))
-                                         for p in policy.parameters()),
+            EngineConfig.of(c), policy.config,
+            params=sum(int(getattr(p, "ds_numel", p.numel())) for p in policy.parameters()),
             prompt_tokens=vllm_sizing.longest_prompt(self.env, self.tokenizer),
             completion_tokens=self.max_tokens, world=self.procs.world,
             multi_turn=self.bridge is not None, card_bytes=card)
@@ -332,18 +347,18 @@ class GRPOTrainer:
     # -- evaluation, checkpoints, the loop --------------------------------------------------
     def evaluate(self) -> dict[str, Any]:
         """The held-out ``eval/*`` metrics now; their records are kept for heldout.jsonl."""
-        tasks = self.procs.local(heldout_tasks(self.env, self.config.eval_size))
+        e = self.evaluation
+        tasks = self.procs.local(heldout_tasks(self.env, e.eval_size))
         gather: Callable[[list], list] | None = None
         if self.procs.world > 1:
             from accelerate.utils import gather_object
             gather = gather_object
         # One gathering of the full weights (ZeRO-3) serves every generation pass.
-        c = self.config
-        with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, c.eval_rows // 2)}",
-                              self.step, c.steps), \
+        with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, e.eval_rows // 2)}",
+                              self.step, self.config.steps), \
                 sharding.full_weights(self.accelerator, self.update.model) as policy:
             metrics, self.heldout_records = heldout_metrics(
-                self.config, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
+                e, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
         if self.accelerator.is_main_process:  # eval.json: the result in the field's shape
             self._write_result()
         return metrics
@@ -352,8 +367,8 @@ class GRPOTrainer:
         from learner.evaluation.during_training import run_result
         from learner.evaluation.result_shape import RESULT_JSON, write_result
 
-        result = run_result(self.config, self.env, self.step, self.heldout_records)
-        out = Path(self.config.output_dir)
+        result = run_result(self.evaluation, self.env, self.step, self.heldout_records)
+        out = Path(self.evaluation.output_dir)
         write_result(result, out / RESULT_JSON)
         if self.step == 0:  # before training: compare eval_start.json eval.json
             write_result(result, out / "eval_start.json")
@@ -364,13 +379,13 @@ class GRPOTrainer:
         pending = ahead is not None and ahead.pending
         drawn_from = ahead.position if ahead is not None and pending else None
         sampler = drawn_from if drawn_from is not None else self.sampler.state_dict()
-        checkpoint.save(self.accelerator, self.config.output_dir, self.step,
+        checkpoint.save(self.accelerator, self.checkpoints.output_dir, self.step,
                         {"position": sampler["position"], "sampler": sampler},
-                        keep=self.config.keep_checkpoints)
+                        keep=self.checkpoints.keep_checkpoints)
         self.saved_step = self.step
 
     def resume(self) -> bool:
-        path = run_layout.latest(self.config.output_dir)
+        path = run_layout.latest(self.checkpoints.output_dir)
         if path is None:
             return False
         state = checkpoint.load(self.accelerator, path)
@@ -382,7 +397,7 @@ class GRPOTrainer:
         self.saved_step = self.step
         if self.accelerator.is_main_process:
             print(f"resumed from step {self.step} of {self.config.steps} "
-                  f"({path.relative_to(self.config.output_dir)})", flush=True)
+                  f"({path.relative_to(self.checkpoints.output_dir)})", flush=True)
         return True
 
     def sync_engine(self) -> None:
@@ -405,7 +420,7 @@ class GRPOTrainer:
         ``Interrupted`` on SIGINT/SIGTERM (after the step in progress), ``GradingOutage``
         when samples failed because the grading engine or cluster as a whole does not answer.
         """
-        resumed = self.config.resume and self.resume()
+        resumed = self.checkpoints.resume and self.resume()
         return TrainLoop(self).run(resumed)
 
     def close(self, *, wait: bool = True) -> None:

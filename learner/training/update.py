@@ -27,7 +27,7 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor
 
-from learner.config import Config
+from learner.stage_config import UpdateConfig
 from learner.training import grpo, placement
 from learner.training.batching import Batch
 from learner.training.distributed import Processes
@@ -87,7 +87,7 @@ class PolicyUpdate:
     """Owns what an update changes: the policy, its optimizer and schedule, and whether the
     policy is still the reference."""
 
-    def __init__(self, config: Config, accelerator: Accelerator, procs: Processes, model: Any,
+    def __init__(self, config: UpdateConfig, accelerator: Accelerator, procs: Processes, model: Any,
                  ref_model: Any, optimizer: Any, scheduler: Any, *, max_tokens: int,
                  deepspeed: bool, device: torch.device | None = None):
         self.config, self.accelerator, self.procs = config, accelerator, procs

@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from learner.stage_config import EngineConfig
 from learner.training import memory_plan
 
 #: The most rows derived for one engine: vLLM captures CUDA graphs up to max_num_seqs, and
@@ -103,13 +104,13 @@ def memory_share(model_config: Any, *, params: int, rows: int, context: int,
     return min(max(share, MIN_SHARE), MAX_SHARE), need
 
 
-def size_engine(c: Any, model_config: Any, *, params: int, prompt_tokens: int,
+def size_engine(c: EngineConfig, model_config: Any, *, params: int, prompt_tokens: int,
                 completion_tokens: int, world: int, multi_turn: bool,
                 card_bytes: float = 0.0, weight_bytes: int = 2) -> EngineSize:
-    """The engine's size for config ``c`` (``vllm_max_model_len``, ``vllm_max_num_seqs``,
-    ``vllm_gpu_memory_utilization``: 0 derives each); ``card_bytes``: the GPU's memory (0 on
-    CPU, where the share is not used); ``multi_turn``: episodes grow by tool outputs of no
-    known bound, so there the model's context length stays."""
+    """The engine's size for its part of the config, ``c`` (``vllm_max_model_len``,
+    ``vllm_max_num_seqs``, ``vllm_gpu_memory_utilization``: 0 derives each); ``card_bytes``:
+    the GPU's memory (0 on CPU, where the share is not used); ``multi_turn``: episodes grow by
+    tool outputs of no known bound, so there the model's context length stays."""
     derived = []
     model_limit = getattr(model_config, "max_position_embeddings", None)
     max_len: int | None = c.vllm_max_model_len or None

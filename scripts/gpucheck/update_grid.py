@@ -94,6 +94,7 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
             warm_up: bool = True) -> dict[str, Any]:
     """One grid point: a fresh policy, one warm-up update, then ``timed`` updates."""
     from learner.config import Config
+    from learner.stage_config import UpdateConfig
     from learner.training.distributed import Processes
     from learner.training.policy_setup import prepare_policy
     from scripts.gpucheck.assets import random_model
@@ -106,8 +107,8 @@ def measure(model_config: Any, device: torch.device, *, budget: int, checkpointi
     dev.reset_peak(device)
     model = random_model(model_config, device)
     params = sum(p.numel() for p in model.parameters())
-    update = prepare_policy(config, accelerator, Processes(accelerator), model, shape.longest,
-                            **placed)
+    update = prepare_policy(UpdateConfig.of(config), accelerator, Processes(accelerator), model,
+                            shape.longest, **placed)
     # Past the first optimizer step the reference pass runs: time the update as a run pays it.
     update.policy_is_reference = False
     batch = step_batch(shape, model_config.vocab_size)

@@ -34,6 +34,7 @@ def components(folder: Path, device: torch.device, *, prompts: int = 64, group: 
     from learner.config import Config
     from learner.model import load_model
     from learner.sampling.vllm_engine import VLLMEngine
+    from learner.stage_config import EngineConfig
     from learner.training import vllm_sizing
 
     c = Config(prompts_per_step=prompts, group_size=group, max_new_tokens=tokens)
@@ -41,7 +42,7 @@ def components(folder: Path, device: torch.device, *, prompts: int = 64, group: 
     policy = load_model(str(folder)).to(device)  # fp32, as the trainer holds it
     card = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
     size = vllm_sizing.size_engine(
-        c, model_config, params=sum(p.numel() for p in policy.parameters()),
+        EngineConfig.of(c), model_config, params=sum(p.numel() for p in policy.parameters()),
         prompt_tokens=prompt_tokens, completion_tokens=tokens, world=1, multi_turn=False,
         card_bytes=card)
     engine = VLLMEngine(str(folder), device=device, max_model_len=size.max_model_len,
