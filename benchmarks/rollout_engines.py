@@ -59,7 +59,7 @@ def run_ours(args: argparse.Namespace, engine: str) -> dict:
     trainer = GRPOTrainer(cfg)
     setup_s = time.perf_counter() - t0
     rows = [trainer.train_step().metrics for _ in range(args.steps)]
-    accuracy = trainer.evaluate()["eval/accuracy"] if args.eval_size else None
+    accuracy = trainer.evaluate().metrics["eval/accuracy"] if args.eval_size else None
     out = {
         "setup_s": setup_s,
         "engine_start_s": getattr(trainer.engine, "start_s", None),

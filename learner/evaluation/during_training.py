@@ -6,17 +6,41 @@ the run's result in the field's shape (``run_result``: ``eval.json`` after each 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.contract import LearnerEnv
 from learner.evaluation.heldout import evaluate
+from learner.evaluation.infra import InfraCount
 from learner.evaluation.result_shape import TaskRow, build_result
 from learner.model_name import DEFAULT_MODEL
 from learner.sampling.scoring import RemoteScorer
 from learner.stage_config import EvalConfig
 from tasks import Task
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One held-out evaluation of a training run: its ``eval/*`` metrics (logged, never read
+    back), its per-task records (heldout.jsonl, eval.json) and, from them, the greedy pass's
+    infrastructure count, which decides whether the run says that no accuracy was reported."""
+
+    metrics: dict[str, Any]
+    records: list[dict[str, Any]]
+
+    @property
+    def infra(self) -> InfraCount:
+        return InfraCount.of(self.records)
+
+    def refusal(self) -> str | None:
+        """The one line said when no held-out accuracy was reported (too many infrastructure
+        failures, or nothing evaluated); None when one was."""
+        count = self.infra
+        if count.samples and not count.refused:
+            return None
+        return count.refusal("held-out accuracy") or "no held-out accuracy: nothing evaluated"
 
 
 def heldout_metrics(c: EvalConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,

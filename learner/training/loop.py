@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from envs.contract import LearnerEnv
 from learner.config import INFRA_WINDOW_STEPS, Config
-from learner.evaluation.infra import InfraCount
+from learner.evaluation.during_training import HeldOut
 from learner.sampling.scoring import RemoteScorer, infra_reason
 from learner.stage_config import CheckpointConfig, EvalConfig
 from learner.training import run_notes
@@ -76,11 +76,10 @@ class LoopTrainer(Protocol):
     step: int  # steps done
     saved_step: int | None  # the step of the last checkpoint this run wrote or resumed from
     save_at_end: bool
-    heldout_records: list[dict[str, Any]]  # the last evaluation's, for heldout.jsonl
 
     def train_step(self) -> Step: ...
 
-    def evaluate(self) -> dict[str, Any]: ...
+    def evaluate(self) -> HeldOut: ...
 
     def save(self) -> None: ...
 
@@ -112,11 +111,12 @@ class TrainLoop:
         with StopSignals() as signals:
             try:
                 if self.e.eval and not resumed:
-                    result["before"] = t.evaluate()
-                    self.say_if_refused(0, result["before"])
+                    before = t.evaluate()
+                    result["before"] = before.metrics
+                    self.say_if_refused(0, before)
                     if self.log:
-                        self.log.log(0, result["before"])
-                        self.log.heldout(0, t.heldout_records)
+                        self.log.log(0, before.metrics)
+                        self.log.heldout(0, before.records)
                 result.update(self.steps(signals))
             except OutOfMemory:
                 # The steps done are kept: the weights and optimizer are as the last
@@ -155,11 +155,11 @@ class TrainLoop:
                                                        c.steps - t.step, self.e.eval))
                 self.warn(step, watch, stop)
                 # A stopping run evaluates nothing more.
-                evaluated = self.evaluations(result) if stop is None else None
+                evaluated = self.evaluation_due(result) if stop is None else None
                 if evaluated is not None:
                     self.say_if_refused(t.step, evaluated)
-                metrics = {**step.metrics, **(evaluated or {})}
-                self.record(step, metrics, evaluated=evaluated is not None)
+                metrics = {**step.metrics, **(evaluated.metrics if evaluated else {})}
+                self.record(step, metrics, evaluated)
                 if stop is not None:
                     t.save()
                     raise stop
@@ -175,17 +175,19 @@ class TrainLoop:
         result["flags"] = self.monitor.total
         return result
 
-    def evaluations(self, result: dict[str, Any]) -> dict[str, Any] | None:
-        """The held-out metrics due after this step (``--eval-every``, and the last step's,
-        which are also ``result["after"]``); None when no evaluation is due."""
-        t, c, e = self.t, self.c, self.e
-        out: dict[str, Any] | None = None
-        if e.eval and e.eval_every and t.step % e.eval_every == 0 and t.step < c.steps:
-            out = t.evaluate()
-        if e.eval and t.step == c.steps:
-            result["after"] = t.evaluate()
-            out = {**(out or {}), **result["after"]}
-        return out
+    def evaluation_due(self, result: dict[str, Any]) -> HeldOut | None:
+        """The held-out evaluation due after this step (``--eval-every`` before the last step;
+        the last step's, whose metrics are also ``result["after"]``); None when none is due."""
+        t, e, steps = self.t, self.e, self.c.steps
+        if not e.eval:
+            return None
+        if t.step == steps:
+            after = t.evaluate()
+            result["after"] = after.metrics
+            return after
+        if e.eval_every and t.step % e.eval_every == 0:
+            return t.evaluate()
+        return None
 
     def warn(self, step: Step, watch: run_notes.NoSignalWatch, stop: RunStopped | None) -> None:
         t = self.t
@@ -204,13 +206,13 @@ class TrainLoop:
             self.infra_warned = True  # once: a sandbox that fails some samples may fail many
             tqdm.write(f"warning: {self.infra_notice(step)}")
 
-    def record(self, step: Step, metrics: dict[str, Any], *, evaluated: bool) -> None:
+    def record(self, step: Step, metrics: dict[str, Any], evaluated: HeldOut | None) -> None:
         t, c = self.t, self.c
         if not self.log:
             return
         self.log.log(t.step, metrics)
-        if evaluated:  # at this step: its held-out answers too
-            self.log.heldout(t.step, t.heldout_records)
+        if evaluated is not None:  # at this step: its held-out answers too
+            self.log.heldout(t.step, evaluated.records)
         # The last step's groups too: a run shorter than K steps still leaves some.
         if c.samples_every and (t.step % c.samples_every == 0 or t.step == c.steps):
             self.log.samples(t.step, self.thinned(step.sample_groups(c.samples_groups or None)))
@@ -289,15 +291,12 @@ class TrainLoop:
                 f"{self.c.max_infra_error_rate:g} of the last {INFRA_WINDOW_STEPS} steps' "
                 "samples the run stops.")
 
-    def say_if_refused(self, step: int, metrics: dict[str, Any]) -> None:
-        """One line when an evaluation at ``step`` reported no accuracy: more than 1% of its
+    def say_if_refused(self, step: int, evaluated: HeldOut) -> None:
+        """One line when the evaluation at ``step`` reported no accuracy: more than 1% of its
         samples failed for infrastructure (metrics.jsonl holds ``eval/accuracy: null``)."""
-        if not self.main or "eval/n" not in metrics or metrics.get("eval/accuracy") is not None:
-            return
-        count = InfraCount(int(metrics["eval/n"]), int(metrics.get("eval/infra_errors") or 0),
-                           metrics.get("eval/infra_reason"))
-        line = count.refusal("held-out accuracy") or "no held-out accuracy: nothing evaluated"
-        tqdm.write(f"warning: held-out evaluation at step {step}: {line}")
+        line = evaluated.refusal()
+        if self.main and line is not None:
+            tqdm.write(f"warning: held-out evaluation at step {step}: {line}")
 
 
 def grading_outage(t: LoopTrainer) -> str | None:

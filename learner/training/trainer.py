@@ -32,7 +32,7 @@ from learner import run_layout
 from learner.choices import Autocast
 from learner.config import INFRA_WINDOW_STEPS, Config
 from learner.env_setup import make_env, ray_scorer
-from learner.evaluation.during_training import heldout_metrics
+from learner.evaluation.during_training import HeldOut, heldout_metrics
 from learner.evaluation.heldout import heldout_tasks
 from learner.model import load_model, load_tokenizer
 from learner.sampling.chat import ChatBridge
@@ -163,7 +163,6 @@ class GRPOTrainer:
         # window starts afresh).
         self.infra_watch = InfraWatch(c.max_infra_error_rate, INFRA_WINDOW_STEPS)
         self.saved_step: int | None = None  # the last checkpoint's step
-        self.heldout_records: list[dict[str, Any]] = []
         self.memory_plan = memory_plan.check(
             c, self.env, self.tokenizer, self.policy, reference=self.update.ref_model is not None,
             world=self.procs.world, max_tokens=self.max_tokens,
@@ -345,8 +344,8 @@ class GRPOTrainer:
         return gather_rows(samples.rollout, rows, keep, advantages, samples.groups)
 
     # -- evaluation, checkpoints, the loop --------------------------------------------------
-    def evaluate(self) -> dict[str, Any]:
-        """The held-out ``eval/*`` metrics now; their records are kept for heldout.jsonl."""
+    def evaluate(self) -> HeldOut:
+        """The held-out evaluation now: its ``eval/*`` metrics and per-task records."""
         e = self.evaluation
         tasks = self.procs.local(heldout_tasks(self.env, e.eval_size))
         gather: Callable[[list], list] | None = None
@@ -357,17 +356,17 @@ class GRPOTrainer:
         with out_of_memory_as("evaluating", f"--eval-batch-size {max(1, e.eval_rows // 2)}",
                               self.step, self.config.steps), \
                 sharding.full_weights(self.accelerator, self.update.model) as policy:
-            metrics, self.heldout_records = heldout_metrics(
-                e, policy, self.tokenizer, self.env, tasks, self.scorer, gather)
+            held_out = HeldOut(*heldout_metrics(
+                e, policy, self.tokenizer, self.env, tasks, self.scorer, gather))
         if self.accelerator.is_main_process:  # eval.json: the result in the field's shape
-            self._write_result()
-        return metrics
+            self._write_result(held_out.records)
+        return held_out
 
-    def _write_result(self) -> None:
+    def _write_result(self, records: list[dict[str, Any]]) -> None:
         from learner.evaluation.during_training import run_result
         from learner.evaluation.result_shape import RESULT_JSON, write_result
 
-        result = run_result(self.evaluation, self.env, self.step, self.heldout_records)
+        result = run_result(self.evaluation, self.env, self.step, records)
         out = Path(self.evaluation.output_dir)
         write_result(result, out / RESULT_JSON)
         if self.step == 0:  # before training: compare eval_start.json eval.json
