@@ -29,15 +29,21 @@ def _rows_per_forward(model) -> list[int]:
     return rows
 
 
-def test_a_held_out_evaluation_generates_in_calls_of_a_steps_rows(tmp_path, monkeypatch):
-    calls: list[int] = []
+@pytest.fixture
+def calls(monkeypatch) -> list[int]:
+    """The prompts of every ``sample_graded`` call the held-out evaluation makes from now on."""
+    counts: list[int] = []
     real = heldout.sample_graded
 
     def counted(engine, tokenizer, env, chunk, prompts, **kwargs):
-        calls.append(len(prompts))
+        counts.append(len(prompts))
         return real(engine, tokenizer, env, chunk, prompts, **kwargs)
 
     monkeypatch.setattr(heldout, "sample_graded", counted)
+    return counts
+
+
+def test_a_held_out_evaluation_generates_in_calls_of_a_steps_rows(tmp_path, calls):
     env = helpers.ShortEnv()
     tasks = [env.pack.task_at("test", i) for i in range(7)]
     c = helpers.config(tmp_path, prompts_per_step=1, group_size=3, eval_batch_size=0,
@@ -51,16 +57,8 @@ def test_a_held_out_evaluation_generates_in_calls_of_a_steps_rows(tmp_path, monk
     assert metrics["eval/n"] == 7 and len(records) == 7
 
 
-def test_perturbed_prompts_share_calls_and_the_original_is_not_generated_again(tmp_path,
+def test_perturbed_prompts_share_calls_and_the_original_is_not_generated_again(tmp_path, calls,
                                                                               monkeypatch):
-    calls: list[int] = []
-    real = heldout.sample_graded
-
-    def counted(engine, tokenizer, env, chunk, prompts, **kwargs):
-        calls.append(len(prompts))
-        return real(engine, tokenizer, env, chunk, prompts, **kwargs)
-
-    monkeypatch.setattr(heldout, "sample_graded", counted)
     env = helpers.ShortEnv()
     tasks = [env.pack.task_at("test", i) for i in range(4)]
     variants = len(env.perturbations(tasks[0]))
