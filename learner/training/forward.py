@@ -42,7 +42,7 @@ entropy). When a pass holds more rows than one chunk and gradients are on, each 
 under ``torch.utils.checkpoint``: its logits are freed after the forward and recomputed in the
 backward, so at most one chunk's logits (and their gradient) exist at once, never the pass's
 whole fp32 (positions, vocabulary) tensor nor a copy of it. At Qwen2.5's 151,936 words that
-was 0.6 MB a position per copy, most of a 1.5B model's loss-pass memory.
+is 0.6 MB a position per copy, most of a 1.5B model's loss-pass memory.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from torch import Tensor, nn
 
 # oneDNN (its primitive cache) and ideep (its LRU of computations) keep up to 1024 entries, one
 # per input shape, by default, and a run's shapes change every micro-batch and every decoding
-# batch: the code recipe's resident memory grew about 0.3 GB a step, and 400 row counts through
-# one layer held 1.0 GB more (tests/test_learner_onednn_linear.py). Sixteen entries keep that to
-# 57 MiB at the same step time. Both are read when the first product is made, so setting them
+# batch, so resident memory would grow with each new shape, step after step
+# (tests/test_learner_onednn_linear.py bounds it). Sixteen entries keep it small at the same
+# step time. Both are read when the first product is made, so setting them
 # here, before any model is routed, is in time; a value the user set stays.
 CACHE_ENTRIES = "16"
 CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
