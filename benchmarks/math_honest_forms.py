@@ -213,7 +213,8 @@ HAND_WRITTEN: list[tuple[str, str, str, str, str]] = [
     ("gsm8k", "What percent?", "18", r"\boxed{18\%}", "percent-sign"),
     ("gsm8k", "What percent?", "18", r"\boxed{18 \text{ percent}}", "percent-word"),
     ("gsm8k", "What percent?", "18", "The answer is 18%.", "percent-sign"),
-    # issue 43: forms that were refused
+    # spacing, named values, intervals as inequalities, other fraction and unit notations,
+    # labels beside the answer
     ("math500", "How many?", "18", r"\boxed{18\,}", "thin-space"),
     ("math500", "How many?", "10", r"\boxed{10\,}", "thin-space"),
     ("math500", "How many?", "10", r"\boxed{\;10\;}", "thin-space"),
@@ -235,7 +236,7 @@ HAND_WRITTEN: list[tuple[str, str, str, str, str]] = [
     ("gsm8k", "How many eggs?", "24", r"\boxed{24\text{ eggs}}", "noun-label"),
     ("gsm8k", "How long, in hours?", "3", r"\boxed{3 \text{ hours}}", "unit-label"),
     ("gsm8k", "How many?", "7", r"\boxed{7}\text{ people}", "label-after-box"),
-    # issue 43, left over: set-builder notation, the real line, a union as "or"
+    # set-builder notation, the real line, a union as "or"
     ("math500", "Solve the inequality.", r"(2, \infty)", r"\boxed{\{x \mid x > 2\}}", "set-builder"),
     ("math500", "Solve the inequality.", r"(2, \infty)", r"\boxed{\{x : x>2\}}", "set-builder"),
     ("math500", "Solve the inequality.", r"[2, \infty)",
