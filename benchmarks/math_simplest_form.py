@@ -1,4 +1,4 @@
-"""The math checker's simplest-form rule, measured both ways (issue 22).
+"""The math checker's simplest-form rule, measured both ways.
 
 - golds: every MATH, MATH-500 and GSM8K gold, boxed, graded against itself: how many are
   credited (all must be);

@@ -27,7 +27,7 @@ from tests.test_import_graph import LAYERS, import_graph, project_modules  # noq
 
 PACKAGES = ("envs", "sandbox", "tasks", "learner")
 
-# Before the re-layout (issue 46): envs/'s folders and its flat top level, each at the floor
+# Before the re-layout: envs/'s folders and its flat top level, each at the floor
 # its code sits on now (the flat room held contract, domains, tools and the CLI at once).
 BEFORE_ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("envs/card", 0, ("envs.card",)),
