@@ -22,7 +22,7 @@ def _truncate_after(path: Path, step: int) -> None:
             continue
         if row.get("step", 0) <= step:
             kept.append(line)
-    tmp = path.with_name(path.name + ".tmp")  # replaced atomically: a kill now loses nothing
+    tmp = path.with_name(path.name + ".tmp")  # atomic replace: a kill at any time loses nothing
     tmp.write_text("".join(line + "\n" for line in kept))
     os.replace(tmp, path)
 
