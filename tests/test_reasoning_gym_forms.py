@@ -82,6 +82,10 @@ MALFORMED = [
     ("emoji_mystery", "   "), ("complex_arithmetic", "3 + 4k"), ("ab", "#C A#"),
     ("advanced_geometry", "(1, 2, 3)"), ("rush_hour", "A+ B-2"), ("rubiks_cube", "R; U"),
     ("calendar_arithmetic", "Friday the 13th"), ("survo", "1 2 3\n4 5 6.5"),
+    # A grid is written cell by cell in its cells' notation (kakurasu's scorer keeps the 0/1
+    # characters of a line: each of these was read as a 0/1 row and paid).
+    ("kakurasu", "0 +0 1"), ("kakurasu", "01 0 0"), ("kakurasu", "0 1 0 9"), ("kakurasu", "01000"),
+    ("kakurasu", "0 1 2"), ("sudoku", "05 1\n2 3"), ("sudoku", "+5 1\n2 3"),
 ]
 
 
@@ -109,3 +113,46 @@ def test_a_malformed_answer_never_reaches_the_scorer(monkeypatch):
     monkeypatch.undo()
     assert env.score(item, env.gold_completion(item))[0] == 1.0
     assert answer_forms.FORMS["mini_sudoku"] is answer_forms.INTEGER_GRID
+
+
+# One-value tasks whose scorer pays beside the gold (answer_forms.VALUES), each case first found
+# paid (the card's reward search, then attacks around it): coin_flip pays a prefix of the gold's
+# digits, or anything within 1e-4; game_of_life_halting pays any non-empty text.
+ONE_VALUE = [  # (task, test index, answer, earns): the gold of test 0 is 0.193359375 (99/512)
+    ("coin_flip", 0, "0", 0.0), ("coin_flip", 0, "0.19", 0.0), ("coin_flip", 0, "0.1934", 0.0),
+    ("coin_flip", 0, "0.1933593751", 0.0), ("coin_flip", 0, "0.193", 0.0),
+    ("coin_flip", 0, "99/512", 1.0), ("coin_flip", 0, "198/1024", 1.0),
+    ("coin_flip", 0, "0.1933593750", 1.0), ("coin_flip", 0, "1.93359375e-1", 1.0),
+    # test 5's gold is the exact 0.9935302734375 rounded to ten digits: both pay, a rounding not
+    ("coin_flip", 5, "0.9935302734", 1.0), ("coin_flip", 5, "0.9935302734375", 1.0),
+    ("coin_flip", 5, "0.99353", 0.0), ("coin_flip", 5, "0.99", 0.0),
+    ("game_of_life_halting", 4, "False", 0.0), ("game_of_life_halting", 4, " True ", 1.0),
+    ("game_of_life_halting", 3, "True", 0.0), ("game_of_life_halting", 3, "False", 1.0),
+]
+
+
+@pytest.fixture(scope="module")
+def rg_envs():
+    import gymnasium as gym
+
+    import envs  # noqa: F401 - registers the envs
+
+    made = {t: gym.make("grpo/ReasoningGym-v0", task=t, split="test").unwrapped
+            for t in ("coin_flip", "game_of_life_halting")}
+    yield made
+    for env in made.values():
+        env.close()
+
+
+@pytest.mark.parametrize(("task", "index", "answer", "earns"), ONE_VALUE)
+def test_a_one_value_answer_is_paid_at_the_golds_value_only(rg_envs, task, index, answer, earns):
+    env = rg_envs[task]
+    item = env.pack.task_at("test", index)
+    assert env.score(item, env.gold_completion(item))[0] == 1.0
+    reward, info = env.score(item, env.answer_in_format(answer))
+    assert reward == earns, (item["answer"], info["reason"])
+
+
+def test_one_value_tasks_are_scorer_tasks_with_a_form():
+    assert set(answer_forms.VALUES) <= set(FORMS)
+    assert answer_forms.same_value("chain_sum", "anything", {"answer": "3"})

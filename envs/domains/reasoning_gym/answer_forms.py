@@ -9,6 +9,14 @@ or a move list in the task's notation) and an answer that is not of that type is
 (``not_in_grammar``) that no scorer sees. The forms follow what the task asks for, not the gold's
 exact spelling: spacing and case are free where the scorer lets them be.
 
+Some scorers also pay answers of the right form that are not the answer: game_of_life_halting's
+tests ``bool(answer) == bool(gold)``, so any non-empty text (``False`` for ``True``) is paid, and
+coin_flip's pays a prefix of the gold's digits in full (``0`` or ``0.19`` for ``0.193359375``). A
+task whose answer is one value (``VALUES``: a truth value, a probability) is therefore right only
+when the answer's value is the gold's (``same_value``), whatever its scorer says; a grid of cells
+is written cell by cell in its cells' own notation (kakurasu's scorer keeps the ``0``/``1``
+characters of a line and drops the rest, so ``01 0 0`` or ``0 +0 1`` were read as other rows).
+
 The forms do not change which tasks a pack draws (unlike ``answer_grammar``'s, whose golds must be
 safe text): every gold of every task must be in its form (``tests/test_reasoning_gym_forms.py``).
 Standard library only.
@@ -19,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from envs.domains.reasoning_gym.answer_grammar import Refused
@@ -27,6 +36,9 @@ Form = Callable[[str], None]
 
 _NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 _INT = r"[-+]?[0-9]+"
+#: An integer cell of a grid as the grids' golds write it: no sign but a minus, no leading zero
+#: (a scorer that reads ``+5`` or ``05`` as 5, or a character at a time, reads other notations).
+_CELL = r"-?(?:0|[1-9][0-9]*)"
 _WORD = r"[^\W\d_][\w'\-]*"  # letters first (any script), then letters, digits, ' and -
 #: One line of printable text with a letter or digit: a sentence, a name, a phrase.
 _SENTENCE = re.compile(r"[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*")
@@ -116,7 +128,8 @@ WORD_LIST = _match(rf"{_WORD}(?:\s*,\s*{_WORD})*", "words separated by commas")
 #: Tokens of any characters but spaces and commas (word_sorting sorts "1889", "_tête", "253d").
 TOKEN_LIST = _match(r"[^\s,]+(?:\s*,\s*[^\s,]+)*", "items separated by commas")
 SENTENCE: Form = _sentence
-INTEGER_GRID = _grid(_INT, "a grid of integers")
+INTEGER_GRID = _grid(_CELL, "a grid of integers")
+BIT_GRID = _grid(r"[01]", "a grid of 0s and 1s")
 NUMBER_GRID = _grid(_NUM, "a grid of numbers")
 BOOLEAN = _match(r"True|False", "True or False")
 
@@ -151,7 +164,7 @@ FORMS: dict[str, Form] = {
         _is_str(k) and _is_int(c) for k, c in v.items()), "a JSON map from vertex to colour"),
     "group_anagrams": _json(_list_of(_list_of(_is_str)), "a JSON list of lists of words"),
     "jugs": _json(_list_of(_is_str), "a JSON list of moves"),
-    "kakurasu": INTEGER_GRID,
+    "kakurasu": BIT_GRID,
     "knight_swap": _either(_match(r"No", "No"),
                            _json(_list_of(_is_str), "a JSON list of moves")),
     "knights_knaves": SENTENCE,
@@ -191,6 +204,44 @@ FORMS: dict[str, Form] = {
     "word_sorting": TOKEN_LIST,
     "zebra_puzzles": WORDS,
 }
+
+
+# -- one right value --------------------------------------------------------------------------
+def _same_word(answer: str, entry: dict[str, Any]) -> bool:
+    return answer.strip() == str(entry.get("answer", "")).strip()
+
+
+def _fraction(text: str) -> Fraction:
+    """A number or a fraction of integers (``NUMBER_OR_FRACTION``) as an exact fraction."""
+    return Fraction("".join(text.split()))
+
+
+def _same_probability(answer: str, entry: dict[str, Any]) -> bool:
+    """coin_flip: the exact probability (``metadata.rational``, k/2^n) or the gold as written
+    (that probability rounded to ten significant digits), by value: ``0.375``, ``3/8`` and
+    ``0.3750`` alike; a prefix of the gold's digits, or a rounding of it, is another value."""
+    try:
+        value = _fraction(answer)
+        rational = (entry.get("metadata") or {}).get("rational") or {}
+        exact = ([Fraction(int(rational["numerator"]), int(rational["denominator"]))]
+                 if {"numerator", "denominator"} <= set(rational) else [])
+        return value in exact + [_fraction(str(entry["answer"]))]
+    except (ValueError, ZeroDivisionError, KeyError, TypeError):
+        return False
+
+
+#: Tasks whose answer is one value, the gold's, and how an answer's value is compared with it.
+VALUES: dict[str, Callable[[str, dict[str, Any]], bool]] = {
+    "coin_flip": _same_probability,
+    "game_of_life_halting": _same_word,  # True or False (BOOLEAN), as the question asks
+}
+
+
+def same_value(task: str | None, answer: str, entry: dict[str, Any]) -> bool:
+    """Whether ``answer`` (of its task's form) has the gold's value, for a task in ``VALUES``;
+    ``True`` for the others (their scorer, or their grammar, decides)."""
+    same = VALUES.get(task or "")
+    return same is None or same(answer, entry)
 
 
 def check_form(task: str | None, answer: str) -> None:
