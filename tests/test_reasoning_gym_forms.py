@@ -123,6 +123,8 @@ ONE_VALUE = [  # (task, test index, answer, earns): the gold of test 0 is 0.1933
     ("coin_flip", 0, "0.1933593751", 0.0), ("coin_flip", 0, "0.193", 0.0),
     ("coin_flip", 0, "99/512", 1.0), ("coin_flip", 0, "198/1024", 1.0),
     ("coin_flip", 0, "0.1933593750", 1.0), ("coin_flip", 0, "1.93359375e-1", 1.0),
+    # a billion-digit power of ten was a hang in the grader itself (Fraction builds it)
+    ("coin_flip", 0, "1e-999999999", 0.0), ("coin_flip", 0, "193359375e-999999991", 0.0),
     # test 5's gold is the exact 0.9935302734375 rounded to ten digits: both pay, a rounding not
     ("coin_flip", 5, "0.9935302734", 1.0), ("coin_flip", 5, "0.9935302734375", 1.0),
     ("coin_flip", 5, "0.99353", 0.0), ("coin_flip", 5, "0.99", 0.0),

@@ -211,9 +211,20 @@ def _same_word(answer: str, entry: dict[str, Any]) -> bool:
     return answer.strip() == str(entry.get("answer", "")).strip()
 
 
+#: The largest power of ten a one-value number may write (``Fraction("1e-999999999")`` builds
+#: a billion-digit integer: a hang in the grader, before any scorer's time limit).
+MAX_EXPONENT = 100
+_EXPONENT = re.compile(r"[eE]([-+]?[0-9]+)")
+
+
 def _fraction(text: str) -> Fraction:
-    """A number or a fraction of integers (``NUMBER_OR_FRACTION``) as an exact fraction."""
-    return Fraction("".join(text.split()))
+    """A number or a fraction of integers (``NUMBER_OR_FRACTION``) as an exact fraction;
+    ``ValueError`` for an exponent past ``MAX_EXPONENT``."""
+    written = "".join(text.split())
+    exponent = _EXPONENT.search(written)
+    if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+        raise ValueError("an exponent too large")
+    return Fraction(written)
 
 
 def _same_probability(answer: str, entry: dict[str, Any]) -> bool:
