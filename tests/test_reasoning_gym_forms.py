@@ -133,6 +133,35 @@ ONE_VALUE = [  # (task, test index, answer, earns): the gold of test 0 is 0.1933
 ]
 
 
+# Found by attack beside the search: per-letter partial credit that adds up to a full score.
+# spell_backward's 6-letter gold of test 0 ('mosrab') with letters added (its float sum of 1/6s
+# is 0.9999999999999999, which its == 1.0 penalty misses); figlet_font's 0.1 a letter in place
+# (a word of 11 letters or more, one wrong).
+ONE_WORD = [("spell_backward", {}, "{gold}x", 0.0), ("spell_backward", {}, "{gold}zzz", 0.0),
+            ("spell_backward", {}, "{upper}", 1.0),
+            ("figlet_font", {"min_word_len": 11, "max_word_len": 14}, "{wrong_last}", 0.0),
+            ("figlet_font", {"min_word_len": 11, "max_word_len": 14}, "{lower}", 1.0)]
+
+
+@pytest.mark.parametrize(("task", "config", "answer", "earns"), ONE_WORD)
+def test_letter_credit_never_adds_up_to_a_wrong_word(task, config, answer, earns):
+    import gymnasium as gym
+
+    import envs  # noqa: F401 - registers the envs
+
+    env = gym.make("grpo/ReasoningGym-v0", task=task, split="test", **config).unwrapped
+    try:
+        item = env.pack.task_at("test", 0)
+        gold = item["answer"]
+        assert env.score(item, env.gold_completion(item))[0] == 1.0
+        written = answer.format(gold=gold, upper=gold.upper(), lower=gold.lower(),
+                                wrong_last=gold[:-1] + ("Q" if gold[-1] != "Q" else "Z"))
+        reward, info = env.score(item, env.answer_in_format(written))
+        assert reward == earns, (gold, written, info["reason"])
+    finally:
+        env.close()
+
+
 @pytest.fixture(scope="module")
 def rg_envs():
     import gymnasium as gym

@@ -11,8 +11,10 @@ exact spelling: spacing and case are free where the scorer lets them be.
 
 Some scorers also pay answers of the right form that are not the answer: game_of_life_halting's
 tests ``bool(answer) == bool(gold)``, so any non-empty text (``False`` for ``True``) is paid, and
-coin_flip's pays a prefix of the gold's digits in full (``0`` or ``0.19`` for ``0.193359375``). A
-task whose answer is one value (``VALUES``: a truth value, a probability) is therefore right only
+coin_flip's pays a prefix of the gold's digits in full (``0`` or ``0.19`` for ``0.193359375``), and
+the per-letter partial credit of figlet_font and spell_backward adds up to a full score for a wrong
+word. A task whose answer is one value (``VALUES``: a truth value, a probability, a word) is
+therefore right only
 when the answer's value is the gold's (``same_value``), whatever its scorer says; a grid of cells
 is written cell by cell in its cells' own notation (kakurasu's scorer keeps the ``0``/``1``
 characters of a line and drops the rest, so ``01 0 0`` or ``0 +0 1`` were read as other rows).
@@ -241,10 +243,23 @@ def _same_probability(answer: str, entry: dict[str, Any]) -> bool:
         return False
 
 
+def _same_word_any_case(answer: str, entry: dict[str, Any]) -> bool:
+    """The gold word, in any case and spacing (as figlet_font's and spell_backward's scorers
+    compare), never their per-letter partial credit: figlet_font's pays 0.1 a letter in place,
+    so a word of ten letters or more with one wrong was paid in full (min_word_len=11); and
+    spell_backward's adds 1/len a letter, whose float sum for a 6-letter gold is 0.9999999999999999,
+    which its ``== 1.0`` penalty misses: the gold with letters added after it was paid."""
+    def plain(text: str) -> str:
+        return "".join(text.split()).lower()
+    return plain(answer) == plain(str(entry.get("answer", "")))
+
+
 #: Tasks whose answer is one value, the gold's, and how an answer's value is compared with it.
 VALUES: dict[str, Callable[[str, dict[str, Any]], bool]] = {
     "coin_flip": _same_probability,
     "game_of_life_halting": _same_word,  # True or False (BOOLEAN), as the question asks
+    "figlet_font": _same_word_any_case,
+    "spell_backward": _same_word_any_case,
 }
 
 
