@@ -86,6 +86,9 @@ MALFORMED = [
     # characters of a line: each of these was read as a 0/1 row and paid).
     ("kakurasu", "0 +0 1"), ("kakurasu", "01 0 0"), ("kakurasu", "0 1 0 9"), ("kakurasu", "01000"),
     ("kakurasu", "0 1 2"), ("sudoku", "05 1\n2 3"), ("sudoku", "+5 1\n2 3"),
+    # jugs' scorer reads a move's first two words: each was the move "fill A" or "pour B->A"
+    ("jugs", '["fill A junk"]'), ("jugs", '["pour B->A "]'), ("jugs", '["pour  B->A"]'),
+    ("jugs", '["Fill A"]'),
 ]
 
 

@@ -112,6 +112,9 @@ def _is_str(v: Any) -> bool:
     return isinstance(v, str)
 
 
+_JUG_MOVE = re.compile(r"(?:fill|empty) [A-Z]|pour [A-Z]->[A-Z]")
+
+
 def _sentence(answer: str) -> None:
     if "\n" in answer.strip() or _SENTENCE.fullmatch(answer.strip()) is None:
         raise Refused("not one line of text")
@@ -165,7 +168,10 @@ FORMS: dict[str, Form] = {
     "graph_color": _json(lambda v: isinstance(v, dict) and all(
         _is_str(k) and _is_int(c) for k, c in v.items()), "a JSON map from vertex to colour"),
     "group_anagrams": _json(_list_of(_list_of(_is_str)), "a JSON list of lists of words"),
-    "jugs": _json(_list_of(_is_str), "a JSON list of moves"),
+    # Each move exactly as the question spells it: the scorer reads a move's first two words,
+    # so "fill A junk" or "pour B->A " were moves of the plan too.
+    "jugs": _json(_list_of(lambda m: _is_str(m) and _JUG_MOVE.fullmatch(m) is not None),
+                  "a JSON list of moves such as \"fill A\", \"pour A->B\""),
     "kakurasu": BIT_GRID,
     "knight_swap": _either(_match(r"No", "No"),
                            _json(_list_of(_is_str), "a JSON list of moves")),
