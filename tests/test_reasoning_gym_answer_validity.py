@@ -166,3 +166,31 @@ JUGS_GOLD = ('["fill B", "pour B->A", "empty A", "pour B->A", "fill B", "pour B-
 ])
 def test_a_jugs_plan_is_right_when_a_jug_ends_at_the_target(answer, right):
     assert is_right("jugs", answer, JUGS) is right
+
+
+# quantum_lock: start 0 (red), target 8; A: subtract 1, B: multiply 2, C: add 2 (when any);
+# shortest 3 presses (rg-quantum_lock/test-L0-21, gold C → B → B). Traced by hand.
+LOCK = {"metadata": {"initial_value": 0, "initial_state": "red", "target_value": 8,
+                     "solution_path": ["C", "B", "B"], "buttons": [
+                         {"name": "A", "type": "subtract", "value": 1, "active_state": "any"},
+                         {"name": "B", "type": "multiply", "value": 2, "active_state": "any"},
+                         {"name": "C", "type": "add", "value": 2, "active_state": "any"}]}}
+# start 0 (red), target 5, shortest 2: C (add 2, any) then A (add 3, only while green)
+GREEN = {"metadata": {"initial_value": 0, "initial_state": "red", "target_value": 5,
+                      "solution_path": ["C", "A"], "buttons": [
+                          {"name": "A", "type": "add", "value": 3, "active_state": "green"},
+                          {"name": "C", "type": "add", "value": 2, "active_state": "any"}]}}
+
+
+@pytest.mark.parametrize(("entry", "answer", "right"), [
+    (LOCK, "C → B → B", True), (LOCK, "C → B→ B", True), (LOCK, "C->B->B", True),  # 2, 4, 8
+    (LOCK, "C → C → B", True),  # 2, 4, 8: another shortest sequence
+    (LOCK, "B → C → B", False),  # 0, 2, 4
+    (LOCK, "C → C → C → C", False),  # 8, but not the shortest
+    (LOCK, "C → D → B → B", False),  # no button D
+    (GREEN, "C → A", True),  # 2 (light green), 5
+    (GREEN, "A → C", False),  # A pressed while red
+])
+def test_a_quantum_lock_sequence_is_right_when_shortest_and_it_reaches_the_target(entry, answer,
+                                                                                  right):
+    assert is_right("quantum_lock", answer, entry) is right

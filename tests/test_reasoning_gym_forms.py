@@ -89,6 +89,7 @@ MALFORMED = [
     # jugs' scorer reads a move's first two words: each was the move "fill A" or "pour B->A"
     ("jugs", '["fill A junk"]'), ("jugs", '["pour B->A "]'), ("jugs", '["pour  B->A"]'),
     ("jugs", '["Fill A"]'),
+    ("quantum_lock", "C → D → B"),  # its scorer keeps A-C only: this was C → B
 ]
 
 

@@ -190,7 +190,8 @@ FORMS: dict[str, Form] = {
     "prime_factorization": _match(r"[0-9]+(?:\s*[×x*]\s*[0-9]+)*",
                                   "primes joined by ×, such as 2 × 3 × 3"),
     "propositional_logic": _match(r"[A-Z()¬∧∨→↔\s]+", "a formula over the question's letters"),
-    "quantum_lock": _match(r"[A-Z](?:\s*(?:→|->)\s*[A-Z])*", "buttons such as A → B → C"),
+    # Its scorer keeps the letters A-C and drops the rest: "C → D → B" was the sequence C → B.
+    "quantum_lock": _match(r"[A-C](?:\s*(?:→|->)\s*[A-C])*", "buttons such as A → B → C"),
     "rearc": INTEGER_GRID,
     "rubiks_cube": _match(r"(?:[A-Za-z]+'?[0-9]*'?(?:\s+[A-Za-z]+'?[0-9]*'?)*)?",
                           "moves such as R U' F2"),
