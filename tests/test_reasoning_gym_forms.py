@@ -125,7 +125,8 @@ def test_a_malformed_answer_never_reaches_the_scorer(monkeypatch):
 ONE_VALUE = [  # (task, test index, answer, earns): the gold of test 0 is 0.193359375 (99/512)
     ("coin_flip", 0, "0", 0.0), ("coin_flip", 0, "0.19", 0.0), ("coin_flip", 0, "0.1934", 0.0),
     ("coin_flip", 0, "0.1933593751", 0.0), ("coin_flip", 0, "0.193", 0.0),
-    ("coin_flip", 0, "99/512", 1.0), ("coin_flip", 0, "198/1024", 1.0),
+    ("coin_flip", 0, "99/512", 1.0), ("coin_flip", 0, "198/1024", 0.0),  # not simplified
+    ("coin_flip", 0, "99/512/1", 0.0), ("coin_flip", 0, "-99/-512", 0.0),
     ("coin_flip", 0, "0.1933593750", 1.0), ("coin_flip", 0, "1.93359375e-1", 1.0),
     # a billion-digit power of ten was a hang in the grader itself (Fraction builds it)
     ("coin_flip", 0, "1e-999999999", 0.0), ("coin_flip", 0, "193359375e-999999991", 0.0),

@@ -62,15 +62,18 @@ def test_a_paid_wrong_answer_the_search_found_earns_nothing(env_id, kwargs, task
 
 
 def test_the_reference_reads_a_fraction_of_integers_by_value():
-    """``3/8`` is the probability 0.375 (coin_flip pays it; the reference called it wrong)."""
+    """``3/8`` is the probability 0.375 (coin_flip pays it; the reference called it wrong); a
+    fraction not in lowest terms is not simplified, for the env and the reference alike."""
     pytest.importorskip("reasoning_gym")
     env = gym.make("grpo/ReasoningGym-v0", task="coin_flip", split="test").unwrapped
     try:
         task = env.pack.get("rg-coin_flip/test-L0-1")  # gold 0.375
         assert reference.correct(env, task, "<answer>3/8</answer>")
-        assert reference.correct(env, task, "<answer>6 / 16</answer>")
+        assert reference.correct(env, task, "<answer>3 / 8</answer>")
+        assert not reference.correct(env, task, "<answer>6/16</answer>")  # not simplified
         assert not reference.correct(env, task, "<answer>3/7</answer>")
         assert not reference.correct(env, task, "<answer>3/0</answer>")
         assert env.score(task, "<answer>3/8</answer>")[0] == 1.0
+        assert env.score(task, "<answer>6/16</answer>")[0] == 0.0
     finally:
         env.close()

@@ -27,6 +27,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -239,8 +240,14 @@ def _fraction(text: str) -> Fraction:
 def _same_probability(answer: str, entry: dict[str, Any]) -> bool:
     """coin_flip: the exact probability (``metadata.rational``, k/2^n) or the gold as written
     (that probability rounded to ten significant digits), by value: ``0.375``, ``3/8`` and
-    ``0.3750`` alike; a prefix of the gold's digits, or a rounding of it, is another value."""
+    ``0.3750`` alike; a prefix of the gold's digits, or a rounding of it, is another value. A
+    fraction is in lowest terms (``6/16`` is work left undone, as math's simplest-form rule has
+    it)."""
     try:
+        if "/" in answer:  # a fraction in lowest terms, as every notation's simplest form
+            top, bottom = (int(x) for x in "".join(answer.split()).split("/"))
+            if bottom <= 1 or math.gcd(top, bottom) != 1:
+                return False
         value = _fraction(answer)
         rational = (entry.get("metadata") or {}).get("rational") or {}
         exact = ([Fraction(int(rational["numerator"]), int(rational["denominator"]))]
