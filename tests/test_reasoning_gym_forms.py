@@ -145,7 +145,11 @@ ONE_VALUE = [  # (task, test index, answer, earns): the gold of test 0 is 0.1933
 ONE_WORD = [("spell_backward", {}, "{gold}x", 0.0), ("spell_backward", {}, "{gold}zzz", 0.0),
             ("spell_backward", {}, "{upper}", 1.0),
             ("figlet_font", {"min_word_len": 11, "max_word_len": 14}, "{wrong_last}", 0.0),
-            ("figlet_font", {"min_word_len": 11, "max_word_len": 14}, "{lower}", 1.0)]
+            ("figlet_font", {"min_word_len": 11, "max_word_len": 14}, "{lower}", 1.0),
+            # letter_jumble's scorer pays the words in place: the gold then more words was 1.0
+            # (the card's padding check: 30 of 120 padded golds paid)
+            ("letter_jumble", {}, "{gold} 12 13", 0.0), ("letter_jumble", {}, "{gold} the", 0.0),
+            ("letter_jumble", {}, "{upper}", 1.0)]
 
 
 @pytest.mark.parametrize(("task", "config", "answer", "earns"), ONE_WORD)

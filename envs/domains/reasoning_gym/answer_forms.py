@@ -268,11 +268,18 @@ def _same_word_any_case(answer: str, entry: dict[str, Any]) -> bool:
     return plain(answer) == plain(str(entry.get("answer", "")))
 
 
+def _same_words_any_case(answer: str, entry: dict[str, Any]) -> bool:
+    """The gold's words, in order, in any case (letter_jumble's scorer pays a word at a time in
+    place, up to 1.0: the gold followed by more words was paid in full)."""
+    return answer.lower().split() == str(entry.get("answer", "")).lower().split()
+
+
 #: Tasks whose answer is one value, the gold's, and how an answer's value is compared with it.
 VALUES: dict[str, Callable[[str, dict[str, Any]], bool]] = {
     "coin_flip": _same_probability,
     "game_of_life_halting": _same_word,  # True or False (BOOLEAN), as the question asks
     "figlet_font": _same_word_any_case,
+    "letter_jumble": _same_words_any_case,
     "spell_backward": _same_word_any_case,
 }
 
