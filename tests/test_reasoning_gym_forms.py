@@ -152,23 +152,25 @@ ONE_WORD = [("spell_backward", {}, "{gold}x", 0.0), ("spell_backward", {}, "{gol
             ("letter_jumble", {}, "{upper}", 1.0)]
 
 
-@pytest.mark.parametrize(("task", "config", "answer", "earns"), ONE_WORD)
-def test_letter_credit_never_adds_up_to_a_wrong_word(task, config, answer, earns):
+@functools.cache
+def _test_env(task: str, config: tuple[tuple[str, int], ...]):
     import gymnasium as gym
 
     import envs  # noqa: F401 - registers the envs
 
-    env = gym.make("grpo/ReasoningGym-v0", task=task, split="test", **config).unwrapped
-    try:
-        item = env.pack.task_at("test", 0)
-        gold = item["answer"]
-        assert env.score(item, env.gold_completion(item))[0] == 1.0
-        written = answer.format(gold=gold, upper=gold.upper(), lower=gold.lower(),
-                                wrong_last=gold[:-1] + ("Q" if gold[-1] != "Q" else "Z"))
-        reward, info = env.score(item, env.answer_in_format(written))
-        assert reward == earns, (gold, written, info["reason"])
-    finally:
-        env.close()
+    return gym.make("grpo/ReasoningGym-v0", task=task, split="test", **dict(config)).unwrapped
+
+
+@pytest.mark.parametrize(("task", "config", "answer", "earns"), ONE_WORD)
+def test_letter_credit_never_adds_up_to_a_wrong_word(task, config, answer, earns):
+    env = _test_env(task, tuple(sorted(config.items())))
+    item = env.pack.task_at("test", 0)
+    gold = item["answer"]
+    assert env.score(item, env.gold_completion(item))[0] == 1.0
+    written = answer.format(gold=gold, upper=gold.upper(), lower=gold.lower(),
+                            wrong_last=gold[:-1] + ("Q" if gold[-1] != "Q" else "Z"))
+    reward, info = env.score(item, env.answer_in_format(written))
+    assert reward == earns, (gold, written, info["reason"])
 
 
 @pytest.fixture(scope="module")
