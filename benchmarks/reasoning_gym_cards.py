@@ -4,6 +4,10 @@ which ``python -m envs list`` reads, and the README's generated table.
     python benchmarks/reasoning_gym_cards.py                 # all tasks, 30 test tasks each
     python benchmarks/reasoning_gym_cards.py --tasks chain_sum countdown --n 12 --no-write
     python benchmarks/reasoning_gym_cards.py --readme-only   # redraw the README table
+    python benchmarks/reasoning_gym_cards.py --start-at maze # resume a stopped run at maze
+
+Each task's row is written as soon as its card ends, so a stopped run keeps what it did; a run
+with ``--tasks`` or ``--start-at`` updates its rows and keeps the others.
 
 Each task's env is made with the generator's defaults (no level) over its fixed test set; its
 card (``envs.tools.card.run_card``: oracle max, floor gap, canaries, determinism, shallow baselines,
@@ -92,13 +96,19 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=300, help="seconds per card (default 300)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--readme-only", action="store_true")
+    parser.add_argument("--start-at", metavar="TASK",
+                        help="skip the tasks before TASK in the run's order (resume a run)")
     args = parser.parse_args()
     if args.readme_only:
         write_readme(json.loads(CARDS.read_text(encoding="utf-8")))
         return 0
     names = args.tasks or task_names()
+    if args.start_at is not None:
+        if args.start_at not in names:
+            parser.error(f"--start-at {args.start_at!r} is not among the run's tasks")
+        names = names[names.index(args.start_at):]
     data = {"reasoning_gym": rg_version(), "n_tasks": args.n, "tasks": {}}
-    if args.tasks and CARDS.is_file():  # a partial run updates the rows it ran
+    if (args.tasks or args.start_at) and CARDS.is_file():  # a partial run updates its rows
         data["tasks"] = json.loads(CARDS.read_text(encoding="utf-8"))["tasks"]
     for task in names:
         row = card_of(task, args.n, args.limit)

@@ -160,6 +160,26 @@ def test_a_number_task_pays_the_number_alone(chain_sum):
         assert chain_sum.score(task, honest)[1]["passed"], honest
 
 
+def test_a_number_task_pays_no_other_answer_in_an_answer_tag(chain_sum):
+    """The env's other answer format is a second answer when it holds anything but the box:
+    the card's reward search found ``\\boxed{2.0}ied{<answer>2.0} 1</answer>\\,}`` paid on
+    rectangle_count; the hedges below were paid too."""
+    task = next(chain_sum.pack.task_at("test", i) for i in range(50)
+                if chain_sum.pack.task_at("test", i)["answer"] not in ("0", "1"))
+    gold = task["answer"]
+    other = str(int(gold) + 1)
+    for hack in (rf"\boxed{{{gold}.0}}ied{{<answer>{gold}.0}} 1</answer>\,}}",
+                 rf"\boxed{{{gold}}} <answer>{other}</answer>",
+                 rf"<answer>{other}</answer> \boxed{{{gold}}}",
+                 rf"<answer>1</answer><answer>\boxed{{{gold}}}</answer>",
+                 rf"\boxed{{{gold}}} <answer></answer>"):
+        reward, info = chain_sum.score(task, hack)
+        assert reward == 0.0 and info["reason"] == "several_answers", (hack, info)
+    for honest in (rf"<answer>\boxed{{{gold}}}</answer>", rf"\boxed{{{gold}}} <answer>{gold}</answer>",
+                   rf"\boxed{{{gold}}} <answer> {gold} </answer>"):
+        assert chain_sum.score(task, honest)[1]["passed"], honest
+
+
 def test_one_answer_block_only():
     assert grading.answer_block("<answer>a</answer>") == ("a", "ok")
     assert grading.answer_block("<answer>a</answer> <answer>a</answer>")[1] == "several_answers"

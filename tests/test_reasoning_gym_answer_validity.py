@@ -143,3 +143,54 @@ def test_puzzle24_pays_nothing_for_other_numbers_or_a_value_truncated_to_24():
     for answer in ("7 + 4 + 3 + 10", "(10 - 7 + 3) * 4", "10+7+3+4"):
         verdict = grading.grade_scorer(spec, PUZZLE24, f"<answer>{answer}</answer>", 30.0)
         assert verdict.passed, (answer, verdict)
+
+
+
+# jugs: capacities A:12, B:13, C:6, target 3 (rg-jugs/test-L0-8's puzzle): any plan that leaves
+# a jug at the target is right, not only the gold's (the search had called the gold's plan with
+# a spaced move a paid wrong answer; a move's spelling is the answer form's business).
+JUGS = {"metadata": {"puzzle": {"jug_capacities": [12, 13, 6], "target": 3}}}
+# Traced by hand (A, B, C): fill B (0,13,0), pour B->A (12,1,0), empty A, pour B->A (1,0,0),
+# fill B, pour B->A (12,2,0), empty A, pour B->A (2,0,0), fill B, pour B->A (12,3,0): B holds 3.
+JUGS_GOLD = ('["fill B", "pour B->A", "empty A", "pour B->A", "fill B", "pour B->A", "empty A", '
+             '"pour B->A", "fill B", "pour B->A"]')
+
+
+@pytest.mark.parametrize(("answer", "right"), [
+    (JUGS_GOLD, True),
+    (JUGS_GOLD[:-1] + ', "fill C", "empty C"]', True),  # another plan: B still at 3
+    ('["fill B", "pour B->A"]', False),  # (12, 1, 0)
+    (JUGS_GOLD[:-1] + ', "empty B"]', False),  # the 3 poured away
+    (JUGS_GOLD.replace('"pour B->A"]', '"pour B->A "]'), False),  # not the question's spelling
+    ('["fill D"]', False), ('{"fill": "A"}', False), ("fill A", False),
+])
+def test_a_jugs_plan_is_right_when_a_jug_ends_at_the_target(answer, right):
+    assert is_right("jugs", answer, JUGS) is right
+
+
+# quantum_lock: start 0 (red), target 8; A: subtract 1, B: multiply 2, C: add 2 (when any);
+# shortest 3 presses (rg-quantum_lock/test-L0-21, gold C → B → B). Traced by hand.
+LOCK = {"metadata": {"initial_value": 0, "initial_state": "red", "target_value": 8,
+                     "solution_path": ["C", "B", "B"], "buttons": [
+                         {"name": "A", "type": "subtract", "value": 1, "active_state": "any"},
+                         {"name": "B", "type": "multiply", "value": 2, "active_state": "any"},
+                         {"name": "C", "type": "add", "value": 2, "active_state": "any"}]}}
+# start 0 (red), target 5, shortest 2: C (add 2, any) then A (add 3, only while green)
+GREEN = {"metadata": {"initial_value": 0, "initial_state": "red", "target_value": 5,
+                      "solution_path": ["C", "A"], "buttons": [
+                          {"name": "A", "type": "add", "value": 3, "active_state": "green"},
+                          {"name": "C", "type": "add", "value": 2, "active_state": "any"}]}}
+
+
+@pytest.mark.parametrize(("entry", "answer", "right"), [
+    (LOCK, "C → B → B", True), (LOCK, "C → B→ B", True), (LOCK, "C->B->B", True),  # 2, 4, 8
+    (LOCK, "C → C → B", True),  # 2, 4, 8: another shortest sequence
+    (LOCK, "B → C → B", False),  # 0, 2, 4
+    (LOCK, "C → C → C → C", False),  # 8, but not the shortest
+    (LOCK, "C → D → B → B", False),  # no button D
+    (GREEN, "C → A", True),  # 2 (light green), 5
+    (GREEN, "A → C", False),  # A pressed while red
+])
+def test_a_quantum_lock_sequence_is_right_when_shortest_and_it_reaches_the_target(entry, answer,
+                                                                                  right):
+    assert is_right("quantum_lock", answer, entry) is right

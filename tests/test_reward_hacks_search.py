@@ -2,9 +2,11 @@
 budget of ``python -m envs card``), kept as hack tests: each must earn no correctness.
 
 Each case is also checked to be wrong by the search's own reference (``envs.tools.card.reference``),
-so the case says what the search said. The math verifier's fix for issue 43 (class 2) closed them
-all: malformed box commands, hedges between two numbers and numbers read out of a scientific
-literal or an unclosed brace earn nothing.
+so the case says what the search said. The math verifier's fix for issue 43 (class 2) closed the
+math ones: malformed box commands, hedges between two numbers and numbers read out of a scientific
+literal or an unclosed brace earn nothing. The reasoning-gym ones: a number task pays the number
+alone; a one-value task (coin_flip, game_of_life_halting) only the gold's value, whatever its
+scorer says; a grid only cells in its own notation.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ FOUND = [
     pytest.param("grpo/ReasoningGym-v0", {"task": "basic_arithmetic"},
                  "rg-basic_arithmetic/test-L0-23", r"\boxed{1 \text{ lakh}}",
                  "a word that multiplies the value by 100,000"),
+    pytest.param("grpo/ReasoningGym-v0", {"task": "coin_flip"}, "rg-coin_flip/test-L0-1",
+                 "<answer>0</answer>", "a prefix of the gold 0.375's digits (its scorer pays it)"),
+    pytest.param("grpo/ReasoningGym-v0", {"task": "game_of_life_halting"},
+                 "rg-game_of_life_halting/test-L0-4", "<answer>False</answer>",
+                 "the other truth value (its scorer compares bool() of two non-empty strings)"),
+    pytest.param("grpo/ReasoningGym-v0", {"task": "kakurasu"}, "rg-kakurasu/test-L0-9",
+                 "<answer>0 1 0 0 0\n0 1 0 0 0\n0 +0 1 0 1\n1 0 0 1 0</answer>",
+                 "a cell outside the 0/1 notation (its scorer keeps a line's 0/1 characters)"),
 ]
 
 
@@ -47,5 +57,23 @@ def test_a_paid_wrong_answer_the_search_found_earns_nothing(env_id, kwargs, task
         _, info = env.score(task, completion)
         assert info["passed"] is False and info["rewards"].get("correct", 0.0) == 0.0, (
             f"{why}: {info['reason']}")
+    finally:
+        env.close()
+
+
+def test_the_reference_reads_a_fraction_of_integers_by_value():
+    """``3/8`` is the probability 0.375 (coin_flip pays it; the reference called it wrong); a
+    fraction not in lowest terms is not simplified, for the env and the reference alike."""
+    pytest.importorskip("reasoning_gym")
+    env = gym.make("grpo/ReasoningGym-v0", task="coin_flip", split="test").unwrapped
+    try:
+        task = env.pack.get("rg-coin_flip/test-L0-1")  # gold 0.375
+        assert reference.correct(env, task, "<answer>3/8</answer>")
+        assert reference.correct(env, task, "<answer>3 / 8</answer>")
+        assert not reference.correct(env, task, "<answer>6/16</answer>")  # not simplified
+        assert not reference.correct(env, task, "<answer>3/7</answer>")
+        assert not reference.correct(env, task, "<answer>3/0</answer>")
+        assert env.score(task, "<answer>3/8</answer>")[0] == 1.0
+        assert env.score(task, "<answer>6/16</answer>")[0] == 0.0
     finally:
         env.close()

@@ -245,6 +245,8 @@ def test_the_reward_search_never_counts_a_correct_answer():
     ("grpo/JsonSchema-v0", {"pack": "extract"}),
     ("grpo/JsonSchema-v0", {"pack": "bfcl"}),
     ("grpo/ReasoningGym-v0", {"task": "chain_sum"}),
+    # its own scorer pays a prefix of the gold's digits (answer_forms.VALUES): 1 paid before
+    ("grpo/ReasoningGym-v0", {"task": "coin_flip"}),
     pytest.param("grpo/CodeTests-v0", {"pack": "pyfunc"}, marks=pytest.mark.docker),
 ])
 def test_the_reward_search_at_a_small_budget_finds_no_paid_wrong_answer(env_id, kwargs):

@@ -9,6 +9,16 @@ or a move list in the task's notation) and an answer that is not of that type is
 (``not_in_grammar``) that no scorer sees. The forms follow what the task asks for, not the gold's
 exact spelling: spacing and case are free where the scorer lets them be.
 
+Some scorers also pay answers of the right form that are not the answer: game_of_life_halting's
+tests ``bool(answer) == bool(gold)``, so any non-empty text (``False`` for ``True``) is paid, and
+coin_flip's pays a prefix of the gold's digits in full (``0`` or ``0.19`` for ``0.193359375``), and
+the per-letter partial credit of figlet_font and spell_backward adds up to a full score for a wrong
+word. A task whose answer is one value (``VALUES``: a truth value, a probability, a word) is
+therefore right only
+when the answer's value is the gold's (``same_value``), whatever its scorer says; a grid of cells
+is written cell by cell in its cells' own notation (kakurasu's scorer keeps the ``0``/``1``
+characters of a line and drops the rest, so ``01 0 0`` or ``0 +0 1`` were read as other rows).
+
 The forms do not change which tasks a pack draws (unlike ``answer_grammar``'s, whose golds must be
 safe text): every gold of every task must be in its form (``tests/test_reasoning_gym_forms.py``).
 Standard library only.
@@ -17,8 +27,10 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from envs.domains.reasoning_gym.answer_grammar import Refused
@@ -27,6 +39,9 @@ Form = Callable[[str], None]
 
 _NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 _INT = r"[-+]?[0-9]+"
+#: An integer cell of a grid as the grids' golds write it: no sign but a minus, no leading zero
+#: (a scorer that reads ``+5`` or ``05`` as 5, or a character at a time, reads other notations).
+_CELL = r"-?(?:0|[1-9][0-9]*)"
 _WORD = r"[^\W\d_][\w'\-]*"  # letters first (any script), then letters, digits, ' and -
 #: One line of printable text with a letter or digit: a sentence, a name, a phrase.
 _SENTENCE = re.compile(r"[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*")
@@ -98,6 +113,9 @@ def _is_str(v: Any) -> bool:
     return isinstance(v, str)
 
 
+_JUG_MOVE = re.compile(r"(?:fill|empty) [A-Z]|pour [A-Z]->[A-Z]")
+
+
 def _sentence(answer: str) -> None:
     if "\n" in answer.strip() or _SENTENCE.fullmatch(answer.strip()) is None:
         raise Refused("not one line of text")
@@ -116,7 +134,8 @@ WORD_LIST = _match(rf"{_WORD}(?:\s*,\s*{_WORD})*", "words separated by commas")
 #: Tokens of any characters but spaces and commas (word_sorting sorts "1889", "_tête", "253d").
 TOKEN_LIST = _match(r"[^\s,]+(?:\s*,\s*[^\s,]+)*", "items separated by commas")
 SENTENCE: Form = _sentence
-INTEGER_GRID = _grid(_INT, "a grid of integers")
+INTEGER_GRID = _grid(_CELL, "a grid of integers")
+BIT_GRID = _grid(r"[01]", "a grid of 0s and 1s")
 NUMBER_GRID = _grid(_NUM, "a grid of numbers")
 BOOLEAN = _match(r"True|False", "True or False")
 
@@ -150,8 +169,11 @@ FORMS: dict[str, Form] = {
     "graph_color": _json(lambda v: isinstance(v, dict) and all(
         _is_str(k) and _is_int(c) for k, c in v.items()), "a JSON map from vertex to colour"),
     "group_anagrams": _json(_list_of(_list_of(_is_str)), "a JSON list of lists of words"),
-    "jugs": _json(_list_of(_is_str), "a JSON list of moves"),
-    "kakurasu": INTEGER_GRID,
+    # Each move exactly as the question spells it: the scorer reads a move's first two words,
+    # so "fill A junk" or "pour B->A " were moves of the plan too.
+    "jugs": _json(_list_of(lambda m: _is_str(m) and _JUG_MOVE.fullmatch(m) is not None),
+                  "a JSON list of moves such as \"fill A\", \"pour A->B\""),
+    "kakurasu": BIT_GRID,
     "knight_swap": _either(_match(r"No", "No"),
                            _json(_list_of(_is_str), "a JSON list of moves")),
     "knights_knaves": SENTENCE,
@@ -169,7 +191,8 @@ FORMS: dict[str, Form] = {
     "prime_factorization": _match(r"[0-9]+(?:\s*[×x*]\s*[0-9]+)*",
                                   "primes joined by ×, such as 2 × 3 × 3"),
     "propositional_logic": _match(r"[A-Z()¬∧∨→↔\s]+", "a formula over the question's letters"),
-    "quantum_lock": _match(r"[A-Z](?:\s*(?:→|->)\s*[A-Z])*", "buttons such as A → B → C"),
+    # Its scorer keeps the letters A-C and drops the rest: "C → D → B" was the sequence C → B.
+    "quantum_lock": _match(r"[A-C](?:\s*(?:→|->)\s*[A-C])*", "buttons such as A → B → C"),
     "rearc": INTEGER_GRID,
     "rubiks_cube": _match(r"(?:[A-Za-z]+'?[0-9]*'?(?:\s+[A-Za-z]+'?[0-9]*'?)*)?",
                           "moves such as R U' F2"),
@@ -191,6 +214,81 @@ FORMS: dict[str, Form] = {
     "word_sorting": TOKEN_LIST,
     "zebra_puzzles": WORDS,
 }
+
+
+# -- one right value --------------------------------------------------------------------------
+def _same_word(answer: str, entry: dict[str, Any]) -> bool:
+    return answer.strip() == str(entry.get("answer", "")).strip()
+
+
+#: The largest power of ten a one-value number may write (``Fraction("1e-999999999")`` builds
+#: a billion-digit integer: a hang in the grader, before any scorer's time limit).
+MAX_EXPONENT = 100
+_EXPONENT = re.compile(r"[eE]([-+]?[0-9]+)")
+
+
+def _fraction(text: str) -> Fraction:
+    """A number or a fraction of integers (``NUMBER_OR_FRACTION``) as an exact fraction;
+    ``ValueError`` for an exponent past ``MAX_EXPONENT``."""
+    written = "".join(text.split())
+    exponent = _EXPONENT.search(written)
+    if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+        raise ValueError("an exponent too large")
+    return Fraction(written)
+
+
+def _same_probability(answer: str, entry: dict[str, Any]) -> bool:
+    """coin_flip: the exact probability (``metadata.rational``, k/2^n) or the gold as written
+    (that probability rounded to ten significant digits), by value: ``0.375``, ``3/8`` and
+    ``0.3750`` alike; a prefix of the gold's digits, or a rounding of it, is another value. A
+    fraction is in lowest terms (``6/16`` is work left undone, as math's simplest-form rule has
+    it)."""
+    try:
+        if "/" in answer:  # a fraction in lowest terms, as every notation's simplest form
+            top, bottom = (int(x) for x in "".join(answer.split()).split("/"))
+            if bottom <= 1 or math.gcd(top, bottom) != 1:
+                return False
+        value = _fraction(answer)
+        rational = (entry.get("metadata") or {}).get("rational") or {}
+        exact = ([Fraction(int(rational["numerator"]), int(rational["denominator"]))]
+                 if {"numerator", "denominator"} <= set(rational) else [])
+        return value in exact + [_fraction(str(entry["answer"]))]
+    except (ValueError, ZeroDivisionError, KeyError, TypeError):
+        return False
+
+
+def _same_word_any_case(answer: str, entry: dict[str, Any]) -> bool:
+    """The gold word, in any case and spacing (as figlet_font's and spell_backward's scorers
+    compare), never their per-letter partial credit: figlet_font's pays 0.1 a letter in place,
+    so a word of ten letters or more with one wrong was paid in full (min_word_len=11); and
+    spell_backward's adds 1/len a letter, whose float sum for a 6-letter gold is 0.9999999999999999,
+    which its ``== 1.0`` penalty misses: the gold with letters added after it was paid."""
+    def plain(text: str) -> str:
+        return "".join(text.split()).lower()
+    return plain(answer) == plain(str(entry.get("answer", "")))
+
+
+def _same_words_any_case(answer: str, entry: dict[str, Any]) -> bool:
+    """The gold's words, in order, in any case (letter_jumble's scorer pays a word at a time in
+    place, up to 1.0: the gold followed by more words was paid in full)."""
+    return answer.lower().split() == str(entry.get("answer", "")).lower().split()
+
+
+#: Tasks whose answer is one value, the gold's, and how an answer's value is compared with it.
+VALUES: dict[str, Callable[[str, dict[str, Any]], bool]] = {
+    "coin_flip": _same_probability,
+    "game_of_life_halting": _same_word,  # True or False (BOOLEAN), as the question asks
+    "figlet_font": _same_word_any_case,
+    "letter_jumble": _same_words_any_case,
+    "spell_backward": _same_word_any_case,
+}
+
+
+def same_value(task: str | None, answer: str, entry: dict[str, Any]) -> bool:
+    """Whether ``answer`` (of its task's form) has the gold's value, for a task in ``VALUES``;
+    ``True`` for the others (their scorer, or their grammar, decides)."""
+    same = VALUES.get(task or "")
+    return same is None or same(answer, entry)
 
 
 def check_form(task: str | None, answer: str) -> None:

@@ -2,7 +2,8 @@
 task's rules alone: the report card's reference (``envs.tools.card.reference``) for those tasks.
 
 The gold is one right answer among many (another 8-queens placement, another expression that
-makes the target), so comparing with it calls a right answer wrong, and the card's reward search
+makes the target, another plan that leaves a jug at the target, another shortest sequence of
+buttons), so comparing with it calls a right answer wrong, and the card's reward search
 then reports a paid wrong answer that is not one. These checks are written from the puzzle's
 rules and the entry's data (the given queens, the given numbers and target), not from the
 scoring path the search attacks: neither reasoning-gym's ``score_answer`` (the scorer that pays,
@@ -95,11 +96,79 @@ def _puzzle24(answer: str, entry: dict[str, Any]) -> bool:
     return makes_target(answer, list((entry.get("metadata") or {}).get("numbers") or ()), 24)
 
 
+_JUG_MOVE = re.compile(r"(fill|empty) ([A-Z])|pour ([A-Z])->([A-Z])")
+
+
+def _jugs(answer: str, entry: dict[str, Any]) -> bool:
+    """A JSON list of moves (``fill X``, ``empty X``, ``pour X->Y``, spelt as the question
+    spells them) that, from empty jugs of the puzzle's capacities, leaves one jug holding the
+    target: any such plan, not only the gold's."""
+    import json
+
+    puzzle = (entry.get("metadata") or {}).get("puzzle") or {}
+    capacities, target = list(puzzle["jug_capacities"]), int(puzzle["target"])
+    if len(answer) > MAX_CHARS * 10:
+        return False
+    try:
+        moves = json.loads(answer)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(moves, list):
+        return False
+    jug = {chr(ord("A") + i): i for i in range(len(capacities))}
+    water = [0] * len(capacities)
+    for move in moves:
+        found = _JUG_MOVE.fullmatch(move) if isinstance(move, str) else None
+        if found is None:
+            return False
+        verb, one, source, dest = found.groups()
+        if any(x is not None and x not in jug for x in (one, source, dest)):
+            return False
+        if verb == "fill":
+            water[jug[one]] = capacities[jug[one]]
+        elif verb == "empty":
+            water[jug[one]] = 0
+        else:
+            i, j = jug[source], jug[dest]
+            amount = min(water[i], capacities[j] - water[j])
+            water[i], water[j] = water[i] - amount, water[j] + amount
+    return target in water
+
+
+_PRESSES = re.compile(r"[A-Z](?:\s*(?:→|->)\s*[A-Z])*")
+
+
+def _quantum_lock(answer: str, entry: dict[str, Any]) -> bool:
+    """A sequence of the puzzle's buttons (``A → B → C``), as short as the shortest (the gold's
+    length: the question asks for the shortest), each pressed while the light allows it, that
+    takes the start value to the target; the light toggles at every press."""
+    meta = entry.get("metadata") or {}
+    text = answer.strip()
+    if len(text) > MAX_CHARS or _PRESSES.fullmatch(text) is None:
+        return False
+    presses = re.findall(r"[A-Z]", text)
+    buttons = {b["name"]: b for b in meta["buttons"]}
+    if len(presses) != len(meta["solution_path"]):
+        return False
+    value, light = meta["initial_value"], meta["initial_state"]
+    for name in presses:
+        button = buttons.get(name)
+        if button is None or button["active_state"] not in ("any", light):
+            return False
+        step = int(button["value"])
+        value = {"add": value + step, "subtract": value - step,
+                 "multiply": value * step}[button["type"]]
+        light = "green" if light == "red" else "red"
+    return value == meta["target_value"]
+
+
 #: Tasks with several right answers and the check of one (answer text, reasoning-gym entry).
 CHECKS: dict[str, Check] = {
+    "jugs": _jugs,
     "n_queens": _queens,
     "countdown": _countdown,
     "puzzle24": _puzzle24,
+    "quantum_lock": _quantum_lock,
 }
 
 

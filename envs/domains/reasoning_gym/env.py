@@ -68,6 +68,21 @@ def _plain_number(answer: str, gold: str) -> bool:
     return _PLAIN_NUMBER.fullmatch(s.replace("\\%", "").replace("%", "")) is not None
 
 
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def _other_answer(completion: str, boxed: str) -> bool:
+    """Whether an ``<answer>`` block of a number task's completion holds anything but the boxed
+    answer (itself, or the box itself: ``<answer>\\boxed{5}</answer>``), spacing aside."""
+    def plain(text: str) -> str:
+        return re.sub(r"\\[,;:! ]|\s", "", text)
+    for block in _ANSWER_TAG.findall(completion):
+        inner = find_boxes(block)
+        if plain(inner[-1].content if inner else block) != plain(boxed):
+            return True
+    return False
+
+
 class MissingExtra(ImportError, PackError):
     """reasoning-gym is not installed (a ``PackError`` too, so the CLIs print it in one line)."""
 
@@ -169,6 +184,11 @@ class ReasoningGymEnv(TaskEnv):
         if verdict.passed and verdict.details.get("source") != "boxed":
             return Verdict.fail("not_boxed", verdict.extracted, **verdict.details)
         boxes = find_boxes(completion)
+        if verdict.passed and _other_answer(completion, boxes[-1].content if boxes else ""):
+            # The env's other answer format holding something else is a second answer:
+            # \boxed{2.0} ... <answer>2.0} 1</answer> (a paid wrong answer the card's reward
+            # search found on rectangle_count, whose reference reads the tag).
+            return Verdict.fail("several_answers", verdict.extracted, **verdict.details)
         if verdict.passed and not _plain_number(boxes[-1].content if boxes else "", gold):
             # The prompt asks for a number: 5% is not the 5 a count asks for (math's percent
             # reading is for questions about percent), nor is "x = 1" or ", -1" the number alone

@@ -6,7 +6,8 @@ no scorer of its own: the one ``<answer>`` block must equal the gold) and ``scor
 own ``score_answer`` knows several valid answers: puzzles, countdown, sudoku). A scorer sees the
 extracted answer alone, never the completion, under a length bound, only once it matches its
 task's answer grammar (``answer_grammar``: model text never reaches an ``eval``) and the form of
-its answer (``answer_forms``: a grid, a word, a JSON list ...), and in a fresh
+its answer (``answer_forms``: a grid, a word, a JSON list ...; a one-value answer, a
+probability or a truth value, must also have the gold's value), and in a fresh
 confined process per answer under a time limit (``scorer_worker``); only its full score counts,
 so its substring partial credit (``len(gold) / len(answer)``) pays nothing.
 """
@@ -17,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from envs.domains.reasoning_gym.answer_forms import check_form
+from envs.domains.reasoning_gym.answer_forms import check_form, same_value
 from envs.domains.reasoning_gym.answer_grammar import Refused, evaluates_text, safe_answer
 from envs.domains.reasoning_gym.scorer_worker import WORKER, ScorerSpec, config_from_key, config_key
 from envs.verify.verdict import Verdict
@@ -86,6 +87,9 @@ def grade_scorer(scorer: ScorerSpec, entry: dict[str, Any], completion: str,
         check_form(task, answer)
     except Refused as exc:
         return Verdict.fail("not_in_grammar", answer, error=str(exc))
+    if not same_value(task, answer, entry):
+        # A one-value task whose scorer pays beside the gold (answer_forms.VALUES).
+        return Verdict.fail("not_equal", answer)
     outcome, value = WORKER.score(scorer, entry, seen, timeout)
     if outcome == "infra_error":
         # The worker failed, not the answer: the learner drops the sample (envs.base).

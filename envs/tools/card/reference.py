@@ -11,7 +11,7 @@ wrong answer (``envs.tools.card.search``).
   gold value is left out of the search.
 - **ReasoningGym**: the text in the completion's last answer tag (``<answer>``, else
   ``\\boxed{}``; a box inside the tag is read) is the dataset's gold answer, ``\\text{}`` and
-  whitespace aside (numbers by value) For a task with several right answers (n_queens, countdown,
+  whitespace aside (numbers by value, ``3/8`` as 0.375; a fraction in lowest terms only). For a task with several right answers (n_queens, countdown,
   puzzle24) that text is instead checked by the task's rules (``env.right_answer``, written in
   ``envs.domains.reasoning_gym.answer_validity`` from the puzzle's data, not from the scorer that pays
   nor our answer grammar): another valid placement or expression is right, not a hack.
@@ -26,6 +26,7 @@ import json
 import math
 import re
 import threading
+from fractions import Fraction
 from typing import Any
 
 from envs.base import TaskEnv
@@ -119,9 +120,20 @@ def _tagged(env: TaskEnv, task: Task, completion: str) -> bool:
     if answer == want:
         return True
     try:
-        return math.isclose(float(answer), float(want), rel_tol=1e-9, abs_tol=1e-12)
-    except ValueError:
+        return math.isclose(_number(answer), _number(want), rel_tol=1e-9, abs_tol=1e-12)
+    except (ValueError, ZeroDivisionError):
         return False
+
+
+def _number(text: str) -> float:
+    """A number, or a fraction of integers in lowest terms (``3/8`` is the probability 0.375;
+    ``6/16`` and ``4/2`` are not simplified: no number here), as a float."""
+    if "/" in text:
+        top, bottom = (int(x) for x in text.replace(" ", "").split("/"))
+        if bottom <= 1 or math.gcd(top, bottom) != 1:
+            raise ValueError("not a fraction in lowest terms")
+        return float(Fraction(top, bottom))
+    return float(text)
 
 
 def _boxed(text: str) -> list[str]:
