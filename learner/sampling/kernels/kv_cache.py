@@ -102,6 +102,14 @@ def can_refill(cache: Any) -> bool:
     return DynamicLayer is not None and hasattr(cache, "layers")
 
 
+def repeat_prefix(cache: Any, prefix: Any, rows: int) -> None:
+    """Fill an empty ``cache`` with ``rows`` copies of ``prefix``'s one row (a prompt prefix
+    every row shares), through the cache's own ``update`` (so its layers' buffers)."""
+    for i, layer in enumerate(prefix.layers):
+        cache.update(layer.keys.expand(rows, *layer.keys.shape[1:]),
+                     layer.values.expand(rows, *layer.values.shape[1:]), i)
+
+
 def trim_left(cache: Any, columns: int) -> None:
     """Drop the first ``columns`` positions of every layer (padding no row attends to)."""
     if columns <= 0:
