@@ -249,11 +249,49 @@ def _prefill(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor,
 
     With ``shared``, the cache starts with its rows' copies of the shared prefix, and only
     each context's remaining tokens are prefilled, left-padded after the prefix (the mask's
-    zeros between them are padding no query attends to)."""
+    zeros between them are padding no query attends to). Runs of rows of like lengths
+    (``like_lengths``) are prefilled apart and their caches merged: a prefill computes every
+    padding position, where one forward over all the rows padded each to the longest."""
     if shared is not None:  # the prefix's tokens become padding of the remaining ones
         width = mask.shape[1]
         starts = width - mask.sum(-1, keepdim=True)
         mask = mask * (torch.arange(width, device=mask.device) >= starts + shared.length)
+    runs = like_lengths(mask.sum(-1).tolist()) if can_refill(cache) else [(0, ids.shape[0])]
+    parts = [_prefill_rows(model, cache if a == 0 else decode_cache(), arg, ids[a:b], mask[a:b],
+                           shared) for a, b in runs]
+    if len(parts) == 1:
+        return parts[0][1:]
+    merge_rows(cache, *(part[0] for part in parts[1:]))
+    width = max(part[2].shape[1] for part in parts)
+    return (torch.cat([part[1] for part in parts]),
+            torch.cat([torch.nn.functional.pad(part[2], (width - part[2].shape[1], 0))
+                       for part in parts]),
+            torch.cat([part[3] for part in parts]))
+
+
+def like_lengths(lengths: list[int], min_rows: int = 8, slack: float = 0.1
+                 ) -> list[tuple[int, int]]:
+    """Consecutive runs ``(start, end)`` of rows whose prefill pads little: a run ends where
+    the next row would make its padding more than ``slack`` of its positions, once it holds
+    ``min_rows`` rows and at least ``min_rows`` remain (a forward of few rows uses the
+    hardware poorly)."""
+    runs: list[tuple[int, int]] = []
+    start, longest, total = 0, 0, 0
+    for i, n in enumerate(lengths):
+        wider, rows = max(longest, n), i - start + 1
+        if (rows - 1 >= min_rows and len(lengths) - i >= min_rows
+                and rows * wider - (total + n) > slack * rows * wider):
+            runs.append((start, i))
+            start, wider, total = i, n, 0
+        longest, total = wider, total + n
+    return [*runs, (start, len(lengths))]
+
+
+def _prefill_rows(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor,
+                  mask: Tensor, shared: SharedPrefix | None
+                  ) -> tuple[DynamicCache, Tensor, Tensor, Tensor]:
+    """One prefill forward (``_prefill``'s, ``mask`` already without the shared prefix):
+    the cache, last logits, mask and next positions."""
     first = int(mask.any(0).long().argmax())
     ids, mask = ids[:, first:], mask[:, first:]
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -263,7 +301,7 @@ def _prefill(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor,
         mask = torch.cat([mask.new_ones(mask.shape[0], shared.length), mask], dim=-1)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                 logits_to_keep=1, **{arg: cache})
-    return out.logits[:, -1], mask, positions[:, -1] + 1
+    return cache, out.logits[:, -1], mask, positions[:, -1] + 1
 
 
 def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, top_p, greedy,

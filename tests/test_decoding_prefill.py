@@ -1,7 +1,9 @@
-"""The prompt prefix every context shares is prefilled once (``decoding.common_prefix``,
-``MIN_SHARED_PREFIX``): decoding with it gives the tokens, lengths, ends and log-probs of each
-row prefilling its whole prompt, on a model loaded with ``from_pretrained``, refilled or not,
-greedy or sampled, and on a device that is not the CPU."""
+"""Prefill without repeated work: the prompt prefix every context shares is prefilled once
+(``decoding.common_prefix``, ``MIN_SHARED_PREFIX``), and runs of rows of like lengths apart
+(``decoding.like_lengths``). Decoding so gives the tokens, lengths, ends and log-probs of each
+row prefilling its whole prompt in one padded forward, on a model loaded with
+``from_pretrained``, refilled or not, greedy or sampled, and on a device that is not the
+CPU."""
 
 import os
 import subprocess
@@ -13,7 +15,7 @@ import torch
 
 import learner.sampling.decoding as decoding
 from learner.model import chat_prompt
-from learner.sampling.decoding import common_prefix, left_pad
+from learner.sampling.decoding import common_prefix, left_pad, like_lengths
 from learner.sampling.engine import HFEngine
 from learner.sampling.rollout import generate
 from tests import learner_helpers as h
@@ -31,6 +33,41 @@ def test_the_common_prefix_is_the_tokens_every_row_starts_with_less_the_last_one
     ids, mask = left_pad([[5, 6, 7, 8], [5, 6, 7, 9]], 0)
     mask[0, 1] = 0  # a hole: not left padding, so nothing is shared
     assert common_prefix(ids, mask) == 0
+
+
+def test_rows_are_prefilled_in_runs_of_like_lengths_of_enough_rows():
+    assert like_lengths([10] * 20) == [(0, 20)]
+    # 8 rows of 5 then 8 of 20: one forward would pad the first 8 to 20 (60% padding).
+    assert like_lengths([5] * 8 + [20] * 8) == [(0, 8), (8, 16)]
+    assert like_lengths([5] * 7 + [20] * 8) == [(0, 15)]  # no run of fewer than 8 rows
+    assert like_lengths([5] * 8 + [20] * 7) == [(0, 15)]  # nor a short one left at the end
+    # 10 rows of 10 then 10 of 11 pad 10 of 220 positions (5%): one run; a row of 12 would
+    # pad 30 of 252 (12%).
+    assert like_lengths([10] * 10 + [11] * 10 + [12] * 2, min_rows=1) == [(0, 20), (20, 22)]
+
+
+def test_runs_of_like_lengths_decode_what_one_padded_prefill_decodes(monkeypatch):
+    tok, model = h.tokenizer(), h.model()
+    prompts = [chat_prompt(tok, "What is 1 + 1?" + " Think." * (k // 2)) for k in range(18)]
+    widths: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda mod, args, kwargs: widths.append(kwargs["input_ids"].shape[0])
+        if kwargs["input_ids"].shape[1] > 1 else None, with_kwargs=True)
+    try:
+        runs = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=6,
+                        greedy=True)
+        in_runs = list(widths)
+        monkeypatch.setattr(decoding, "like_lengths", lambda lengths: [(0, len(lengths))])
+        widths.clear()
+        one = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=6,
+                       greedy=True)
+    finally:
+        hook.remove()
+    assert widths == [1, 18]  # the shared prefix, then every prompt's rest in one forward
+    assert in_runs[0] == 1 and len(in_runs) > 2 and sum(in_runs[1:]) == 18
+    assert runs.texts == one.texts
+    assert torch.equal(runs.completion_ids, one.completion_ids)
+    assert torch.allclose(runs.logprobs, one.logprobs, atol=1e-5)
 
 
 def _prompts(tok):
@@ -95,7 +132,7 @@ LAZY = textwrap.dedent("""
     from learner.sampling.engine import HFEngine
     from learner.sampling.rollout import generate
     from tests import learner_helpers as h
-    from tests.test_decoding_shared_prefix import _prompts
+    from tests.test_decoding_prefill import _prompts
     tok = h.tokenizer()
     prompts = _prompts(tok)[:4]
     cpu = generate(HFEngine(h.model()), tok, prompts, group_size=1, max_new_tokens=4,
