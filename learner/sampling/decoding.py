@@ -5,6 +5,8 @@ One call decodes a batch of contexts together, written for small models on CPU a
 - a prompt shared by ``repeat`` rows (a group) is prefilled once and its KV cache repeated;
 - the leading tokens every context starts with (the chat template's system turn) are prefilled
   once and their KV cache copied to each row, which prefills only the rest of its context;
+- a prefill forwards runs of contexts of like lengths apart (a padding position costs what a
+  token costs), their caches then merged;
 - finished rows leave the batch (their cache rows are dropped) once enough have finished, so
   late decoding steps pay only for the rows still running;
 - the cache is written in place (``kernels.kv_cache``); the caller packs the weights for oneDNN
