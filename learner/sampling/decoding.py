@@ -3,6 +3,10 @@
 One call decodes a batch of contexts together, written for small models on CPU as much as GPUs:
 
 - a prompt shared by ``repeat`` rows (a group) is prefilled once and its KV cache repeated;
+- the leading tokens every context starts with (the chat template's system turn) are prefilled
+  once and their KV cache copied to each row, which prefills only the rest of its context;
+- a prefill forwards runs of contexts of like lengths apart (a padding position costs what a
+  token costs), their caches then merged;
 - finished rows leave the batch (their cache rows are dropped) once enough have finished, so
   late decoding steps pay only for the rows still running;
 - the cache is written in place (``kernels.kv_cache``); the caller packs the weights for oneDNN
@@ -28,7 +32,13 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from learner.distribution import sampling_logits, token_logprobs, uniform
 from learner.model import cache_kwarg
 from learner.sampling.kernels.gqa_sdpa import gqa_attention
-from learner.sampling.kernels.kv_cache import can_refill, decode_cache, merge_rows, trim_left
+from learner.sampling.kernels.kv_cache import (
+    can_refill,
+    decode_cache,
+    merge_rows,
+    repeat_prefix,
+    trim_left,
+)
 
 #: Why a row stopped: its EOS, the caller's stop rule (a complete tool call or answer), its
 #: budget.
@@ -36,6 +46,11 @@ EOS, STOP, LENGTH = "eos", "stop", "length"
 #: The caller's stop rule: (row, its tokens so far) -> how many of them to keep, or None. It is
 #: asked after each new token of a running row; the list is the caller's (read, not kept).
 Stop = Callable[[int, list[int]], int | None]
+
+
+#: Fewer leading tokens than this shared by every context are prefilled with each row: the
+#: prefix's own forward would cost more than it saves.
+MIN_SHARED_PREFIX = 8
 
 
 @dataclass
@@ -186,16 +201,109 @@ def decode(model: PreTrainedModel, ids: Tensor, mask: Tensor, *, budgets: Tensor
         model.train(was_training)
 
 
-def _prefill(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor, mask: Tensor
-             ) -> tuple[Tensor, Tensor, Tensor]:
+@dataclass
+class SharedPrefix:
+    """The first ``length`` tokens of every context, prefilled once: ``cache`` holds one row."""
+
+    length: int
+    cache: DynamicCache
+
+
+def common_prefix(ids: Tensor, mask: Tensor) -> int:
+    """How many leading tokens every left-padded context shares, at most the shortest one's
+    length less one (each row prefills a token of its own, whose logits come next); 0 where a
+    mask is not left padding then one run of tokens."""
+    ids, mask = ids.cpu(), mask.cpu().bool()  # a few thousand ids: read once on the host
+    lengths, width = mask.sum(-1), mask.shape[1]
+    starts = width - lengths
+    if not torch.equal(mask, torch.arange(width) >= starts.unsqueeze(-1)):
+        return 0
+    shortest = int(lengths.min()) if lengths.numel() else 0
+    if shortest < 2:
+        return 0
+    heads = ids.gather(1, starts.unsqueeze(-1) + torch.arange(shortest))
+    same = (heads == heads[:1]).all(0)
+    return min(int(same.long().argmin()) if not bool(same.all()) else shortest, shortest - 1)
+
+
+def _shared_prefix(model: PreTrainedModel, arg: str, ids: Tensor, mask: Tensor
+                   ) -> SharedPrefix | None:
+    """The contexts' common leading tokens prefilled once, or None where fewer than
+    ``MIN_SHARED_PREFIX`` (or fewer than two contexts, or a cache without layers)."""
+    if ids.shape[0] < 2 or not can_refill(DynamicCache()):
+        return None
+    n = common_prefix(ids, mask)
+    if n < MIN_SHARED_PREFIX:
+        return None
+    start = ids.shape[1] - int(mask[0].sum())
+    cache = DynamicCache()
+    row = ids[:1, start:start + n]
+    model(input_ids=row, attention_mask=torch.ones_like(row),
+          position_ids=torch.arange(n, device=ids.device).unsqueeze(0), use_cache=True,
+          logits_to_keep=1, **{arg: cache})
+    return SharedPrefix(n, cache)
+
+
+def _prefill(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor, mask: Tensor,
+             shared: SharedPrefix | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Prefill left-padded contexts into ``cache`` (padding no row uses is cut first): the
-    last logits, the mask as the cache holds it, each row's next position."""
+    last logits, the mask as the cache holds it, each row's next position.
+
+    With ``shared``, the cache starts with its rows' copies of the shared prefix, and only
+    each context's remaining tokens are prefilled, left-padded after the prefix (the mask's
+    zeros between them are padding no query attends to). Runs of rows of like lengths
+    (``like_lengths``) are prefilled apart and their caches merged: a prefill computes every
+    padding position, where one forward over all the rows padded each to the longest."""
+    if shared is not None:  # the prefix's tokens become padding of the remaining ones
+        width = mask.shape[1]
+        starts = width - mask.sum(-1, keepdim=True)
+        mask = mask * (torch.arange(width, device=mask.device) >= starts + shared.length)
+    runs = like_lengths(mask.sum(-1).tolist()) if can_refill(cache) else [(0, ids.shape[0])]
+    parts = [_prefill_rows(model, cache if a == 0 else decode_cache(), arg, ids[a:b], mask[a:b],
+                           shared) for a, b in runs]
+    if len(parts) == 1:
+        return parts[0][1:]
+    merge_rows(cache, *(part[0] for part in parts[1:]))
+    width = max(part[2].shape[1] for part in parts)
+    return (torch.cat([part[1] for part in parts]),
+            torch.cat([torch.nn.functional.pad(part[2], (width - part[2].shape[1], 0))
+                       for part in parts]),
+            torch.cat([part[3] for part in parts]))
+
+
+def like_lengths(lengths: list[int], min_rows: int = 8, slack: float = 0.1
+                 ) -> list[tuple[int, int]]:
+    """Consecutive runs ``(start, end)`` of rows whose prefill pads little: a run ends where
+    the next row would make its padding more than ``slack`` of its positions, once it holds
+    ``min_rows`` rows and at least ``min_rows`` remain (a forward of few rows uses the
+    hardware poorly)."""
+    runs: list[tuple[int, int]] = []
+    start, longest, total = 0, 0, 0
+    for i, n in enumerate(lengths):
+        wider, rows = max(longest, n), i - start + 1
+        if (rows - 1 >= min_rows and len(lengths) - i >= min_rows
+                and rows * wider - (total + n) > slack * rows * wider):
+            runs.append((start, i))
+            start, wider, total = i, n, 0
+        longest, total = wider, total + n
+    return [*runs, (start, len(lengths))]
+
+
+def _prefill_rows(model: PreTrainedModel, cache: DynamicCache, arg: str, ids: Tensor,
+                  mask: Tensor, shared: SharedPrefix | None
+                  ) -> tuple[DynamicCache, Tensor, Tensor, Tensor]:
+    """One prefill forward (``_prefill``'s, ``mask`` already without the shared prefix):
+    the cache, last logits, mask and next positions."""
     first = int(mask.any(0).long().argmax())
     ids, mask = ids[:, first:], mask[:, first:]
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    if shared is not None:
+        repeat_prefix(cache, shared.cache, ids.shape[0])
+        positions = positions + shared.length
+        mask = torch.cat([mask.new_ones(mask.shape[0], shared.length), mask], dim=-1)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                 logits_to_keep=1, **{arg: cache})
-    return out.logits[:, -1], mask, positions[:, -1] + 1
+    return cache, out.logits[:, -1], mask, positions[:, -1] + 1
 
 
 def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, top_p, greedy,
@@ -209,7 +317,9 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
     order = (ctx_masks.sum(-1).argsort(stable=True) if refill
              else torch.arange(contexts, device=ids.device))
     first_in = order[:entered]
-    logits, mask, next_pos = _prefill(model, cache, arg, ids[first_in], ctx_masks[first_in])
+    shared = _shared_prefix(model, arg, ids, ctx_masks)
+    logits, mask, next_pos = _prefill(model, cache, arg, ids[first_in], ctx_masks[first_in],
+                                      shared)
     if repeat > 1:
         cache.batch_repeat_interleave(repeat)
         logits = logits.repeat_interleave(repeat, 0)
@@ -263,7 +373,7 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
             entered += new.numel()
             logits, rows, mask, next_pos, cache = _refill(
                 model, cache, arg, nxt, active, rows, mask, next_pos, new, ids[new],
-                ctx_masks[new])
+                ctx_masks[new], shared)
             start[new] = t
             continue
         logits, rows, mask, next_pos = _feed(model, cache, arg, nxt, active, rows, mask,
@@ -275,12 +385,13 @@ def _decode(model, ids, ctx_masks, budgets, eos, pad_id, repeat, temperature, to
 
 def _refill(model: PreTrainedModel, cache: DynamicCache, arg: str, nxt: Tensor, active: Tensor,
             rows: Tensor, mask: Tensor, next_pos: Tensor, new: Tensor, new_ids: Tensor,
-            new_mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, DynamicCache]:
+            new_mask: Tensor, shared: SharedPrefix | None = None
+            ) -> tuple[Tensor, Tensor, Tensor, Tensor, DynamicCache]:
     """Drop the finished rows, feed the running ones their sampled tokens ``nxt``, and append
-    the contexts ``new`` (output rows; their ids and mask) prefilled: the next logits, rows,
-    mask, positions and cache of the whole batch."""
+    the contexts ``new`` (output rows; their ids and mask) prefilled (after ``shared``'s
+    copies): the next logits, rows, mask, positions and cache of the whole batch."""
     fresh = decode_cache()
-    new_logits, new_mask, new_pos = _prefill(model, fresh, arg, new_ids, new_mask)
+    new_logits, new_mask, new_pos = _prefill(model, fresh, arg, new_ids, new_mask, shared)
     idx = active.nonzero().squeeze(-1)
     if idx.numel() == 0:
         return new_logits, new, new_mask, new_pos, fresh

@@ -102,6 +102,14 @@ def can_refill(cache: Any) -> bool:
     return DynamicLayer is not None and hasattr(cache, "layers")
 
 
+def repeat_prefix(cache: Any, prefix: Any, rows: int) -> None:
+    """Fill an empty ``cache`` with ``rows`` copies of ``prefix``'s one row (a prompt prefix
+    every row shares), through the cache's own ``update`` (so its layers' buffers)."""
+    for i, layer in enumerate(prefix.layers):
+        cache.update(layer.keys.expand(rows, *layer.keys.shape[1:]),
+                     layer.values.expand(rows, *layer.values.shape[1:]), i)
+
+
 def trim_left(cache: Any, columns: int) -> None:
     """Drop the first ``columns`` positions of every layer (padding no row attends to)."""
     if columns <= 0:
@@ -117,26 +125,30 @@ def trim_left(cache: Any, columns: int) -> None:
             layer.keys, layer.values = layer.keys[..., columns:, :], layer.values[..., columns:, :]
 
 
-def merge_rows(cache: Any, other: Any) -> None:
-    """Append ``other``'s rows to ``cache``'s, the shorter side padded on the left with zeros
-    to the longer one's positions (the caller pads its attention mask alike)."""
-    for layer, extra in zip(cache.layers, other.layers, strict=True):
-        width = max(layer.keys.shape[-2], extra.keys.shape[-2])
+def merge_rows(cache: Any, *others: Any) -> None:
+    """Append ``others``' rows to ``cache``'s, in order, each side padded on the left with
+    zeros to the widest one's positions (the caller pads its attention mask alike)."""
+    for layers in zip(cache.layers, *(o.layers for o in others), strict=True):
+        layer = layers[0]
+        width = max(x.keys.shape[-2] for x in layers)
+        room = HEADROOM if isinstance(layer, ReservedLayer) else 0
+        keys = _left_padded_cat([x.keys for x in layers], width, room)
+        values = _left_padded_cat([x.values for x in layers], width, room)
         if isinstance(layer, ReservedLayer):
-            assert layer.keys is not None and layer.values is not None  # filled: it has a width
-            layer._kbuf = _left_padded_cat(layer.keys, extra.keys, width, HEADROOM)
-            layer._vbuf = _left_padded_cat(layer.values, extra.values, width, HEADROOM)
-            layer._length = width
+            layer._kbuf, layer._vbuf, layer._length = keys, values, width
             layer._views()
         else:
-            layer.keys = _left_padded_cat(layer.keys, extra.keys, width, 0)
-            layer.values = _left_padded_cat(layer.values, extra.values, width, 0)
+            layer.keys, layer.values = keys, values
 
 
-def _left_padded_cat(a: Tensor, b: Tensor, width: int, room: int) -> Tensor:
-    """``a``'s rows then ``b``'s, each right-aligned at ``width`` positions, zeros before
+def _left_padded_cat(parts: list[Tensor], width: int, room: int) -> Tensor:
+    """The parts' rows in order, each right-aligned at ``width`` positions, zeros before
     them, with ``room`` positions to spare after."""
-    out = a.new_zeros(a.shape[0] + b.shape[0], *a.shape[1:-2], width + room, a.shape[-1])
-    out[:a.shape[0], ..., width - a.shape[-2]:width, :] = a
-    out[a.shape[0]:, ..., width - b.shape[-2]:width, :] = b
+    first = parts[0]
+    out = first.new_zeros(sum(p.shape[0] for p in parts), *first.shape[1:-2], width + room,
+                          first.shape[-1])
+    row = 0
+    for p in parts:
+        out[row:row + p.shape[0], ..., width - p.shape[-2]:width, :] = p
+        row += p.shape[0]
     return out
