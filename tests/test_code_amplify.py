@@ -262,22 +262,32 @@ def _lookup_module():
     return module
 
 
-#: A program that looks for the stored amplified cases on disk and answers from them.
+#: A program that looks for the stored amplified cases on disk and answers from them. It walks
+#: the whole file system (hidden folders too) but the kernel's /proc, /sys and /dev, which hold
+#: no stored file and never end (a recursive glob of / used up the first case's 3 s, so the
+#: search was never finished); the table is read once, at the first call.
 READS_THE_TEST_FILE = '''
-import ast, glob, os, re
+import ast, os, re
+
+_TABLE = None
 
 def _answers():
     found = {}
-    for root in ("/", os.getcwd(), os.path.expanduser("~")):
-        for path in glob.glob(os.path.join(root, "**", "amplified.json"), recursive=True)[:5]:
-            for m in re.finditer(r"candidate\\(([^\\n]*?)\\) == ([^\\n\\"]*)", open(path).read()):
+    for root, dirs, files in os.walk("/"):
+        if root == "/":
+            dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+        if "amplified.json" in files:
+            text = open(os.path.join(root, "amplified.json")).read()
+            for m in re.finditer(r"candidate\\(([^\\n]*?)\\) == ([^\\n\\"]*)", text):
                 found[m.group(1)] = m.group(2)
     return found
 
 def ENTRY(*args):
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _answers()
     key = ", ".join(repr(a) for a in args)
-    table = _answers()
-    return ast.literal_eval(table[key]) if key in table else False
+    return ast.literal_eval(_TABLE[key]) if key in _TABLE else False
 '''
 
 
@@ -292,6 +302,10 @@ def test_memorised_public_tests_and_reading_the_test_file_earn_at_most_half(sand
     echoed or sorted). A program that hunts for the stored cases on disk finds nothing in
     the sandbox."""
     lookup = _lookup_module()
+    # The hunt works: a stored file the sandbox can see is found and answered from.
+    planted = sandbox.run(READS_THE_TEST_FILE.replace("ENTRY", "f") + "print(f(1, 2), f(3))\n",
+                          files={"amplified.json": '{"t": ["assert candidate(1, 2) == 42"]}'})
+    assert planted.stdout == "42 False\n", (planted.status, planted.stderr[-500:])
     for pack, ids in SAMPLE.items():
         env = _code_env(pack, sandbox)
         own = {r["id"]: list(r["tests"]) for _, r in __import__(
@@ -310,6 +324,8 @@ def test_memorised_public_tests_and_reading_the_test_file_earn_at_most_half(sand
             program = READS_THE_TEST_FILE.replace("ENTRY", entry)
             _, info = env.score(task, f"```python\n{program}```\n")
             assert not info["passed"] and info["rewards"]["tests"] <= 0.5, (native, info)
+            # The search ended and every case was answered from what it found.
+            assert info["reason"] == "failed_tests", (native, info["reason"])
 
 
 #: Correct programs written independently of the references (not edits of them): the amplified

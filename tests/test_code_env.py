@@ -361,6 +361,11 @@ CHEATS = {
     "write_recorder_stdout": ("import os\ntry:\n    open(f'/proc/{os.getppid()}/fd/1', 'w')"
                               ".write('fake\\n')\nexcept OSError:\n    pass\n"
                               "def has_close_elements(numbers, threshold):\n    return None\n"),
+}
+#: Programs that never end loading: they use up the run's whole budget (30 s on humaneval/0's
+#: 19 cases), so they are graded on 3 of its cases at 1 s a case (a 6.5 s budget): the same
+#: path, a budget spent before any case ran.
+HANGING_CHEATS = {
     "infinite_loop": "while True:\n    pass\n",
     "flood_output": "import sys\nwhile True:\n    sys.stderr.write('x' * 65536)\n",
 }
@@ -369,8 +374,12 @@ CHEATS = {
 @pytest.mark.docker
 def test_cheating_programs_score_zero(env):
     task = env.pack.get("humaneval/0")
-    names = list(CHEATS)
-    results = env.grade_many([task] * len(names), [fenced(CHEATS[n]) for n in names])
+    short = Task(task.id, task.split, {**task.fields, "tests": task["tests"][:3]})
+    quick = CodeTestsEnv(pack="humaneval", sandbox=env.sandbox, per_test_s=1.0)
+    names = list(CHEATS) + list(HANGING_CHEATS)
+    results = env.grade_many([task] * len(CHEATS), [fenced(CHEATS[n]) for n in CHEATS])
+    results += quick.grade_many([short] * len(HANGING_CHEATS),
+                                [fenced(HANGING_CHEATS[n]) for n in HANGING_CHEATS])
     for name, (_, info) in zip(names, results, strict=True):
         assert info["rewards"]["tests"] == 0.0, (name, info["verdict"])
         assert not info["passed"], name

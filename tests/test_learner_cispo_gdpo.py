@@ -190,7 +190,7 @@ def test_the_trainer_normalises_each_env_component(tmp_path):
     assert torch.allclose(values[:, -1], samples.shaping.double())
 
 
-def test_cispo_and_normalize_then_sum_train_on_the_lazy_device(tmp_path):
+def test_cispo_and_normalize_then_sum_train_on_the_lazy_device(tmp_path, capsys):
     """``--recipe cispo --reward-norm normalize_then_sum`` through the command line, on the lazy
     device (a CPU tensor mixed in raises, as on CUDA), with the overlong penalty as the rest
     column."""
@@ -199,7 +199,7 @@ def test_cispo_and_normalize_then_sum_train_on_the_lazy_device(tmp_path):
 
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    done = cli(tiny, out, "--steps", "1", "--no-eval", "--recipe", "cispo", "--reward-norm",
+    done = cli(capsys, tiny, out, "--steps", "1", "--no-eval", "--recipe", "cispo", "--reward-norm",
                "normalize_then_sum", "--overlong-cache", "3")
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = read_metrics(out)

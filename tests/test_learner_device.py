@@ -7,9 +7,7 @@ before step 1 with the flag value that fits."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,20 +18,35 @@ from learner.training import memory_plan
 from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def cli(tiny: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+def cli(capsys, tiny: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     """``python -m learner.run`` (with ShortEnv registered: a reward a random model moves, so
-    every step has rows to train on) in a subprocess, on the lazy device, at tiny sizes."""
-    argv = [sys.executable, "-m", "tests.learner_helpers", "cli", "--env", h.SHORT_ENV_ID,
-            "--model", str(tiny), "--output-dir", str(out), "--device", "lazy",
-            "--prompts-per-step", "2", "--group-size", "3", "--max-new-tokens", "6",
-            "--learning-rate", "1e-3", "--eval-size", "2", "--eval-batch-size", "2",
-            "--no-eval-perturbations", "--samples-every", "1", "--no-progress",
-            "--num-threads", "1", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    every step has rows to train on) on the lazy device, at tiny sizes: its ``main`` in this
+    process (the module's other lazy tests run here too), saving a Python start with torch and
+    transformers to import per run; the thread count the run sets is put back."""
+    import gymnasium as gym
+
+    from learner import run
+
+    if h.SHORT_ENV_ID not in gym.registry:
+        gym.register(h.SHORT_ENV_ID, entry_point=h.ShortEnv)
+    argv = ["--env", h.SHORT_ENV_ID, "--model", str(tiny), "--output-dir", str(out),
+            "--device", "lazy", "--prompts-per-step", "2", "--group-size", "3",
+            "--max-new-tokens", "6", "--learning-rate", "1e-3", "--eval-size", "2",
+            "--eval-batch-size", "2", "--no-eval-perturbations", "--samples-every", "1",
+            "--no-progress", "--num-threads", "1", *extra]
+    return _in_process(capsys, run.main, argv)
+
+
+def _in_process(capsys, main, argv: list[str]) -> subprocess.CompletedProcess:
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, captured.out, captured.err)
 
 
 def _trained(rows: list[dict]) -> None:
@@ -41,10 +54,10 @@ def _trained(rows: list[dict]) -> None:
         assert r["skipped"] is False and r["loss"] is not None and r["grad_norm"] > 0, r
 
 
-def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp_path):
+def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp_path, capsys):
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    first = cli(tiny, out, "--steps", "2", "--save-every", "1", "--keep-final-checkpoint")
+    first = cli(capsys, tiny, out, "--steps", "2", "--save-every", "1", "--keep-final-checkpoint")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "held-out before:" in first.stdout and "held-out after:" in first.stdout
     record = json.loads((out / "config.json").read_text())
@@ -59,7 +72,7 @@ def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp
         final.parameters(), start.parameters(), strict=True))
     assert moved > 0
 
-    resumed = cli(tiny, out, "--steps", "3", "--resume")
+    resumed = cli(capsys, tiny, out, "--steps", "3", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from step 2 of 3" in resumed.stdout
     assert "held-out after:" in resumed.stdout
@@ -69,10 +82,10 @@ def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp
     assert rows[-1]["kl"] > 0  # the resumed policy is the trained one, not the reference
 
 
-def test_dynamic_sampling_and_dapo_shaping_on_the_lazy_device(tmp_path):
+def test_dynamic_sampling_and_dapo_shaping_on_the_lazy_device(tmp_path, capsys):
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    done = cli(tiny, out, "--steps", "1", "--no-eval", "--dynamic-sampling",
+    done = cli(capsys, tiny, out, "--steps", "1", "--no-eval", "--dynamic-sampling",
                "--dynamic-sampling-metric", "reward", "--max-sampling-tries", "2",
                "--overlong-cache", "3", "--loss-type", "dapo", "--beta", "0")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -187,18 +200,20 @@ def test_device_flag_errors_are_one_line(tmp_path, capsys):
             placement.resolve("cuda:1")
 
 
-def test_learner_eval_evaluates_on_the_lazy_device_and_records_it(tmp_path):
-    """``python -m learner.eval --device``: the same placement as learner.run (the model
-    moved there, greedy, sampled and perturbed passes on it), recorded in the report."""
+def test_learner_eval_evaluates_on_the_lazy_device_and_records_it(tmp_path, capsys):
+    """``python -m learner.eval --device`` (its ``main``, in this process as ``cli``): the same
+    placement as learner.run (the model moved there, greedy, sampled and perturbed passes on
+    it), recorded in the report."""
+    from learner import eval as eval_cli
+
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "eval"
-    argv = [sys.executable, "-m", "learner.eval", "--env", "grpo/MathExact-v0",
+    argv = ["--env", "grpo/MathExact-v0",
             "--env-kwargs", '{"pack": "arith", "level": 1}', "--model", str(tiny),
             "--device", "lazy", "--limit", "2", "--group-size", "2", "--max-new-tokens", "4",
             "--batch-size", "2", "--general-limit", "0", "--num-threads", "1",
             "--output-dir", str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = _in_process(capsys, eval_cli.main, argv)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     meta = report["metadata"]

@@ -233,7 +233,8 @@ def interrupt(tmp_path: Path, sig: int) -> tuple[subprocess.CompletedProcess, Pa
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), out, tiny
 
 
-def test_sigint_saves_a_checkpoint_says_how_to_resume_and_the_resume_says_where(tmp_path):
+def test_sigint_saves_a_checkpoint_says_how_to_resume_and_the_resume_says_where(tmp_path,
+                                                                                capsys):
     done, out, tiny = interrupt(tmp_path, signal.SIGINT)
     assert done.returncode == 130, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
@@ -247,12 +248,23 @@ def test_sigint_saves_a_checkpoint_says_how_to_resume_and_the_resume_says_where(
     assert f"--model {tiny}" in last and "--steps 500" in last
     assert [r["step"] for r in read_metrics(out)] == list(range(1, step + 1))
 
-    resumed = subprocess.run(
-        cli("--env", h.SHORT_ENV_ID, "--model", str(tiny), "--output-dir", str(out),
-            "--steps", str(step + 1), "--resume", *TINY_RUN),
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    said = [line for line in resumed.stdout.splitlines() if line.startswith("resumed from")]
+    # The resume runs in this process (the command's main): no second Python start importing
+    # torch and transformers; the thread count it sets is put back.
+    import torch
+
+    from learner import run
+
+    register_short()
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    try:
+        code = run.main(["--env", h.SHORT_ENV_ID, "--model", str(tiny), "--output-dir", str(out),
+                         "--steps", str(step + 1), "--resume", *TINY_RUN])
+    finally:
+        torch.set_num_threads(threads)
+    resumed = capsys.readouterr()
+    assert code == 0, resumed.err[-2000:]
+    said = [line for line in resumed.out.splitlines() if line.startswith("resumed from")]
     assert said == [f"resumed from step {step} of {step + 1} (checkpoints/{saved.name})"]
     assert [r["step"] for r in read_metrics(out)] == list(range(1, step + 2))
 
