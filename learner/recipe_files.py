@@ -23,6 +23,7 @@ RECIPE_KEYS: dict[str, type | tuple[type, ...]] = {
     "steps": int, "prompts_per_step": int, "group_size": int, "max_new_tokens": int,
     "learning_rate": (int, float), "temperature": (int, float), "beta": (int, float),
     "micro_batch_tokens": int, "eval_size": int, "eval_perturbations": bool,
+    "sampler": str,
 }
 
 

@@ -36,7 +36,7 @@ def test_the_design_card_command_on_cpu_trains_the_recipe_and_keeps_the_envs_def
     import envs  # noqa: F401
 
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu"])
-    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 3}
+    assert cfg.env_kwargs == {"pack": "pyfunc"}  # the whole pack: no level picked
     assert (cfg.steps, cfg.prompts_per_step, cfg.max_new_tokens) == (30, 4, 96)
     record = cfg.env_recipe_record
     assert record["variant"] == "cpu" and "HumanEval" in record["why"][0]
@@ -68,7 +68,32 @@ def test_a_users_pack_keeps_its_options_and_gets_its_packs_recipe():
     # Without a pack, the user's other keywords join the recipe's pack.
     cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu",
                         "--env-kwargs", '{"per_test_s": 5}'])
-    assert cfg.env_kwargs == {"pack": "pyfunc", "level": 3, "per_test_s": 5}
+    assert cfg.env_kwargs == {"pack": "pyfunc", "per_test_s": 5}
+
+
+def test_the_code_cpu_recipe_draws_the_whole_pack_by_curriculum_and_evaluates_every_level():
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from learner.evaluation.heldout import heldout_tasks
+
+    cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu"])
+    assert cfg.sampler == "curriculum" and cfg.env_recipe_record["applied"]["sampler"] == "curriculum"
+    assert "pack pyfunc [recipe.cpu]" in cfg.env_recipe_record["sources"]
+    # The held-out set the run evaluates holds every level the run trains on.
+    env = gym.make(cfg.env, **cfg.env_kwargs).unwrapped
+    held_out = heldout_tasks(env, cfg.eval_size)
+    assert {env.curriculum_key(t) for t in held_out} == set(env.curriculum_keys())
+    assert len(env.curriculum_keys()) == 6
+    # A flag wins over the recipe's sampler, and config.json says the user kept it.
+    for sampler in ("sequential", "uniform"):
+        cfg = parse_config(["--env", "grpo/CodeTests-v0", "--env-recipe", "cpu",
+                            "--sampler", sampler])
+        assert cfg.sampler == sampler and "sampler" in cfg.env_recipe_record["overridden"]
+        assert "sampler" not in cfg.env_recipe_record["applied"]
+    # A sampler the learner has not is refused where the recipe is read.
+    with pytest.raises(RecipeError, match="sampler"):
+        check_table({"sampler": 3}, "x.toml [cpu]", env_kwargs=True)
 
 
 def test_off_and_envs_without_a_recipe_keep_the_learners_defaults():
