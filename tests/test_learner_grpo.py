@@ -137,6 +137,19 @@ def test_group_moments_by_hand():
     assert std.tolist() == pytest.approx([math.sqrt(0.5), 0.0, 0.0, 0.0])
 
 
+def test_a_group_of_equal_rewards_has_no_spread_whatever_their_float_sum():
+    # Eight rewards of 1.1 (the code env's passed + format) sum to 8.799999999999999 in
+    # float64: a mean taken from that sum is off in the last bit and gave a std of 2.4e-16, so
+    # the group counted as a signal group and its advantages were ~1e-12 instead of 0.
+    rewards = torch.tensor([1.1] * 8 + [0.1, 1.1, 1.1, 1.1], dtype=torch.float64)
+    groups = torch.tensor([0] * 8 + [1] * 4)
+    count, mean, std = grpo.group_moments(rewards, groups, 2)
+    assert mean[0].item() == 1.1 and std[0].item() == 0.0
+    assert mean[1].item() == pytest.approx(0.85) and std[1].item() == pytest.approx(0.5)
+    adv = grpo.group_advantages(rewards, groups, grpo.group_moments(rewards, groups, 2))
+    assert adv[:8].tolist() == [0.0] * 8
+
+
 def test_dapo_soft_overlong_punishment_by_hand():
     # L_max 10, L_cache 4: free up to 6 tokens, then -(length - 6) / 4, -1 from 10 on.
     lengths = torch.tensor([0, 5, 6, 7, 8, 9, 10, 11, 40])

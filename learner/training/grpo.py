@@ -75,8 +75,12 @@ def group_moments(rewards: Tensor, groups: Tensor, n_groups: int) -> GroupMoment
     rewards = rewards.double()
     zeros = rewards.new_zeros(n_groups)  # on the rewards' device
     count = zeros.index_add(0, groups, torch.ones_like(rewards))
-    total = zeros.index_add(0, groups, rewards)
-    mean = total / count.clamp(min=1)
+    # Sums are taken of the rewards less their group's smallest, so a group of equal rewards has
+    # its value as mean and a std of exactly 0: summed as they are, eight rewards of 1.1 give a
+    # mean off in the last bit and a std of 2e-16, and the group counts as having spread.
+    low = zeros.scatter_reduce(0, groups, rewards, reduce="amin", include_self=False)
+    shifted = rewards - low[groups]
+    mean = low + zeros.index_add(0, groups, shifted) / count.clamp(min=1)
     sq = zeros.index_add(0, groups, (rewards - mean[groups]) ** 2)
     std = torch.where(count > 1, (sq / (count - 1).clamp(min=1)).sqrt(), 0.0)
     return GroupMoments(count, mean, std)
