@@ -2,11 +2,13 @@
 
     python benchmarks/curriculum.py --out /tmp/curriculum-bench
 
-On arith levels 1-6 and pyfunc (all levels) with the embedded model on CPU, each run trains
-with the pack's CPU recipe settings until its sampled tokens reach the budget (``--arith-tokens``,
-``--pyfunc-tokens``: equal tokens, not equal steps, since the curriculum's point is to spend
+On arith levels 1-6, pyfunc (all levels) and JSON extraction (``extract``: 4 levels x 5
+families, 20 keys) with the embedded model on CPU, each run trains with the pack's CPU recipe
+settings until its sampled tokens reach the budget (``--arith-tokens``, ``--pyfunc-tokens``,
+``--json-tokens``: equal tokens, not equal steps, since the curriculum's point is to spend
 tokens where groups have reward spread), then evaluates greedily on ``--per-level`` held-out
-tasks of each level. The starting model's held-out accuracy ("before") is the same for every
+tasks of each level (``--json-per-key`` of each JSON level and family; the table shows each
+level's and each family's figure). The starting model's held-out accuracy ("before") is the same for every
 run (greedy decoding, same tasks), so it is measured once per pack.
 
 Each run is a child process (``os.wait4`` gives its own peak resident memory); its figures go
@@ -41,6 +43,12 @@ PACKS: dict[str, dict[str, Any]] = {
                   max_new_tokens=32, recipe_level=1),
     "pyfunc": dict(env="grpo/CodeTests-v0", env_kwargs={"pack": "pyfunc"}, max_new_tokens=96,
                    recipe_level=3),
+    # envs/domains/json_schema.toml: an example record in the prompt, only content pays, 64
+    # tokens; its keys are level and family (L1-person ... L4-address, 20 in all).
+    "json": dict(env="grpo/JsonSchema-v0",
+                 env_kwargs={"pack": "extract", "example": True,
+                             "reward_weights": {"valid": 0, "format": 0}},
+                 max_new_tokens=64, recipe_level=1, settings={"micro_batch_tokens": 256}),
 }
 # "recipe" is the CPU recipe's hand-picked level (the seeded stream of that level alone): the
 # arm the whole-pack samplers must beat for the recipes to switch to them.
@@ -57,7 +65,7 @@ def config(pack: str, sampler: str, seed: int, out: Path) -> Any:
     env_kwargs = dict(spec["env_kwargs"])
     if sampler == "recipe":
         env_kwargs["level"] = spec["recipe_level"]
-    c = Config(**COMMON, env=spec["env"], env_kwargs=env_kwargs,
+    c = Config(**COMMON, **spec.get("settings", {}), env=spec["env"], env_kwargs=env_kwargs,
                max_new_tokens=spec["max_new_tokens"],
                sampler="sequential" if sampler == "recipe" else sampler, seed=seed, steps=10_000,
                output_dir=str(out / f"{pack}-{sampler}-{seed}"))
@@ -86,10 +94,17 @@ def accuracy_by_key(env: Any, model: Any, tokenizer: Any, tasks: list[Any],
     result = evaluate(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens, k=1,
                       batch_size=64)
     hits: dict[str, list[int]] = {}
+    keys = {env.curriculum_key(task) for task in tasks}
     for task, rec in zip(tasks, result.records, strict=True):
         hits.setdefault(env.curriculum_key(task), []).append(int(bool(rec["passed"])))
+    # Keys of two parts (JSON's L2-person): each level's and each family's figure as well.
+    for key, v in list(hits.items()):
+        if "-" in key:
+            for part in key.split("-", 1):
+                hits.setdefault(part, []).extend(v)
     out = {k: sum(v) / len(v) for k, v in sorted(hits.items())}
-    out["overall"] = sum(sum(v) for v in hits.values()) / sum(len(v) for v in hits.values())
+    whole = [v for k, v in hits.items() if k in keys]
+    out["overall"] = sum(map(sum, whole)) / sum(map(len, whole))
     return out
 
 
@@ -222,8 +237,9 @@ def replay_table(out: Path, tokens: float, seeds: int) -> str:
 def child(args: argparse.Namespace) -> int:
     pack, sampler, seed = args.one
     out = Path(args.out)
-    tokens = args.arith_tokens if pack == "arith" else args.pyfunc_tokens
-    record = one_run(pack, sampler, int(seed), out / "runs", tokens, args.per_level)
+    tokens = getattr(args, f"{pack}_tokens")
+    per_key = args.json_per_key if pack == "json" else args.per_level
+    record = one_run(pack, sampler, int(seed), out / "runs", tokens, per_key)
     (out / f"{pack}-{sampler}-{seed}.json").write_text(json.dumps(record))
     return 0
 
@@ -236,7 +252,8 @@ def run_child(args: argparse.Namespace, pack: str, sampler: str, seed: int) -> N
         return  # a benchmark started again goes on where it stopped
     cmd = [sys.executable, __file__, "--one", pack, sampler, str(seed), "--out", str(out),
            "--arith-tokens", str(args.arith_tokens), "--pyfunc-tokens", str(args.pyfunc_tokens),
-           "--per-level", str(args.per_level)]
+           "--json-tokens", str(args.json_tokens), "--per-level", str(args.per_level),
+           "--json-per-key", str(args.json_per_key)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -266,6 +283,13 @@ def _fmt(values: list[float], pct: bool = False, digits: int = 2) -> str:
     return f"{f(statistics.median(values))} ({', '.join(f(v) for v in values)})"
 
 
+def shown(keys: set[str]) -> list[str]:
+    """The keys a table or plot shows, without "overall": JSON's levels and families rather
+    than its 20 level-family pairs."""
+    keys = keys - {"overall"}
+    return sorted(k for k in keys if "-" not in k) if any("-" in k for k in keys) else sorted(keys)
+
+
 def summarize(out: Path) -> str:
     rows = read_results(out)
     lines = []
@@ -275,7 +299,7 @@ def summarize(out: Path) -> str:
                           key=lambda r: r["seed"]) for s in ARMS}
         if not any(runs.values()):
             continue
-        keys = sorted({k for rs in runs.values() for r in rs for k in r["accuracy"]} - {"overall"})
+        keys = shown({k for rs in runs.values() for r in rs for k in r["accuracy"]})
         lines.append(f"\n**{pack}** (median of seeds, the seeds' values in brackets; before: "
                      f"the starting model, once)\n")
         head = ["", "before"] + [s for s in runs if runs[s]]
@@ -333,14 +357,14 @@ def plot(rows: list[dict], path: Path) -> None:
             ax = axes[0][j]
             ax.scatter([x] * len(rs), [r["signal_per_1k_tokens"] for r in rs], color=color,
                        label=s)
-            keys = sorted({k for r in rs for k in r["accuracy"]} - {"overall"}) + ["overall"]
+            keys = shown({k for r in rs for k in r["accuracy"]}) + ["overall"]
             med = [statistics.median(r["accuracy"].get(k, 0.0) for r in rs) for k in keys]
             axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.27, color=color,
                            label=s)
             axes[1][j].set_xticks(range(len(keys)), keys)
         before = next((r for r in rows if r["pack"] == pack and r["sampler"] == "before"), None)
         if before:
-            keys = sorted(set(before["accuracy"]) - {"overall"}) + ["overall"]
+            keys = shown(set(before["accuracy"])) + ["overall"]
             axes[1][j].scatter(range(len(keys)), [before["accuracy"][k] for k in keys],
                                color="black", marker="_", s=200, label="before", zorder=3)
         axes[0][j].set_title(f"{pack}: signal groups per 1k tokens (each seed)")
@@ -366,7 +390,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="sampled tokens each arith run trains on")
     p.add_argument("--pyfunc-tokens", type=int, default=16000,
                    help="sampled tokens each pyfunc run trains on")
+    p.add_argument("--json-tokens", type=int, default=10000,
+                   help="sampled tokens each JSON (extract) run trains on")
     p.add_argument("--per-level", type=int, default=8, help="held-out tasks per level")
+    p.add_argument("--json-per-key", type=int, default=4,
+                   help="held-out JSON tasks per level and family (20 keys)")
     p.add_argument("--one", nargs=3, metavar=("PACK", "SAMPLER", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--summarize", action="store_true",
                    help="only print the table and write the plot from OUT/results.jsonl")
