@@ -109,8 +109,9 @@ def accuracy_by_key(env: Any, model: Any, tokenizer: Any, tasks: list[Any],
 
 
 def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key: int) -> dict:
-    """Train until ``tokens`` sampled tokens, then evaluate on every level's held-out tasks;
-    ``sampler`` "before": evaluate the starting model only."""
+    """Train until ``tokens`` sampled tokens, then evaluate on every level's held-out tasks
+    (none where ``per_key`` is 0: signal figures only); ``sampler`` "before": evaluate the
+    starting model only."""
     import gymnasium as gym
 
     from learner.training.trainer import GRPOTrainer
@@ -121,9 +122,11 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
     # The recipe arm trains on one level; it is evaluated on the whole pack like the others.
     whole = (gym.make(PACKS[pack]["env"], **PACKS[pack]["env_kwargs"]).unwrapped
              if sampler == "recipe" else trainer.env)
-    tasks = heldout_by_key(whole, per_key)
+    tasks = heldout_by_key(whole, per_key) if per_key else []
     record: dict[str, Any] = {"pack": pack, "sampler": sampler, "seed": seed}
     if sampler == "before":
+        if not tasks:
+            raise SystemExit("no held-out tasks to evaluate the starting model on")
         record["accuracy"] = accuracy_by_key(trainer.env, trainer.policy, trainer.tokenizer,
                                              tasks, c.max_new_tokens)
         record["minutes"] = (time.perf_counter() - t0) / 60
@@ -159,7 +162,7 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         mix=mixes, pass_rates=trainer.sampler.pass_rates(), credited=credited,
         costs={k: st.cost for k, st in trainer.sampler.stats.items()}, observed=observed,
         accuracy=accuracy_by_key(whole, trainer.policy, trainer.tokenizer, tasks,
-                                 c.max_new_tokens),
+                                 c.max_new_tokens) if tasks else {},
         train_minutes=train_minutes, minutes=(time.perf_counter() - t0) / 60)
     if whole is not trainer.env:
         whole.close()
@@ -309,7 +312,8 @@ def summarize(out: Path) -> str:
         def row(name: str, get: Any, pct: bool = False, digits: int = 2, show_before: Any = None,
                 head: list[str] = head, runs: dict = runs) -> None:
             cells = [name, "-" if show_before is None else show_before]
-            cells += [_fmt([get(r) for r in runs[s]], pct, digits) for s in head[2:]]
+            cells += [_fmt([v for r in runs[s] if (v := get(r)) is not None], pct, digits)
+                      for s in head[2:]]
             lines.append("| " + " | ".join(cells) + " |")
 
         row("seeds", lambda r: r["seed"], digits=0)
@@ -319,7 +323,10 @@ def summarize(out: Path) -> str:
         row("signal groups per episode", lambda r: r["signal_per_episode"], digits=4)
         for key in [*keys, "overall"]:
             b = before["accuracy"].get(key) if before else None
-            row(f"held-out {key}", lambda r, key=key: r["accuracy"].get(key, 0.0), pct=True,
+            # A run evaluated on no held-out task (``--json-per-key 0``) has no figure here.
+            row(f"held-out {key}",
+                lambda r, key=key: r["accuracy"].get(key, 0.0) if r["accuracy"] else None,
+                pct=True,
                 show_before=None if b is None else f"{100 * b:.0f}%")
         row("minutes (wall)", lambda r: r["wall_minutes"], digits=1)
         row("peak resident GB", lambda r: r["peak_rss_gb"], digits=2)
@@ -329,6 +336,7 @@ def summarize(out: Path) -> str:
                 for r in rs:
                     for mix in r["mix"]:
                         for k, v in mix.items():
+                            k = k.split("-")[0]  # JSON's L2-people: its level's share
                             shares[k] = shares.get(k, 0.0) + v / len(r["mix"]) / len(rs)
                 lines.append(f"\n{s}: mean share of groups per key: "
                              + ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(shares.items())))
@@ -358,10 +366,12 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.scatter([x] * len(rs), [r["signal_per_1k_tokens"] for r in rs], color=color,
                        label=s)
             keys = shown({k for r in rs for k in r["accuracy"]}) + ["overall"]
-            med = [statistics.median(r["accuracy"].get(k, 0.0) for r in rs) for k in keys]
+            evaluated = [r for r in rs if r["accuracy"]]
+            med = [statistics.median(r["accuracy"].get(k, 0.0) for r in evaluated)
+                   if evaluated else 0.0 for k in keys]
             axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.27, color=color,
                            label=s)
-            axes[1][j].set_xticks(range(len(keys)), keys)
+            axes[1][j].set_xticks(range(len(keys)), keys, rotation=40 if len(keys) > 7 else 0)
         before = next((r for r in rows if r["pack"] == pack and r["sampler"] == "before"), None)
         if before:
             keys = shown(set(before["accuracy"])) + ["overall"]
@@ -394,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="sampled tokens each JSON (extract) run trains on")
     p.add_argument("--per-level", type=int, default=8, help="held-out tasks per level")
     p.add_argument("--json-per-key", type=int, default=4,
-                   help="held-out JSON tasks per level and family (20 keys)")
+                   help="held-out JSON tasks per level and family (20 keys); 0: no held-out "
+                   "evaluation, signal figures only")
     p.add_argument("--one", nargs=3, metavar=("PACK", "SAMPLER", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--summarize", action="store_true",
                    help="only print the table and write the plot from OUT/results.jsonl")
@@ -416,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
                 for sampler in args.arms:
                     run_child(args, pack, sampler, seed)
         for pack in args.packs:
-            run_child(args, pack, "before", 0)
+            if (args.json_per_key if pack == "json" else args.per_level) > 0:
+                run_child(args, pack, "before", 0)
     print(summarize(out))
     if args.replay_tokens:
         print(replay_table(out, args.replay_tokens, args.replay_seeds))
