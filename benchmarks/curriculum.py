@@ -132,6 +132,7 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         record["minutes"] = (time.perf_counter() - t0) / 60
         return record
     spent, signal, episodes, steps, mixes, credited = 0.0, 0, 0, 0, [], []
+    partial, unpaid = [], []  # paid without passing (JSON's content share), and paid nothing
     observed: dict[str, list[float]] = {}  # key -> [passes, episodes, tokens], undecayed
     while spent < tokens:
         step = trainer.train_step()
@@ -148,10 +149,16 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
             acc[1] += g
             acc[2] += sum(lengths[i * g:(i + 1) * g])
         for group in step.sample_groups(None):
-            for text, passed in zip(group["completions"], group["passed"], strict=True):
+            for text, passed, reward in zip(group["completions"], group["passed"],
+                                            group["reward"], strict=True):
+                row = {"step": steps, "task_id": group["task_id"], "completion": text,
+                       "reward": reward}
                 if passed and len(credited) < 12:
-                    credited.append({"step": steps, "task_id": group["task_id"],
-                                     "completion": text})
+                    credited.append(row)
+                elif not passed and reward > 0 and len(partial) < 12:
+                    partial.append(row)
+                elif reward <= 0 and len(unpaid) < 3:
+                    unpaid.append(row)
         print(f"{pack} {sampler} seed {seed}: step {steps}, {spent:.0f}/{tokens} tokens, "
               f"{signal} signal groups", flush=True)
     train_minutes = (time.perf_counter() - t0) / 60
@@ -160,6 +167,7 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         tokens=spent, steps=steps, episodes=episodes, signal_groups=signal,
         signal_per_1k_tokens=1000 * signal / spent, signal_per_episode=signal / episodes,
         mix=mixes, pass_rates=trainer.sampler.pass_rates(), credited=credited,
+        partial=partial, unpaid=unpaid,
         costs={k: st.cost for k, st in trainer.sampler.stats.items()}, observed=observed,
         accuracy=accuracy_by_key(whole, trainer.policy, trainer.tokenizer, tasks,
                                  c.max_new_tokens) if tasks else {},
