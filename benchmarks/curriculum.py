@@ -373,10 +373,12 @@ def plot(rows: list[dict], path: Path) -> None:
             ax = axes[0][j]
             ax.scatter([x] * len(rs), [r["signal_per_1k_tokens"] for r in rs], color=color,
                        label=s)
-            keys = shown({k for r in rs for k in r["accuracy"]}) + ["overall"]
-            evaluated = [r for r in rs if r["accuracy"]]
+            evaluated = [r for r in rs if r["accuracy"]]  # --json-per-key 0: none
+            if not evaluated:
+                continue
+            keys = shown({k for r in evaluated for k in r["accuracy"]}) + ["overall"]
             med = [statistics.median(r["accuracy"].get(k, 0.0) for r in evaluated)
-                   if evaluated else 0.0 for k in keys]
+                   for k in keys]
             axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.27, color=color,
                            label=s)
             axes[1][j].set_xticks(range(len(keys)), keys, rotation=40 if len(keys) > 7 else 0)
@@ -388,6 +390,7 @@ def plot(rows: list[dict], path: Path) -> None:
         axes[0][j].set_title(f"{pack}: signal groups per 1k tokens (each seed)")
         axes[0][j].set_xticks(range(len(arms)), [a[0] for a in arms])
         axes[1][j].set_title(f"{pack}: held-out accuracy after (median of seeds)")
+        axes[1][j].set_ylim(0, 1.05)  # a panel of 0% bars keeps the others' scale
         axes[1][j].legend(fontsize=8)
         for ax in axes[:, j]:
             ax.grid(alpha=0.3)
