@@ -2,11 +2,13 @@
 
     python benchmarks/curriculum.py --out /tmp/curriculum-bench
 
-On arith levels 1-6 and pyfunc (all levels) with the embedded model on CPU, each run trains
-with the pack's CPU recipe settings until its sampled tokens reach the budget (``--arith-tokens``,
-``--pyfunc-tokens``: equal tokens, not equal steps, since the curriculum's point is to spend
+On arith levels 1-6, pyfunc (all levels) and JSON extraction (``extract``: 4 levels x 5
+families, 20 keys) with the embedded model on CPU, each run trains with the pack's CPU recipe
+settings until its sampled tokens reach the budget (``--arith-tokens``, ``--pyfunc-tokens``,
+``--json-tokens``: equal tokens, not equal steps, since the curriculum's point is to spend
 tokens where groups have reward spread), then evaluates greedily on ``--per-level`` held-out
-tasks of each level. The starting model's held-out accuracy ("before") is the same for every
+tasks of each level (``--json-per-key`` of each JSON level and family; the table shows each
+level's and each family's figure). The starting model's held-out accuracy ("before") is the same for every
 run (greedy decoding, same tasks), so it is measured once per pack.
 
 Each run is a child process (``os.wait4`` gives its own peak resident memory); its figures go
@@ -41,6 +43,12 @@ PACKS: dict[str, dict[str, Any]] = {
                   max_new_tokens=32, recipe_level=1),
     "pyfunc": dict(env="grpo/CodeTests-v0", env_kwargs={"pack": "pyfunc"}, max_new_tokens=96,
                    recipe_level=3),
+    # envs/domains/json_schema.toml: an example record in the prompt, only content pays, 64
+    # tokens; its keys are level and family (L1-person ... L4-address, 20 in all).
+    "json": dict(env="grpo/JsonSchema-v0",
+                 env_kwargs={"pack": "extract", "example": True,
+                             "reward_weights": {"valid": 0, "format": 0}},
+                 max_new_tokens=64, recipe_level=1, settings={"micro_batch_tokens": 256}),
 }
 # "recipe" is the CPU recipe's hand-picked level (the seeded stream of that level alone): the
 # arm the whole-pack samplers must beat for the recipes to switch to them.
@@ -57,7 +65,7 @@ def config(pack: str, sampler: str, seed: int, out: Path) -> Any:
     env_kwargs = dict(spec["env_kwargs"])
     if sampler == "recipe":
         env_kwargs["level"] = spec["recipe_level"]
-    c = Config(**COMMON, env=spec["env"], env_kwargs=env_kwargs,
+    c = Config(**COMMON, **spec.get("settings", {}), env=spec["env"], env_kwargs=env_kwargs,
                max_new_tokens=spec["max_new_tokens"],
                sampler="sequential" if sampler == "recipe" else sampler, seed=seed, steps=10_000,
                output_dir=str(out / f"{pack}-{sampler}-{seed}"))
@@ -86,16 +94,24 @@ def accuracy_by_key(env: Any, model: Any, tokenizer: Any, tasks: list[Any],
     result = evaluate(model, tokenizer, env, tasks, max_new_tokens=max_new_tokens, k=1,
                       batch_size=64)
     hits: dict[str, list[int]] = {}
+    keys = {env.curriculum_key(task) for task in tasks}
     for task, rec in zip(tasks, result.records, strict=True):
         hits.setdefault(env.curriculum_key(task), []).append(int(bool(rec["passed"])))
+    # Keys of two parts (JSON's L2-person): each level's and each family's figure as well.
+    for key, v in list(hits.items()):
+        if "-" in key:
+            for part in key.split("-", 1):
+                hits.setdefault(part, []).extend(v)
     out = {k: sum(v) / len(v) for k, v in sorted(hits.items())}
-    out["overall"] = sum(sum(v) for v in hits.values()) / sum(len(v) for v in hits.values())
+    whole = [v for k, v in hits.items() if k in keys]
+    out["overall"] = sum(map(sum, whole)) / sum(map(len, whole))
     return out
 
 
 def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key: int) -> dict:
-    """Train until ``tokens`` sampled tokens, then evaluate on every level's held-out tasks;
-    ``sampler`` "before": evaluate the starting model only."""
+    """Train until ``tokens`` sampled tokens, then evaluate on every level's held-out tasks
+    (none where ``per_key`` is 0: signal figures only); ``sampler`` "before": evaluate the
+    starting model only."""
     import gymnasium as gym
 
     from learner.training.trainer import GRPOTrainer
@@ -106,14 +122,17 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
     # The recipe arm trains on one level; it is evaluated on the whole pack like the others.
     whole = (gym.make(PACKS[pack]["env"], **PACKS[pack]["env_kwargs"]).unwrapped
              if sampler == "recipe" else trainer.env)
-    tasks = heldout_by_key(whole, per_key)
+    tasks = heldout_by_key(whole, per_key) if per_key else []
     record: dict[str, Any] = {"pack": pack, "sampler": sampler, "seed": seed}
     if sampler == "before":
+        if not tasks:
+            raise SystemExit("no held-out tasks to evaluate the starting model on")
         record["accuracy"] = accuracy_by_key(trainer.env, trainer.policy, trainer.tokenizer,
                                              tasks, c.max_new_tokens)
         record["minutes"] = (time.perf_counter() - t0) / 60
         return record
     spent, signal, episodes, steps, mixes, credited = 0.0, 0, 0, 0, [], []
+    partial, unpaid = [], []  # paid without passing (JSON's content share), and paid nothing
     observed: dict[str, list[float]] = {}  # key -> [passes, episodes, tokens], undecayed
     while spent < tokens:
         step = trainer.train_step()
@@ -130,10 +149,16 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
             acc[1] += g
             acc[2] += sum(lengths[i * g:(i + 1) * g])
         for group in step.sample_groups(None):
-            for text, passed in zip(group["completions"], group["passed"], strict=True):
+            for text, passed, reward in zip(group["completions"], group["passed"],
+                                            group["reward"], strict=True):
+                row = {"step": steps, "task_id": group["task_id"], "completion": text,
+                       "reward": reward}
                 if passed and len(credited) < 12:
-                    credited.append({"step": steps, "task_id": group["task_id"],
-                                     "completion": text})
+                    credited.append(row)
+                elif not passed and reward > 0 and len(partial) < 12:
+                    partial.append(row)
+                elif reward <= 0 and len(unpaid) < 3:
+                    unpaid.append(row)
         print(f"{pack} {sampler} seed {seed}: step {steps}, {spent:.0f}/{tokens} tokens, "
               f"{signal} signal groups", flush=True)
     train_minutes = (time.perf_counter() - t0) / 60
@@ -142,9 +167,10 @@ def one_run(pack: str, sampler: str, seed: int, out: Path, tokens: int, per_key:
         tokens=spent, steps=steps, episodes=episodes, signal_groups=signal,
         signal_per_1k_tokens=1000 * signal / spent, signal_per_episode=signal / episodes,
         mix=mixes, pass_rates=trainer.sampler.pass_rates(), credited=credited,
+        partial=partial, unpaid=unpaid,
         costs={k: st.cost for k, st in trainer.sampler.stats.items()}, observed=observed,
         accuracy=accuracy_by_key(whole, trainer.policy, trainer.tokenizer, tasks,
-                                 c.max_new_tokens),
+                                 c.max_new_tokens) if tasks else {},
         train_minutes=train_minutes, minutes=(time.perf_counter() - t0) / 60)
     if whole is not trainer.env:
         whole.close()
@@ -222,8 +248,9 @@ def replay_table(out: Path, tokens: float, seeds: int) -> str:
 def child(args: argparse.Namespace) -> int:
     pack, sampler, seed = args.one
     out = Path(args.out)
-    tokens = args.arith_tokens if pack == "arith" else args.pyfunc_tokens
-    record = one_run(pack, sampler, int(seed), out / "runs", tokens, args.per_level)
+    tokens = getattr(args, f"{pack}_tokens")
+    per_key = args.json_per_key if pack == "json" else args.per_level
+    record = one_run(pack, sampler, int(seed), out / "runs", tokens, per_key)
     (out / f"{pack}-{sampler}-{seed}.json").write_text(json.dumps(record))
     return 0
 
@@ -236,7 +263,8 @@ def run_child(args: argparse.Namespace, pack: str, sampler: str, seed: int) -> N
         return  # a benchmark started again goes on where it stopped
     cmd = [sys.executable, __file__, "--one", pack, sampler, str(seed), "--out", str(out),
            "--arith-tokens", str(args.arith_tokens), "--pyfunc-tokens", str(args.pyfunc_tokens),
-           "--per-level", str(args.per_level)]
+           "--json-tokens", str(args.json_tokens), "--per-level", str(args.per_level),
+           "--json-per-key", str(args.json_per_key)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -266,6 +294,13 @@ def _fmt(values: list[float], pct: bool = False, digits: int = 2) -> str:
     return f"{f(statistics.median(values))} ({', '.join(f(v) for v in values)})"
 
 
+def shown(keys: set[str]) -> list[str]:
+    """The keys a table or plot shows, without "overall": JSON's levels and families rather
+    than its 20 level-family pairs."""
+    keys = keys - {"overall"}
+    return sorted(k for k in keys if "-" not in k) if any("-" in k for k in keys) else sorted(keys)
+
+
 def summarize(out: Path) -> str:
     rows = read_results(out)
     lines = []
@@ -275,7 +310,7 @@ def summarize(out: Path) -> str:
                           key=lambda r: r["seed"]) for s in ARMS}
         if not any(runs.values()):
             continue
-        keys = sorted({k for rs in runs.values() for r in rs for k in r["accuracy"]} - {"overall"})
+        keys = shown({k for rs in runs.values() for r in rs for k in r["accuracy"]})
         lines.append(f"\n**{pack}** (median of seeds, the seeds' values in brackets; before: "
                      f"the starting model, once)\n")
         head = ["", "before"] + [s for s in runs if runs[s]]
@@ -285,7 +320,8 @@ def summarize(out: Path) -> str:
         def row(name: str, get: Any, pct: bool = False, digits: int = 2, show_before: Any = None,
                 head: list[str] = head, runs: dict = runs) -> None:
             cells = [name, "-" if show_before is None else show_before]
-            cells += [_fmt([get(r) for r in runs[s]], pct, digits) for s in head[2:]]
+            cells += [_fmt([v for r in runs[s] if (v := get(r)) is not None], pct, digits)
+                      for s in head[2:]]
             lines.append("| " + " | ".join(cells) + " |")
 
         row("seeds", lambda r: r["seed"], digits=0)
@@ -295,7 +331,10 @@ def summarize(out: Path) -> str:
         row("signal groups per episode", lambda r: r["signal_per_episode"], digits=4)
         for key in [*keys, "overall"]:
             b = before["accuracy"].get(key) if before else None
-            row(f"held-out {key}", lambda r, key=key: r["accuracy"].get(key, 0.0), pct=True,
+            # A run evaluated on no held-out task (``--json-per-key 0``) has no figure here.
+            row(f"held-out {key}",
+                lambda r, key=key: r["accuracy"].get(key, 0.0) if r["accuracy"] else None,
+                pct=True,
                 show_before=None if b is None else f"{100 * b:.0f}%")
         row("minutes (wall)", lambda r: r["wall_minutes"], digits=1)
         row("peak resident GB", lambda r: r["peak_rss_gb"], digits=2)
@@ -305,6 +344,7 @@ def summarize(out: Path) -> str:
                 for r in rs:
                     for mix in r["mix"]:
                         for k, v in mix.items():
+                            k = k.split("-")[0]  # JSON's L2-people: its level's share
                             shares[k] = shares.get(k, 0.0) + v / len(r["mix"]) / len(rs)
                 lines.append(f"\n{s}: mean share of groups per key: "
                              + ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(shares.items())))
@@ -333,19 +373,24 @@ def plot(rows: list[dict], path: Path) -> None:
             ax = axes[0][j]
             ax.scatter([x] * len(rs), [r["signal_per_1k_tokens"] for r in rs], color=color,
                        label=s)
-            keys = sorted({k for r in rs for k in r["accuracy"]} - {"overall"}) + ["overall"]
-            med = [statistics.median(r["accuracy"].get(k, 0.0) for r in rs) for k in keys]
+            evaluated = [r for r in rs if r["accuracy"]]  # --json-per-key 0: none
+            if not evaluated:
+                continue
+            keys = shown({k for r in evaluated for k in r["accuracy"]}) + ["overall"]
+            med = [statistics.median(r["accuracy"].get(k, 0.0) for r in evaluated)
+                   for k in keys]
             axes[1][j].bar([i + dx for i in range(len(keys))], med, width=0.27, color=color,
                            label=s)
-            axes[1][j].set_xticks(range(len(keys)), keys)
+            axes[1][j].set_xticks(range(len(keys)), keys, rotation=40 if len(keys) > 7 else 0)
         before = next((r for r in rows if r["pack"] == pack and r["sampler"] == "before"), None)
         if before:
-            keys = sorted(set(before["accuracy"]) - {"overall"}) + ["overall"]
+            keys = shown(set(before["accuracy"])) + ["overall"]
             axes[1][j].scatter(range(len(keys)), [before["accuracy"][k] for k in keys],
                                color="black", marker="_", s=200, label="before", zorder=3)
         axes[0][j].set_title(f"{pack}: signal groups per 1k tokens (each seed)")
         axes[0][j].set_xticks(range(len(arms)), [a[0] for a in arms])
         axes[1][j].set_title(f"{pack}: held-out accuracy after (median of seeds)")
+        axes[1][j].set_ylim(0, 1.05)  # a panel of 0% bars keeps the others' scale
         axes[1][j].legend(fontsize=8)
         for ax in axes[:, j]:
             ax.grid(alpha=0.3)
@@ -366,7 +411,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="sampled tokens each arith run trains on")
     p.add_argument("--pyfunc-tokens", type=int, default=16000,
                    help="sampled tokens each pyfunc run trains on")
+    p.add_argument("--json-tokens", type=int, default=10000,
+                   help="sampled tokens each JSON (extract) run trains on")
     p.add_argument("--per-level", type=int, default=8, help="held-out tasks per level")
+    p.add_argument("--json-per-key", type=int, default=4,
+                   help="held-out JSON tasks per level and family (20 keys); 0: no held-out "
+                   "evaluation, signal figures only")
     p.add_argument("--one", nargs=3, metavar=("PACK", "SAMPLER", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--summarize", action="store_true",
                    help="only print the table and write the plot from OUT/results.jsonl")
@@ -388,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                 for sampler in args.arms:
                     run_child(args, pack, sampler, seed)
         for pack in args.packs:
-            run_child(args, pack, "before", 0)
+            if (args.json_per_key if pack == "json" else args.per_level) > 0:
+                run_child(args, pack, "before", 0)
     print(summarize(out))
     if args.replay_tokens:
         print(replay_table(out, args.replay_tokens, args.replay_seeds))
