@@ -17,32 +17,14 @@ their rows kept (``Rollout.lengths``), neither counts prompt tokens. That leaves
 cost the rollout shares: the rollout prefills P prompts for P x G rows, evaluation one prompt
 per row (64 held-out plus 45 perturbed prompts of 38-84 tokens at the defaults).
 
-Where evaluation's time went (before issue 42's fix, 1 thread, thread CPU seconds): rollout
-16.4 s (decoding steps 14.3, prefill 1.4); evaluation 44.5 s (decoding steps 23.6, prefills
-19.1, the rest the refills' own steps and merges). Per decoded position evaluation's steps cost 1.5x the
-rollout's: its refilled cache is wider (rows of different ages share one padded cache), and
-transformers' sdpa copied every layer's keys and values per query head before attending
-(``repeat_kv``: a third of the profiled time). Since then decoding attends with torch's
-``enable_gqa`` (``kernels/gqa_sdpa.py``), and refilled prompts enter shortest first so that a
-prefill pads to like lengths: on a quiet machine (2026-12-05, ``--rounds 1 --threads 1``)
-rollout 335 tokens/s, evaluation 187 tokens/s, ratio 0.56 (0.45 before, the same command on
-the same machine a session earlier).
-
-Profiled again after that (one thread, a quiet machine, seconds per evaluation): decoding steps 8.2 s,
-prefill 8.6 s (7,446 positions, 676 of them padding, for 109 prompts of 38-84 tokens), the
-refills' own steps and merges 0.6 s, sampling and log-probs 0.3 s, tokenising and the rest
-0.3 s, grading 0.04 s. Every prompt starts with the same 24 tokens (the chat template's system
-turn); the varying question comes before the env's instructions, so nothing after them is
-shared. Now those 24 tokens are prefilled once and copied to each row (``decoding``'s
-``SharedPrefix``), and a prefill forwards runs of like lengths apart (``like_lengths``):
-4,342 positions prefilled, 5.0 s. Measured in CPU seconds (the machine at load 8 on 2 cores,
-where wall-clock figures moved by 30% between identical runs), ``--rounds 2 --threads 1
---cpu-seconds``, old and new code one after the other: old rollout 301-304 tokens/s, evaluation 161-174,
-ratio 0.57 at best; new rollout 299-311, evaluation 205-206, ratio 0.66 at best (0.67 by
-medians). The 0.8 goal is not met on CPU: evaluation's decoding now runs at the rollout's
-speed per token (351 against 311 kept tokens per decoding second); what is left is
-prefilling 4,154 prompt tokens that no row shares (5.0 of 15.1 s), the cost of one prompt per
-row where a step has one per G rows.
+Where evaluation's time goes (one thread, seconds per evaluation at the defaults): decoding
+steps 8.9, prefill 5.0 (4,342 positions for 109 prompts: the 24 tokens every prompt shares, the
+chat template's system turn, are prefilled once and copied to each row, ``decoding``'s
+``SharedPrefix``, and runs of like lengths are prefilled apart, ``like_lengths``), the refills'
+own steps and merges 0.7, sampling and log-probs 0.3, grading 0.04. Evaluation decodes at the
+rollout's speed per token; what it pays more is one prompt per row (the question comes before
+the env's instructions, so nothing after the system turn is shared), where a step prefills one
+prompt per G rows. Figures over time: ``docs/results.md``.
 """
 
 from __future__ import annotations
