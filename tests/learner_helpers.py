@@ -6,7 +6,10 @@ import atexit
 import functools
 import itertools
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +19,18 @@ from envs.verify.verdict import Verdict
 from learner.config import Config
 from learner.model import load_model, load_tokenizer, tiny_model
 from tasks import Task
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script_printing_ok(code: str, timeout: float = 300) -> None:
+    """Run ``code`` in a fresh Python at the repo root and assert it ended by printing ``ok``
+    (a subprocess keeps a backend it starts, such as torch's lazy device, out of the tests'
+    own process)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
 @functools.lru_cache(maxsize=1)

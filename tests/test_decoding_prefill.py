@@ -6,10 +6,7 @@ row prefilling its whole prompt in one padded forward, on a model loaded with
 CPU."""
 
 import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import torch
 
@@ -19,8 +16,6 @@ from learner.sampling.decoding import common_prefix, left_pad, like_lengths
 from learner.sampling.engine import HFEngine
 from learner.sampling.rollout import generate
 from tests import learner_helpers as h
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_common_prefix_is_the_tokens_every_row_starts_with_less_the_last_one():
@@ -150,7 +145,4 @@ LAZY = textwrap.dedent("""
 def test_a_shared_prefix_decodes_on_a_device_that_is_not_the_cpu():
     """On torch's lazy device, which refuses a CPU tensor as CUDA does (a subprocess: the
     backend stays out of the other tests' process)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", LAZY], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+    h.run_script_printing_ok(LAZY)

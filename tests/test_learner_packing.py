@@ -6,11 +6,7 @@ count packed positions; every tensor is made on the model's device."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -32,8 +28,6 @@ from learner.training.update import PolicyUpdate
 from tests import learner_helpers as h
 from tests.test_learner_micro_batches import SMOL, _batch
 from tests.test_learner_trainer import assert_same_gradient, trainer, update_gradient
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _random_llama() -> LlamaForCausalLM:
@@ -283,7 +277,4 @@ LAZY = textwrap.dedent("""
 def test_the_packed_path_makes_every_tensor_on_the_models_device():
     """On torch's lazy device, which refuses a CPU tensor as CUDA does (a subprocess: the
     backend stays out of the other tests' process)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", LAZY], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+    h.run_script_printing_ok(LAZY)
