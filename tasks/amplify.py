@@ -37,6 +37,13 @@ How the stored cases were made (``python -m envs.tools.code_amplify``, offline, 
    half rule. A task where a memorised shallow program still
    earns more than half (``memorised_share``) leaves its pack, with the reason stored
    (``left_out``).
+6. **A shallow program that is the answer** (``equivalent_shallow``): ``sorted`` for a merge
+   sort, ``len`` for strlen. One that returns the reference's value on every input tried,
+   and also on inputs off the contract (``probe_inputs``: the arguments' kinds and sizes
+   only, so ``return a`` for a minimum whose seeds all have a <= b is found out), is the
+   task's answer by another route, as EvalPlus would pass it: it is no adversary of the
+   task, which stays in its pack, and the code env does not try it as a shallow program
+   there (``equivalent_shallow`` in the file).
 
 The result is stored per pack (``tasks/<pack>/amplified.json``) with its provenance, and the
 pack's loader appends each task's cases to its hidden tests (``amplified_tests``).
@@ -69,6 +76,14 @@ CALL_S = 0.25
 #: The most a shallow program may pass of a task's graded cases, where the inputs allow it
 #: (the issue's rule for partially graded code).
 SHALLOW_MAX = 0.5
+#: Inputs off the contract (``probe_inputs``) tried per task, never added as cases: a shallow
+#: program that returns the reference's value on them as well is the task's answer written
+#: another way (``sorted`` for a merge sort), not a program the contract's inputs favour (the
+#: first argument for a minimum whose seeds all have a <= b).
+PROBE_POOL = 80
+#: Off-contract inputs the reference must answer before any shallow program counts as
+#: equivalent (``equivalent_shallow``).
+MIN_PROBES = 8
 #: Longest ``repr`` of an input or an expected value kept in a case.
 MAX_CHARS = 400
 FLOAT_TOLERANCE = 1e-6
@@ -154,7 +169,10 @@ class Shape:
     def _length(self, value: Sized) -> None:
         self.min_len, self.max_len = min(self.min_len, len(value)), max(self.max_len, len(value))
 
-    def allows(self, value: Any) -> bool:
+    def allows(self, value: Any, loose: bool = False) -> bool:
+        """Whether ``value`` keeps this shape; ``loose``: its kinds and sizes only (no sign,
+        alphabet, order or distinctness: the inputs ``mutate_inputs`` probes equivalence
+        with, off the contract)."""
         # An int where the seeds have floats (or the reverse) is the same kind of number.
         number = (self.kinds & {"int", "float"} and _kind(value) in ("int", "float")
                   and not isinstance(value, bool))
@@ -165,24 +183,27 @@ class Shape:
         if isinstance(value, int | float):
             if not math.isfinite(value):
                 return False
+            span = max(abs(self.lo), abs(self.hi), 1)
+            if loose:
+                return abs(value) <= 4 * span + 10
             if self.lo >= 0 and value < 0 or self.lo >= 1 and value < 1:
                 return False
             if self.hi <= 0 and value > 0 or self.hi <= -1 and value > -1:
                 return False
-            span = max(abs(self.lo), abs(self.hi), 1)
             return abs(value) <= 4 * span + 10
         if isinstance(value, str):
-            return (set(value) <= self.chars and self._length_ok(value))
+            return ((loose or set(value) <= self.chars) and self._length_ok(value))
         if isinstance(value, list | tuple | set | frozenset | dict):
             if not self._length_ok(value):
                 return False
             items = list(value.values()) if isinstance(value, dict) else list(value)
-            if isinstance(value, dict) and self.keys and not all(self.keys.allows(k)
+            if isinstance(value, dict) and self.keys and not all(self.keys.allows(k, loose)
                                                                  for k in value):
                 return False
-            if items and (self.items is None or not all(self.items.allows(i) for i in items)):
+            if items and (self.items is None
+                          or not all(self.items.allows(i, loose) for i in items)):
                 return False
-            if isinstance(value, list | tuple) and len(items) >= 2:
+            if isinstance(value, list | tuple) and len(items) >= 2 and not loose:
                 try:
                     if self.sorted_up and self.max_len >= 3 and not all(
                             a <= b for a, b in zip(items, items[1:], strict=False)):
@@ -226,8 +247,11 @@ class Invariants:
     shapes: list[Shape]
     relations: list[tuple[str, int, int]]  # ("eq"|"le"|"lt", optionally "_len", i, j)
 
+    #: Kinds and sizes only (``Shape.allows``'s ``loose``), and no orders between arguments.
+    loose: bool = False
+
     @classmethod
-    def of(cls, seeds: Sequence[tuple[Any, ...]]) -> Invariants:
+    def of(cls, seeds: Sequence[tuple[Any, ...]], contract: bool = True) -> Invariants:
         arity = len(seeds[0])
         shapes = [Shape() for _ in range(arity)]
         for seed in seeds:
@@ -253,6 +277,8 @@ class Invariants:
                         relations.append(("lt_len", i, j))
                     elif all(a <= len(b) for a, b in pairs):
                         relations.append(("le_len", i, j))
+        if not contract:
+            return cls(arity, shapes, [], loose=True)
         return cls(arity, shapes, relations)
 
     def repaired(self, args: tuple[Any, ...], changed: int) -> tuple[Any, ...]:
@@ -268,7 +294,8 @@ class Invariants:
     def allows(self, args: tuple[Any, ...]) -> bool:
         if len(args) != self.arity:
             return False
-        if not all(shape.allows(v) for shape, v in zip(self.shapes, args, strict=True)):
+        if not all(shape.allows(v, self.loose)
+                   for shape, v in zip(self.shapes, args, strict=True)):
             return False
         for rel, i, j in self.relations:
             a, b = args[i], args[j]
@@ -361,14 +388,15 @@ def mutate_value(value: Any, rng: random.Random, shape: Shape | None = None) -> 
     return []
 
 
-def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
-                  ) -> list[tuple[Any, ...]]:
+def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL,
+                  contract: bool = True) -> list[tuple[Any, ...]]:
     """Up to ``pool`` new argument tuples (none a seed), each keeping ``Invariants.of(seeds)``:
-    one argument mutated at a time, from the seeds and then from their mutants."""
+    one argument mutated at a time, from the seeds and then from their mutants. With
+    ``contract`` False they keep only the arguments' kinds and sizes (``probe_inputs``)."""
     if not seeds or len({len(s) for s in seeds}) != 1:
         return []
     rng = random.Random(f"amplify:{seed}")
-    inv = Invariants.of(seeds)
+    inv = Invariants.of(seeds, contract)
     known = {repr(s) for s in seeds}
     found: dict[str, tuple[Any, ...]] = {}
 
@@ -420,6 +448,37 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL
     # The shortest first: the sandbox stops running a reference after ten slow inputs, and a
     # slow reference (humaneval/39's prime Fibonacci numbers) is fast on its small inputs.
     return sorted(chosen, key=lambda a: (len(repr(a)), repr(a)))
+
+
+def probe_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, known: Iterable[tuple[Any, ...]],
+                 pool: int = PROBE_POOL) -> list[tuple[Any, ...]]:
+    """Up to ``pool`` inputs of the seeds' kinds and sizes, none of ``known``, those the
+    contract (``Invariants.of(seeds)``) refuses first: what ``equivalent_shallow`` compares a
+    shallow program with the reference on. Never added as cases: the prompt may rule them
+    out, and an honest program may do anything there."""
+    if not seeds or len({len(s) for s in seeds}) != 1:
+        return []
+    inv = Invariants.of(seeds)
+    taken = {repr(a) for a in known}
+    found = [a for a in mutate_inputs(seeds, f"{seed}:probe", pool=4 * pool, contract=False)
+             if repr(a) not in taken]
+    return sorted(found, key=lambda a: inv.allows(a))[:pool]
+
+
+def equivalent_shallow(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
+                       probes: Sequence[int], answers: Sequence[str]) -> list[str]:
+    """The names of the shallow programs (lookup tables aside) that are the task's answer by
+    another route, such as a builtin (``sorted`` for a merge sort, ``len`` for strlen), as
+    EvalPlus would pass them: each passes the task's own graded cases and returns the
+    reference's value on every ``usable`` input and on every off-contract input of
+    ``probes`` that the reference answered. None where fewer than ``MIN_PROBES`` probes were
+    answered, or where the reference's ``answers`` (a text per input) are all one value: a
+    constant that no input tried fails is the inputs' weakness, not an answer."""
+    inputs = [*usable, *probes]
+    if len(probes) < MIN_PROBES or len({answers[i] for i in inputs}) < 2:
+        return []
+    return [a.name for a in adversaries if a.shallow and not a.memorised
+            and a.passes_own == n_graded and all(a.agrees[i] == "1" for i in inputs)]
 
 
 # -- choosing the cases --------------------------------------------------------------------------
@@ -635,14 +694,19 @@ def amplified_splits(records: Iterable[tuple[str, dict[str, Any]]], path: Path, 
 
 def with_amplified(rec: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     """``rec`` with its amplified cases appended to ``tests`` (hidden: they are never shown)
-    and listed in ``unpublished_tests``, and ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
+    and listed in ``unpublished_tests``, ``mutant_edits``: the reference's mutants (``tasks.mutants``, ``extended``) that differ
     from it on some input, as ``[index, edit]``, which the code env rebuilds for ``validate``
-    and the report card (``envs.domains.code_tests.mutant_programs``)."""
+    and the report card (``envs.domains.code_tests.mutant_programs``), and
+    ``equivalent_baselines``: the shallow programs that are its answer by another route
+    (``equivalent_shallow``)."""
     entry = stored.get("tasks", {}).get(str(rec["id"])) or {}
     added = list(entry.get("tests") or [])
-    if not added and not entry.get("mutant_edits"):
+    if not added and not entry.get("mutant_edits") and not entry.get("equivalent_shallow"):
         return rec
     out = {**rec, "tests": list(rec["tests"]) + added}
+    if entry.get("equivalent_shallow"):
+        # Not shallow for this task: ``envs.domains.code_tests.task_baselines`` leaves them out.
+        out["equivalent_baselines"] = list(entry["equivalent_shallow"])
     if added:
         # Never published, unlike the task's own cases: the reward is at most the share of
         # these passed (``envs.domains.code_tests``), so a memorised table of the own cases earns

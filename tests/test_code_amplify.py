@@ -47,6 +47,47 @@ def test_mutation_allows_what_a_seed_shows():
     assert any(m[1] < -3 for m in made) and any(m[1] > 4 for m in made)
 
 
+def test_probe_inputs_leave_the_contract_and_repeat_no_known_input():
+    # Seeds with a < b, both positive, a sorted list of distinct items: the contract's inputs
+    # keep all of that; the probes keep only the kinds and sizes, off the contract first.
+    seeds = [(1, 5, [1, 2, 3]), (2, 7, [4, 6, 9]), (3, 4, [0, 5, 8])]
+    known = amplify.mutate_inputs(seeds, "t")
+    probes = amplify.probe_inputs(seeds, "t", [*seeds, *known], pool=40)
+    assert len(probes) == 40
+    assert not {repr(p) for p in probes} & {repr(k) for k in [*seeds, *known]}
+    contract = amplify.Invariants.of(seeds)
+    assert not any(contract.allows(p) for p in probes[:20])  # off the contract first
+    assert any(a > b for a, b, _ in probes) and any(a < 0 or b < 0 for a, b, _ in probes)
+    assert any(xs != sorted(xs) for _, _, xs in probes)
+    for a, b, xs in probes:  # but of the seeds' kinds
+        assert isinstance(a, int) and isinstance(b, int)
+        assert isinstance(xs, list) and all(isinstance(x, int) for x in xs)
+    assert probes == amplify.probe_inputs(seeds, "t", [*seeds, *known], pool=40)  # seeded
+
+
+def _adv(name, agrees, passes_own=2, shallow=True, memorised=False):
+    return amplify.Adversary(name, shallow, passes_own, agrees, memorised=memorised)
+
+
+def test_equivalent_shallow_needs_every_input_and_the_probes_answered():
+    usable, probes = [0, 1, 2], list(range(3, 11))  # 8 probes: MIN_PROBES
+    answers = ["[1, 2]", "[]", "[3]"] + ["[0]"] * 8
+    sorted_ = _adv("the first argument sorted", "1" * 11)
+    first = _adv("the first argument", "111" + "1101" + "1111")  # off on one probe
+    timed_out = _adv("slow", "111" + "1111x111")
+    fails_own = _adv("fails a case", "1" * 11, passes_own=1)
+    table = _adv("a lookup", "1" * 11, memorised=True)
+    mutant = _adv("mutant 0: < -> <=", "1" * 11, shallow=False)
+    advs = [sorted_, first, timed_out, fails_own, table, mutant]
+    assert amplify.equivalent_shallow(advs, 2, usable, probes, answers) == [sorted_.name]
+    # Too few probes answered: nothing is called equivalent.
+    assert amplify.equivalent_shallow(advs, 2, usable, probes[:7], answers) == []
+    # A reference that gives one value on every input: a constant that matches it is the
+    # inputs' weakness (mbpp/191's always-False month check), not an answer.
+    const = _adv("the hidden answer False", "1" * 11)
+    assert amplify.equivalent_shallow([const], 2, usable, probes, ["False"] * 11) == []
+
+
 def test_select_cases_kills_full_passers_then_halves_the_shallow():
     own = 2  # graded cases of the task itself
     a = amplify.Adversary("const", True, 2, "1100")   # passes both own cases
@@ -209,7 +250,10 @@ def test_left_out_tasks_come_back_only_when_safe():
     left = humaneval.PAYABLE_BY_A_CONSTANT | humaneval.PAYABLE_BY_A_SHALLOW_PROGRAM
     for native in left:
         assert (native in he) == bool(stored["tasks"][native].get("safe")), native
-    assert "23" not in he and "35" not in he  # len(s) and max(l) are the builtins asked
+    # len(s) and max(l) are the builtins asked: the answer by another route, so they are back
+    # (tasks.amplify.equivalent_shallow), and the env no longer tries them as shallow programs.
+    assert {"23", "35"} <= he
+    assert stored["tasks"]["23"]["equivalent_shallow"][0] == "the first argument's length"
     mb = {r["id"] for recs in mbpp.load().values() for r in recs}
     stored = amplify.read(mbpp.AMPLIFIED)
     for native in mbpp.PAYABLE_BY_A_SHALLOW_PROGRAM | mbpp.RESTORABLE:
@@ -278,6 +322,46 @@ def test_amplified_tasks_pass_the_reference_and_fail_shallow_programs_and_mutant
         print(f"{pack}/{native}: reference passes {info['verdict'].details['n_hidden']} hidden "
               f"cases; best shallow {best!r} {shallow[best]:.2f} of {len(shallow)}; best of "
               f"{len(programs)} mutants {max(scores.values()):.2f}")
+
+
+@pytest.mark.docker
+def test_a_builtin_that_is_the_answer_is_no_adversary_but_one_the_inputs_favour_is(sandbox):
+    """mbpp/141 (pancake sort): ``sorted`` returns the reference's value on every input, off the
+    contract too, so it is the answer by another route and the task comes back; mbpp/404
+    (minimum of a and b): every seed has a <= b, so ``return a`` matches the contract's inputs
+    but not the probes where a > b: still an adversary, and the task stays out."""
+    from envs.tools import code_amplify
+
+    recs = {r["id"]: (s, r) for s, r in mbpp.records() if r["id"] in ("141", "404")}
+    pancake = code_amplify.amplify_record(sandbox, "mbpp", *recs["141"])
+    minimum = code_amplify.amplify_record(sandbox, "mbpp", *recs["404"])
+    print({k: (e.get("probes"), e.get("equivalent_shallow", [])[:2], e.get("left_out"))
+           for k, e in (("141", pancake), ("404", minimum))})
+    assert pancake["probes"] >= amplify.MIN_PROBES
+    assert "the first argument sorted" in pancake["equivalent_shallow"]
+    assert pancake["safe"] and "left_out" not in pancake
+    assert minimum["probes"] >= amplify.MIN_PROBES
+    assert "the first argument" not in minimum["equivalent_shallow"]
+    assert not minimum["safe"] and "the first argument" in minimum["left_out"]
+
+
+@pytest.mark.docker
+def test_a_restored_task_pays_its_builtin_answer_and_no_shallow_program(sandbox):
+    """The restored sorting task pays ``sorted`` (an honest answer) in full, no longer tries it
+    as a shallow program, and the shallow programs it does try earn at most half."""
+    from envs.domains.code_tests import task_baselines
+
+    env = _code_env("mbpp", sandbox)
+    task = env.pack.get("mbpp/141")
+    assert "the first argument sorted" in task["equivalent_baselines"]
+    assert "the first argument sorted" not in task_baselines(task)
+    assert "the first argument reversed" in task_baselines(task)
+    _, info = env.score(task, "```python\ndef pancake_sort(nums):\n    return sorted(nums)\n```\n")
+    assert info["passed"], info["reason"]
+    _, info = env.score(task, "```python\ndef pancake_sort(nums):\n    return nums\n```\n")
+    assert not info["passed"]
+    assert env.trivially_passed([task]) == {} and env.mutants_passed([task]) == {}
+    assert max(env.baseline_scores(task).values()) <= amplify.SHALLOW_MAX
 
 
 #: Tasks that ``python -m envs validate`` refused with the stored file of a loaded run: a

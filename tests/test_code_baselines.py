@@ -170,8 +170,11 @@ def test_no_built_in_code_task_is_payable_by_a_trivial_program(sandbox):
     assert set(back) <= set(he_ids)
     assert he.trivially_passed([he.pack.get(i) for i in back]) == {}
     mbpp_ids = mbpp.pack.ids("train") + mbpp.pack.ids("test")
-    assert "mbpp/62" not in mbpp_ids and "mbpp/203" in mbpp_ids  # min(l) is the builtin asked
-    assert mbpp.trivially_passed([mbpp.pack.get("mbpp/203"), mbpp.pack.get("mbpp/16")]) == {}
+    # min(l) is the builtin asked (mbpp/62): the answer by another route, so it is back and no
+    # longer a shallow program there; the identity for minimum(a, b) (mbpp/404) is not.
+    assert {"mbpp/62", "mbpp/203"} <= set(mbpp_ids) and "mbpp/404" not in mbpp_ids
+    back = [mbpp.pack.get(i) for i in ("mbpp/203", "mbpp/16", "mbpp/62", "mbpp/141")]
+    assert mbpp.trivially_passed(back) == {}
 
 
 def test_the_moved_example_keeps_the_split():

@@ -479,17 +479,30 @@ def shallow_bodies(task) -> dict[str, str]:
     }
 
 
+#: The baseline (``task_baselines`` name) a body of ``shallow_bodies`` computes wherever it
+#: does not raise: on a task where that baseline is the answer by another route
+#: (``equivalent_baselines``: ``sorted`` for a sorting task) the body is a correct program.
+COMPUTES = {"try_sorted_except_shown": "the first argument sorted",
+            "try_first_item_except_shown": "the first argument's first item"}
+
+
 @pytest.mark.parametrize("pack", ["humaneval", "mbpp"])
 def test_shallow_programs_pay_no_test_task_in_full(make_env, pack):
     """Each shallow program over every test task of the pack, graded as the env grades (the
-    hidden cases): none passes a task in full, and none earns a mean above 0.2 (the best,
-    echoing an argument of the shown answer's type, earns about 0.12)."""
+    hidden cases): none passes a task in full but where it is the task's answer by another
+    route, and none earns a mean above 0.2 (the best, echoing an argument of the shown
+    answer's type, earns about 0.12)."""
     env = make_env(pack).unwrapped
     tasks = [env.pack.get(i) for i in env.pack.ids("test")]
     scores = [env.shallow_scores(task, shallow_bodies(task)) for task in tasks]
     paid = {(task.id, name) for task, score in zip(tasks, scores, strict=True)
             for name, fraction in score.items() if fraction == 1.0}
-    assert paid == set()
+    answers = {(task.id, name) for task in tasks for name, baseline in COMPUTES.items()
+               if baseline in (task.fields.get("equivalent_baselines") or ())}
+    assert paid - answers == set()
+    if pack == "mbpp":  # the sorting tasks back in the test split, paid by sorted(), honestly
+        assert {("mbpp/71", "try_sorted_except_shown"),
+                ("mbpp/141", "try_sorted_except_shown")} <= paid & answers
     means = {name: sum(s[name] for s in scores) / len(scores) for name in scores[0]}
     assert max(means.values()) < 0.2, means
 

@@ -128,7 +128,7 @@ TRANSFORMS = {
 #: for the literal strings a shallow program could return.
 UNSHOWN_FIELDS = frozenset({"tests", "canonical_solution", "setup", "prelude", "challenge_tests",
                             "entry_point", "id", "form", "mutants", "mutant_edits",
-                            "unpublished_tests"})
+                            "unpublished_tests", "equivalent_baselines"})
 MAX_LITERALS = 16  # literal strings per task, the first ones shown
 MAX_LITERAL_CHARS = 40
 MAX_NAMED_FALLBACKS = 3  # of the fallback programs that pay a task, named by trivially_passed
@@ -366,7 +366,7 @@ def task_baselines(task: Task) -> dict[str, str]:
     ``strict_baselines`` also the first hidden answer as a constant (it pays every case when all
     answers are equal) and the arithmetic ``TRANSFORMS``. ``fallback_baselines`` combines them."""
     constants, transforms = _baseline_parts(task)
-    return constants | transforms
+    return _not_the_answer(task, constants | transforms)
 
 
 def fallback_baselines(task: Task) -> dict[str, str]:
@@ -375,9 +375,20 @@ def fallback_baselines(task: Task) -> dict[str, str]:
     False`` pays a task whose hidden answers are an argument's first item where it has one and
     False where it has none (mbpp/222), which neither part pays alone."""
     constants, transforms = _baseline_parts(task)
-    return {f"{name}, else {const}": (f"try:\n        return {expr}\n"
-                                      f"    except Exception:\n        return {value}")
-            for name, expr in transforms.items() for const, value in constants.items()}
+    return _not_the_answer(task, {
+        f"{name}, else {const}": (f"try:\n        return {expr}\n"
+                                  f"    except Exception:\n        return {value}")
+        for name, expr in transforms.items() for const, value in constants.items()})
+
+
+def _not_the_answer(task: Task, programs: dict[str, str]) -> dict[str, str]:
+    """``programs`` less those that are the task's answer by another route (``sorted`` for a
+    merge sort: the record's ``equivalent_baselines``, found by ``tasks.amplify``), and each
+    such transform falling back to any constant (it never raises where the reference answers;
+    the constants here come from the task's cases, which the amplified ones extend)."""
+    answer = set(task.fields.get("equivalent_baselines") or ())
+    return {name: p for name, p in programs.items()
+            if name not in answer and name.split(", else ", 1)[0] not in answer}
 
 
 def _baseline_parts(task: Task) -> tuple[dict[str, str], dict[str, str]]:

@@ -4,8 +4,10 @@
 Per task (the method is ``tasks.amplify``'s): its inputs are mutated with their types in mind
 and kept inside the contract its own inputs show; the reference runs on them in the sandbox
 (``tasks.amplify_driver``, never on the host), and so do the reference's mutants and the code
-env's shallow programs (``task_baselines`` and ``fallback_baselines``); the cases that tell the
-reference from them are chosen; the reference is graded on the task's cases with them by the
+env's shallow programs (``task_baselines`` and ``fallback_baselines``), on those inputs and on
+probes off the contract (a shallow program that matches the reference on both is the task's
+answer by another route, ``amplify.equivalent_shallow``, and no adversary); the cases that tell
+the reference from the others are chosen; the reference is graded on the task's cases with them by the
 real judge, twice (two interpreters, two hash seeds), and a case it fails is dropped. The
 result, with its provenance, is written to ``tasks/<pack>/amplified.json``, which the pack's
 loader reads: grading never runs this.
@@ -111,6 +113,8 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     call_s, pool, max_mutants = SLOW_REFERENCES.get(task.id, (amplify.CALL_S, amplify.POOL,
                                                              MAX_MUTANTS))
     candidates = amplify.mutate_inputs(seeds, task.id, pool=pool)
+    probes = amplify.probe_inputs(seeds, task.id, [*seeds, *candidates],
+                                  pool=min(pool, amplify.PROBE_POOL))
     reference = rec["canonical_solution"]
     try:
         mutated = mutants(reference, entry, extended=True)[:max_mutants]
@@ -123,7 +127,8 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
         # compare ``candidate(x)`` with ``sort_third(x)``.
         "setup": rec.get("setup", ""), "names": list(dict.fromkeys([call, entry])),
         "entry": entry, "programs": [reference, *(m.source for m in mutated)],
-        "shallow": list(shallow.values()), "inputs": [repr(c) for c in candidates],
+        "shallow": list(shallow.values()),
+        "inputs": [repr(c) for c in [*candidates, *probes]],
         "cases": tests, "call_s": call_s, "case_s": PER_TEST_S, "memory_mb": DRIVER_MEMORY_MB,
         "fast_s": FAST_SHARE * call_s,
         "max_chars": amplify.MAX_CHARS,
@@ -136,8 +141,11 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                            f"{run.stderr.strip()[-200:]})"}
     if not all(c == "1" for c in (out["cases"][0][i] for i in graded or range(len(tests)))):
         return {"skipped": "the reference fails its own cases in the driver"}
-    usable = [i for i, (status, _, seconds) in enumerate(out["canon"])
-              if status == "ok" and seconds <= FAST_SHARE * call_s]
+    answered = [i for i, (status, _, seconds) in enumerate(out["canon"])
+                if status == "ok" and seconds <= FAST_SHARE * call_s]
+    # The probes (off the contract) only judge equivalence: never chosen as cases.
+    usable = [i for i in answered if i < len(candidates)]
+    probed = [i for i in answered if i >= len(candidates)]
     adversaries = []
     kinds = [(f"mutant {k}: {m.edit}", False) for k, m in enumerate(mutated)]
     kinds += [(name, True) for name in shallow]
@@ -148,6 +156,12 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
         before[name] = sum(own[i] in "1t" for i in own_cases)
+    equivalent = amplify.equivalent_shallow(adversaries, len(graded), usable, probed,
+                                            [c[1] for c in out["canon"]])
+    # From here on, the contract's inputs only: a mutant that differs from the reference off
+    # the contract alone is as equivalent as before, since no case could fail it there.
+    adversaries = [replace(a, agrees=a.agrees[:len(candidates)]) for a in adversaries
+                   if a.name not in equivalent]
     # Lookup programs over the task's own (public) cases that answer an unknown input with
     # the answer of the most alike known one: computed here, from the reference's values
     # (plain data), without running any program.
@@ -171,8 +185,9 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
         graded = own_cases
         adversaries = [replace(a, passes_own=before.get(a.name, len(own_cases)))
                        for a in adversaries]
-    return _entry(adversaries, mutated, graded, chosen, kept, seeds, candidates, usable,
-                  len(added) - len(kept), before, len(own_cases))
+    return {**_entry(adversaries, mutated, graded, chosen, kept, seeds, candidates, usable,
+                     len(added) - len(kept), before, len(own_cases)),
+            "probes": len(probed), "equivalent_shallow": equivalent}
 
 
 def _hidden_answer_constants(tests: list[str], graded: list[int], names: set[str],

@@ -234,7 +234,9 @@ PAYABLE_BY_A_CONSTANT = {"40", "54"}
 # And tasks whose hidden cases a shallow program of ``envs.domains.code_tests.task_baselines`` passes in
 # full: the shown answer (humaneval/34, whose only case is shown), the second argument sorted
 # (58) or echoed (137), a parity bool (72, 138), the first argument's length (23) or max (35).
-# Found by ``benchmarks/code_shallow_sweep.py``.
+# Found by ``benchmarks/code_shallow_sweep.py``. Each is back once its amplified cases are safe;
+# 23 and 35 are back because ``len`` and ``max`` are their answer by another route
+# (``tasks.amplify.equivalent_shallow``).
 PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 
 
