@@ -43,7 +43,9 @@ How the stored cases were made (``python -m envs.tools.code_amplify``, offline, 
    only, so ``return a`` for a minimum whose seeds all have a <= b is found out), is the
    task's answer by another route, as EvalPlus would pass it: it is no adversary of the
    task, which stays in its pack, and the code env does not try it as a shallow program
-   there (``equivalent_shallow`` in the file).
+   there (``equivalent_shallow`` in the file). There the probes are the function's own
+   inputs: ``PROBE_CASES`` of them become cases (``choose_probes``), and the answer's near
+   misses (``envs.tools.code_amplify``) are adversaries.
 
 The result is stored per pack (``tasks/<pack>/amplified.json``) with its provenance, and the
 pack's loader appends each task's cases to its hidden tests (``amplified_tests``).
@@ -84,6 +86,12 @@ PROBE_POOL = 80
 #: Off-contract inputs the reference must answer before any shallow program counts as
 #: equivalent (``equivalent_shallow``).
 MIN_PROBES = 8
+#: Probes added as cases to a task whose reference a shallow program equals
+#: (``choose_probes``): there the reference agrees with a plain builtin off the contract
+#: too, so those inputs are the function's own; each leaves the contract another way, so
+#: that a program right only inside it fails (``sorted(map(abs, x))`` for a sort whose
+#: seeds are all positive).
+PROBE_CASES = 4
 #: Longest ``repr`` of an input or an expected value kept in a case.
 MAX_CHARS = 400
 FLOAT_TOLERANCE = 1e-6
@@ -173,51 +181,59 @@ class Shape:
         """Whether ``value`` keeps this shape; ``loose``: its kinds and sizes only (no sign,
         alphabet, order or distinctness: the inputs ``mutate_inputs`` probes equivalence
         with, off the contract)."""
+        return not self.breaks(value, loose)
+
+    def breaks(self, value: Any, loose: bool = False) -> list[str]:
+        """What of this shape ``value`` breaks, none where it keeps it: "kind", "finite",
+        "sign", "size", "chars", "length", "keys", "sorted", "distinct", "order" (items that
+        do not compare), and each of its items' as "items:<what>"."""
         # An int where the seeds have floats (or the reverse) is the same kind of number.
         number = (self.kinds & {"int", "float"} and _kind(value) in ("int", "float")
                   and not isinstance(value, bool))
         if _kind(value) not in self.kinds and not number:
-            return False
+            return ["kind"]
         if isinstance(value, bool) or value is None:
-            return True
+            return []
+        out: list[str] = []
         if isinstance(value, int | float):
             if not math.isfinite(value):
-                return False
-            span = max(abs(self.lo), abs(self.hi), 1)
-            if loose:
-                return abs(value) <= 4 * span + 10
-            if self.lo >= 0 and value < 0 or self.lo >= 1 and value < 1:
-                return False
-            if self.hi <= 0 and value > 0 or self.hi <= -1 and value > -1:
-                return False
-            return abs(value) <= 4 * span + 10
+                return ["finite"]
+            if not loose and (self.lo >= 0 and value < 0 or self.lo >= 1 and value < 1
+                              or self.hi <= 0 and value > 0 or self.hi <= -1 and value > -1):
+                out.append("sign")
+            if abs(value) > 4 * max(abs(self.lo), abs(self.hi), 1) + 10:
+                out.append("size")
+            return out
         if isinstance(value, str):
-            return ((loose or set(value) <= self.chars) and self._length_ok(value))
-        if isinstance(value, list | tuple | set | frozenset | dict):
-            if not self._length_ok(value):
-                return False
-            items = list(value.values()) if isinstance(value, dict) else list(value)
-            if isinstance(value, dict) and self.keys and not all(self.keys.allows(k, loose)
-                                                                 for k in value):
-                return False
-            if items and (self.items is None
-                          or not all(self.items.allows(i, loose) for i in items)):
-                return False
-            if isinstance(value, list | tuple) and len(items) >= 2 and not loose:
-                try:
-                    if self.sorted_up and self.max_len >= 3 and not all(
-                            a <= b for a, b in zip(items, items[1:], strict=False)):
-                        return False
-                    if self.sorted_down and self.max_len >= 3 and not all(
-                            a >= b for a, b in zip(items, items[1:], strict=False)):
-                        return False
-                    if self.distinct and self.max_len >= 3 and len(
-                            set(map(_hashable, items))) != len(items):
-                        return False
-                except TypeError:
-                    return False
-            return True
-        return False
+            if not loose and not set(value) <= self.chars:
+                out.append("chars")
+            return out + ([] if self._length_ok(value) else ["length"])
+        if not isinstance(value, list | tuple | set | frozenset | dict):
+            return ["kind"]
+        if not self._length_ok(value):
+            return ["length"]
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        if isinstance(value, dict) and self.keys and any(self.keys.breaks(k, loose)
+                                                         for k in value):
+            out.append("keys")
+        if items and self.items is None:
+            return out + ["items:kind"]
+        if items and self.items is not None:
+            out += sorted({f"items:{b}" for i in items for b in self.items.breaks(i, loose)})
+        if isinstance(value, list | tuple) and len(items) >= 2 and not loose:
+            try:
+                if self.sorted_up and self.max_len >= 3 and not all(
+                        a <= b for a, b in zip(items, items[1:], strict=False)):
+                    out.append("sorted")
+                if self.sorted_down and self.max_len >= 3 and not all(
+                        a >= b for a, b in zip(items, items[1:], strict=False)):
+                    out.append("sorted")
+                if self.distinct and self.max_len >= 3 and len(
+                        set(map(_hashable, items))) != len(items):
+                    out.append("distinct")
+            except TypeError:
+                out.append("order")
+        return out
 
     def _length_ok(self, value: Sized) -> bool:
         if len(value) < min(self.min_len, 1) or (self.min_len >= 1 and len(value) == 0):
@@ -292,18 +308,30 @@ class Invariants:
         return tuple(out)
 
     def allows(self, args: tuple[Any, ...]) -> bool:
+        return not self.breaks(args)
+
+    def breaks(self, args: tuple[Any, ...]) -> set[str]:
+        """What of the contract ``args`` breaks, none where it keeps it: "arity", each
+        argument's ("<i>:sign", "<i>:items:distinct", ``Shape.breaks``) and each order
+        ("le:<i>:<j>")."""
         if len(args) != self.arity:
-            return False
-        if not all(shape.allows(v, self.loose)
-                   for shape, v in zip(self.shapes, args, strict=True)):
-            return False
+            return {"arity"}
+        out = {f"{i}:{b}" for i, (shape, v) in enumerate(zip(self.shapes, args, strict=True))
+               for b in shape.breaks(v, self.loose)}
+        if any(b.endswith(("kind", "length", "finite")) for b in out):
+            return out  # the orders below may not even compare
         for rel, i, j in self.relations:
             a, b = args[i], args[j]
-            right = len(b) if rel.endswith("_len") else b
-            if (rel.startswith("lt") and not a < right or rel.startswith("le") and not a <= right
-                    or rel.startswith("eq") and a != right):
-                return False
-        return True
+            try:
+                right = len(b) if rel.endswith("_len") else b
+                kept = not (rel.startswith("lt") and not a < right
+                            or rel.startswith("le") and not a <= right
+                            or rel.startswith("eq") and a != right)
+            except TypeError:
+                kept = False
+            if not kept:
+                out.add(f"{rel}:{i}:{j}")
+        return out
 
 
 def _int(value: Any) -> bool:
@@ -481,6 +509,29 @@ def equivalent_shallow(adversaries: Sequence[Adversary], n_graded: int, usable: 
             and a.passes_own == n_graded and all(a.agrees[i] == "1" for i in inputs)]
 
 
+def choose_probes(broken: dict[int, set[str]], n: int = PROBE_CASES) -> list[int]:
+    """Up to ``n`` of the probes that break the contract (index -> what of it each breaks,
+    ``Invariants.breaks``), greedily each breaking the most that no probe chosen in this
+    round breaks (ties: the most ways at once, then the last, the longest: a long list
+    with a negative tells more orderings apart); a round ends when every way is broken, and
+    the next starts over, so that the cases leave the contract each way they can
+    (duplicates in a list of distinct items, a negative where every seed was positive, a
+    space in a word), and more than once where ``n`` allows."""
+    chosen: list[int] = []
+    covered: set[str] = set()
+    while len(chosen) < n:
+        left = [i for i in broken if i not in chosen and broken[i] - covered]
+        if not left:
+            if not covered or not any(broken[i] for i in broken if i not in chosen):
+                break
+            covered = set()  # a new round
+            continue
+        best = max(left, key=lambda i: (len(broken[i] - covered), len(broken[i]), i))
+        chosen.append(best)
+        covered |= broken[best]
+    return chosen
+
+
 # -- choosing the cases --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Adversary:
@@ -497,8 +548,8 @@ class Adversary:
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
                  max_added: int = MAX_ADDED, shallow_max: float = SHALLOW_MAX,
-                 min_graded: int = MIN_GRADED, half_rule_extra: int = HALF_RULE_EXTRA
-                 ) -> list[int]:
+                 min_graded: int = MIN_GRADED, half_rule_extra: int = HALF_RULE_EXTRA,
+                 first: Sequence[int] = ()) -> list[int]:
     """Indices of candidate inputs (of ``usable``) to add. The task's own cases are public (a
     program may hold them in a lookup table), so every adversary is also taken with its own
     cases memorised: it then passes them all, and only the added cases tell it apart.
@@ -512,8 +563,11 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
        ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
        ``envs.domains.code_tests`` pays at most the share of the unpublished cases passed; with none
        added, it passes in full), the input that the most of those fail (ties: the one most
-       adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``."""
-    chosen: list[int] = []
+       adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``.
+
+    ``first``: inputs added before all of these (``choose_probes``), beyond ``max_added``."""
+    chosen: list[int] = list(first)
+    max_added += len(chosen)
     usable = list(usable)
 
     def added(a: Adversary) -> int:  # an input it was not run on ("t") may pass

