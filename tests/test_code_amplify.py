@@ -265,6 +265,11 @@ def test_stored_file_has_provenance_and_a_summary(module):
         len(e.get("tests", [])) for e in stored["tasks"].values())
     after = stored["summary"]["after"]
     assert after["tasks_a_mutant_passes"] <= stored["summary"]["before"]["tasks_a_mutant_passes"]
+    # Tasks re-made since the whole run (``--only``) are listed with their command and date;
+    # the whole run's provenance stays.
+    for remade in prov.get("remade", []):
+        assert remade["generator"].split()[-len(remade["only"]):] == remade["only"]
+        assert set(remade["only"]) <= set(stored["tasks"]) and remade["made"] > prov["made"]
 
 
 #: Packs whose stored file was made by the generator that takes lookup programs as

@@ -429,7 +429,15 @@ def run_pack(pack: str, pool: int, only: Sequence[str] = (), write: bool = True
                 print(f"{pack}: {done}/{len(futures)} tasks ({time.monotonic() - started:.0f} s)",
                       flush=True)
     stored["tasks"] = dict(sorted(stored["tasks"].items(), key=lambda kv: int(kv[0])))
-    stored["provenance"] = _provenance(pack, module, started)
+    if only:
+        # The other tasks are still those of the last whole run: its provenance stays, and
+        # the re-made tasks are listed with when and by what.
+        remade = stored["provenance"].setdefault("remade", [])
+        new = _provenance(pack, module, started)
+        remade.append({"only": list(only), "generator": f"{new['generator']} --only "
+                       + " ".join(only), "made": new["made"], "seconds": new["seconds"]})
+    else:
+        stored["provenance"] = _provenance(pack, module, started)
     stored["summary"] = summary(stored)
     if write:
         module.AMPLIFIED.write_text(json.dumps(stored, indent=1, sort_keys=False) + "\n",
