@@ -187,7 +187,7 @@ class LocalSandbox(Sandbox):
         with contextlib.suppress(Exception):
             self._pool.close()
         try:  # anything the pool lost track of, e.g. a start cut short
-            _sweep(self.client, self.instance)
+            _sweep(self.client, self.instance, again_s=SWEEP_AGAIN_S)
         except Exception:  # noqa: BLE001 - the engine is unreachable: another sandbox of this
             _unswept.add(self.instance)  # process sweeps once it reaches the engine again
         else:
@@ -214,9 +214,32 @@ class LocalSandbox(Sandbox):
 _unswept: set[str] = set()  # instance ids
 
 
-def _sweep(client: docker.DockerClient, instance: str) -> None:
-    for c in client.api.containers(all=True, filters={"label": f"{INSTANCE_LABEL}={instance}"}):
-        remove_container(client, c["Id"])
+#: How long a closing sandbox keeps removing its containers while any is left: after an engine
+#: restart a removal reported in progress (409) can still fail, and a start cut short by
+#: ``close`` can land after the first listing.
+SWEEP_AGAIN_S = 10.0
+
+
+def _sweep(client: docker.DockerClient, instance: str, again_s: float = 0.0) -> None:
+    """Remove the containers of ``instance``; for ``again_s`` seconds, list and remove again
+    while any is left (raising the last removal's error if some are still there then)."""
+    end = time.monotonic() + again_s
+    while True:
+        left = client.api.containers(all=True,
+                                     filters={"label": f"{INSTANCE_LABEL}={instance}"})
+        if not left:
+            return
+        error: Exception | None = None
+        for c in left:
+            try:
+                remove_container(client, c["Id"])
+            except docker.errors.APIError as exc:  # the next round tries it again
+                error = exc
+        if time.monotonic() >= end:
+            if error is not None:
+                raise error
+            return
+        time.sleep(0.5)
 
 
 def _sweep_unswept(client: docker.DockerClient) -> None:

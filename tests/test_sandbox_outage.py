@@ -99,6 +99,23 @@ class SecondEngine:
         finally:
             client.close()
 
+    def described(self, ids: list[str]) -> list[str]:
+        """Each container's state, and the engine log's end: what a failure shows."""
+        client = docker.DockerClient(base_url=self.host, timeout=30)
+        try:
+            out = []
+            for cid in ids:
+                try:
+                    state = client.api.inspect_container(cid)["State"]
+                    out.append(f"{cid[:12]}: {state.get('Status')} dead={state.get('Dead')} "
+                               f"error={state.get('Error')!r}")
+                except Exception as exc:  # noqa: BLE001 - gone meanwhile, or the engine fails
+                    out.append(f"{cid[:12]}: {exc}")
+        finally:
+            client.close()
+        log = (self.root / "dockerd.log").read_text(errors="replace").splitlines()
+        return out + [line for line in log if "level=error" in line or "level=warn" in line][-8:]
+
 
 @pytest.fixture
 def engine():
@@ -172,4 +189,4 @@ def test_engine_killed_and_restarted_mid_run(engine, monkeypatch):
                       ("the sandbox closed during the outage", other)):
         label = f"{INSTANCE_LABEL}={box.instance}"
         assert wait_until(lambda label=label: engine.containers(label) == []), (
-            name, engine.containers(label))
+            name, engine.described(engine.containers(label)))
