@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import itertools
 import json
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +33,24 @@ def run_script_printing_ok(code: str, timeout: float = 300) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=timeout)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+@contextlib.contextmanager
+def forward_shapes(model, prefill_only: bool = False) -> Iterator[list[tuple[int, int]]]:
+    """The (rows, positions) of each forward ``model`` makes inside the block; with
+    ``prefill_only`` only those of more than one position (prefills, not decoding steps)."""
+    shapes: list[tuple[int, int]] = []
+
+    def record(mod, args, kwargs) -> None:
+        rows, positions = kwargs["input_ids"].shape
+        if positions > 1 or not prefill_only:
+            shapes.append((rows, positions))
+
+    hook = model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        yield shapes
+    finally:
+        hook.remove()
 
 
 @functools.lru_cache(maxsize=1)

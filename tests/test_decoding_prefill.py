@@ -44,21 +44,16 @@ def test_rows_are_prefilled_in_runs_of_like_lengths_of_enough_rows():
 def test_runs_of_like_lengths_decode_what_one_padded_prefill_decodes(monkeypatch):
     tok, model = h.tokenizer(), h.model()
     prompts = [chat_prompt(tok, "What is 1 + 1?" + " Think." * (k // 2)) for k in range(18)]
-    widths: list[int] = []
-    hook = model.register_forward_pre_hook(
-        lambda mod, args, kwargs: widths.append(kwargs["input_ids"].shape[0])
-        if kwargs["input_ids"].shape[1] > 1 else None, with_kwargs=True)
-    try:
+    with h.forward_shapes(model, prefill_only=True) as prefills:
         runs = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=6,
                         greedy=True)
-        in_runs = list(widths)
+        in_runs = [rows for rows, _ in prefills]
         monkeypatch.setattr(decoding, "like_lengths", lambda lengths: [(0, len(lengths))])
-        widths.clear()
+        prefills.clear()
         one = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=6,
                        greedy=True)
-    finally:
-        hook.remove()
-    assert widths == [1, 18]  # the shared prefix, then every prompt's rest in one forward
+    # the shared prefix, then every prompt's rest in one forward
+    assert [rows for rows, _ in prefills] == [1, 18]
     assert in_runs[0] == 1 and len(in_runs) > 2 and sum(in_runs[1:]) == 18
     assert runs.texts == one.texts
     assert torch.equal(runs.completion_ids, one.completion_ids)

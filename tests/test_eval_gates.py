@@ -19,6 +19,7 @@ from learner.evaluation.gates import (
 )
 from learner.evaluation.heldout import heldout_tasks
 from learner.model import load_tokenizer, tiny_model
+from tests import learner_helpers as h
 
 TASKS, GROUP = 4, 3
 
@@ -173,15 +174,11 @@ def test_perturbed_prompts_go_in_batches_with_each_variants_own_answers(setup, m
         return real(engine, tok, env_, chunk, prompts, **kwargs)
 
     monkeypatch.setattr(heldout, "sample_graded", counted)
-    rows: list[int] = []
-    hook = model.register_forward_pre_hook(
-        lambda mod, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
     pair = tasks[:2]
-    try:
+    with h.forward_shapes(model) as shapes:
         result = perturbation_accuracy(model, tokenizer, env, pair, max_new_tokens=6,
                                        batch_size=5)
-    finally:
-        hook.remove()
+    rows = [r for r, _ in shapes]
     variants = len(result["results"])
     assert variants == 6 and calls == [12]  # 6 variants x 2 tasks in one call ...
     assert max(rows) == 5  # ... of 5 rows at once

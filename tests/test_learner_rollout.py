@@ -110,15 +110,10 @@ def test_refilled_contexts_enter_shortest_first_and_come_back_in_order():
     tok, model = h.tokenizer(), h.model()
     prompts = [chat_prompt(tok, "What is 1 + 1?" + " Think." * n) for n in (6, 0, 4, 1, 5, 2)]
     lengths = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-    widths: list[int] = []
-    hook = model.register_forward_pre_hook(
-        lambda mod, args, kwargs: widths.append(kwargs["input_ids"].shape[1])
-        if kwargs["input_ids"].shape[1] > 1 else None, with_kwargs=True)
-    try:
+    with h.forward_shapes(model, prefill_only=True) as prefills:
         refilled = generate(HFEngine(model), tok, prompts, group_size=1, max_new_tokens=3,
                             greedy=True, max_rows=2, compact_fraction=0.0)
-    finally:
-        hook.remove()
+    widths = [positions for _, positions in prefills]
     alone = [generate(HFEngine(model), tok, [p], group_size=1, max_new_tokens=3, greedy=True)
              for p in prompts]
     ranked = sorted(lengths)
