@@ -252,10 +252,10 @@ def _near_misses(task: Task, equivalent: Sequence[str], seed: tuple[Any, ...]
             keyed = re.sub(r"\b(sorted|min|max)\((args\[\d+\])\)", rf"\1(\2, key={key})", expr)
             if keyed != expr:
                 out[f"{name}, {change}{NEAR_MISS_SUFFIX}"] = f"return {keyed}"
+        body = re.sub(r"\bargs\[", "a[", expr)
         for k in sorted({int(m) for m in re.findall(r"args\[(\d+)\]", expr)}):
             kind = type(seed[k]).__name__ if k < len(seed) else ""
             for change, new in NEAR_MISSES.get(kind, {}).items():
-                body = re.sub(r"\bargs\[", "a[", expr)
                 out[f"{name}, its argument {change}{NEAR_MISS_SUFFIX}"] = (
                     f"a = list(args)\n    x = a[{k}]\n    a[{k}] = {new}\n    return {body}")
     return out
