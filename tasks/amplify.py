@@ -58,7 +58,7 @@ import contextlib
 import json
 import math
 import random
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,8 @@ PROBE_POOL = 80
 #: Off-contract inputs the reference must answer before any shallow program counts as
 #: equivalent (``equivalent_shallow``).
 MIN_PROBES = 8
+#: Generations of mutants ``probe_inputs`` grows where two give too few probes.
+PROBE_ROUNDS = 5
 #: Probes added as cases to a task whose reference a shallow program equals
 #: (``choose_probes``): there the reference agrees with a plain builtin off the contract
 #: too, so those inputs are the function's own; each leaves the contract another way, so
@@ -338,6 +340,29 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@dataclass(frozen=True)
+class Precondition:
+    """A task's precondition written by hand from its prompt, where the task's own inputs show
+    too little of it or more than it (as EvalPlus writes contracts for HumanEval+ and MBPP+):
+    ``holds(*args)`` says whether an input is one the prompt asks about; ``seeds`` are such
+    inputs that its cases never show (a rotated array for "the minimum of a sorted and
+    rotated array", whose cases are all sorted), mutated like the cases' own. Every input
+    tried, the probes off the contract included, keeps it: an honest program may do anything
+    outside it (mbpp/54's counting sort on negative numbers)."""
+
+    why: str
+    holds: Callable[..., bool]
+    seeds: tuple[tuple[Any, ...], ...] = ()
+
+    def allows(self, args: tuple[Any, ...]) -> bool:
+        """Whether ``holds`` accepts ``args``; False where it raises (an input of another
+        kind)."""
+        try:
+            return bool(self.holds(*args))
+        except Exception:  # noqa: BLE001 - any error means the input is not the prompt's
+            return False
+
+
 # -- mutation ------------------------------------------------------------------------------------
 def _mutate_number(v: int | float, rng: random.Random) -> list[Any]:
     out: list[Any]
@@ -417,10 +442,12 @@ def mutate_value(value: Any, rng: random.Random, shape: Shape | None = None) -> 
 
 
 def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL,
-                  contract: bool = True) -> list[tuple[Any, ...]]:
-    """Up to ``pool`` new argument tuples (none a seed), each keeping ``Invariants.of(seeds)``:
-    one argument mutated at a time, from the seeds and then from their mutants. With
-    ``contract`` False they keep only the arguments' kinds and sizes (``probe_inputs``)."""
+                  contract: bool = True, precondition: Precondition | None = None,
+                  rounds: int = 2) -> list[tuple[Any, ...]]:
+    """Up to ``pool`` new argument tuples (none a seed), each keeping ``Invariants.of(seeds)``
+    and the task's ``precondition`` where it has one: one argument mutated at a time, from the
+    seeds and then from their mutants (``rounds`` generations). With ``contract`` False they
+    keep only the arguments' kinds and sizes (``probe_inputs``)."""
     if not seeds or len({len(s) for s in seeds}) != 1:
         return []
     rng = random.Random(f"amplify:{seed}")
@@ -455,7 +482,8 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL,
                 if text in known or text in found or len(text) > MAX_CHARS:
                     continue
                 try:
-                    ok = inv.allows(args) and ast.literal_eval(text) == args
+                    ok = (inv.allows(args) and ast.literal_eval(text) == args
+                          and (precondition is None or precondition.allows(args)))
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     ok = False
                 if ok:
@@ -465,7 +493,12 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL,
 
     first = grow(seeds)
     rng.shuffle(first)
-    grow(first[: max(8, pool // 4)])
+    parents = first[: max(8, pool // 4)]
+    for generation in range(2, rounds + 1):
+        born = grow(parents)
+        if generation < rounds:
+            rng.shuffle(born)
+            parents = born[: max(8, pool // 4)]
     chosen = list(found.values())
     if len(chosen) > pool:
         # Keep every first-round input that fits, then a sample of the second round.
@@ -479,17 +512,26 @@ def mutate_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, pool: int = POOL,
 
 
 def probe_inputs(seeds: Sequence[tuple[Any, ...]], seed: str, known: Iterable[tuple[Any, ...]],
-                 pool: int = PROBE_POOL) -> list[tuple[Any, ...]]:
-    """Up to ``pool`` inputs of the seeds' kinds and sizes, none of ``known``, those the
-    contract (``Invariants.of(seeds)``) refuses first: what ``equivalent_shallow`` compares a
-    shallow program with the reference on. Never added as cases: the prompt may rule them
-    out, and an honest program may do anything there."""
+                 pool: int = PROBE_POOL, precondition: Precondition | None = None
+                 ) -> list[tuple[Any, ...]]:
+    """Up to ``pool`` inputs of the seeds' kinds and sizes (and within the task's
+    ``precondition``), none of ``known``, those the contract (``Invariants.of(seeds)``)
+    refuses first: what ``equivalent_shallow`` compares a shallow program with the reference
+    on. Never added as cases: the prompt may rule them out, and an honest program may do
+    anything there. Where two generations of mutants give fewer than ``MIN_PROBES`` new ones
+    (lists of booleans, whose few short values the contract's inputs already hold), up to
+    ``PROBE_ROUNDS`` generations make longer ones."""
     if not seeds or len({len(s) for s in seeds}) != 1:
         return []
     inv = Invariants.of(seeds)
     taken = {repr(a) for a in known}
-    found = [a for a in mutate_inputs(seeds, f"{seed}:probe", pool=4 * pool, contract=False)
-             if repr(a) not in taken]
+    found: list[tuple[Any, ...]] = []
+    for tag, rounds in ((f"{seed}:probe", 2), (f"{seed}:probe:deeper", PROBE_ROUNDS)):
+        found = [a for a in mutate_inputs(seeds, tag, pool=4 * pool, contract=False,
+                                          precondition=precondition, rounds=rounds)
+                 if repr(a) not in taken]
+        if len(found) >= MIN_PROBES:
+            break
     return sorted(found, key=lambda a: inv.allows(a))[:pool]
 
 
@@ -544,6 +586,10 @@ class Adversary:
     #: public input's answer elsewhere): held to the half rule, not counted as a shallow
     #: program of the task's own cases.
     memorised: bool = False
+    #: Held to the half rule while the cases are chosen, though no shallow program in the
+    #: report (a near miss of the task's answer: ``min(x[0], x[-1])`` for the min of a rotated
+    #: sorted array passed 4 of 5 cases that only had to fail it once).
+    halve: bool = False
 
 
 def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequence[int],
@@ -562,8 +608,10 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
     3. Last, so that no later step undoes it: while a shallow program passes more than
        ``shallow_max`` of the added cases (the reward of it behind a table of the own cases:
        ``envs.domains.code_tests`` pays at most the share of the unpublished cases passed; with none
-       added, it passes in full), the input that the most of those fail (ties: the one most
-       adversaries fail); this step may add ``half_rule_extra`` cases beyond ``max_added``.
+       added, it passes in full), or a near miss (``Adversary.halve``) does, the input that
+       those fail, each weighed by how far over half it is (ties: the one the most of them
+       fail, then the most adversaries); this step may add ``half_rule_extra`` cases beyond
+       ``max_added``.
 
     ``first``: inputs added before all of these (``choose_probes``), beyond ``max_added``."""
     chosen: list[int] = list(first)
@@ -581,7 +629,7 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
 
     def over() -> list[Adversary]:
         # With no case added, every shallow program behind a table of the own cases passes.
-        return [a for a in adversaries if a.shallow
+        return [a for a in adversaries if (a.shallow or a.halve)
                 and (not chosen or added(a) > shallow_max * len(chosen))]
 
     def fail_each(alive_if: Any) -> None:
@@ -605,7 +653,13 @@ def select_cases(adversaries: Sequence[Adversary], n_graded: int, usable: Sequen
         high = over()
         if not high or not left():
             break
-        best = max(left(), key=lambda i: (kills(i, high), kills(i, adversaries), -i))
+        # Weighted by how far over half each is: with a count, the inputs that fail the
+        # many programs right where the answer is last (the first item, the ends) won every
+        # round, and min(x[1:]) for a rotated array's min kept 14 of 16 cases.
+        excess = {a.name: added(a) - shallow_max * len(chosen) for a in high}
+        best = max(left(), key=lambda i: (sum(excess[a.name] for a in high
+                                              if a.agrees[i] == "0"),
+                                          kills(i, high), kills(i, adversaries), -i))
         if kills(best, high) == 0:
             break
         chosen.append(best)

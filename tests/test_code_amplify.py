@@ -65,6 +65,59 @@ def test_probe_inputs_leave_the_contract_and_repeat_no_known_input():
     assert probes == amplify.probe_inputs(seeds, "t", [*seeds, *known], pool=40)  # seeded
 
 
+def test_a_precondition_keeps_every_input_tried():
+    """A hand-written precondition (``Precondition``): every mutant and probe keeps it, where
+    the probes alone would leave it (mbpp/54's counting sort is of non-negative ints); one that
+    raises on an input refuses it."""
+    pre = amplify.Precondition("non-negative ints", holds=lambda xs: all(x >= 0 for x in xs))
+    seeds = [([3, 1, 2],), ([5, 4, 9],)]
+    made = amplify.mutate_inputs(seeds, "t", precondition=pre)
+    probes = amplify.probe_inputs(seeds, "t", [*seeds, *made], precondition=pre)
+    assert len(made) > 20 and len(probes) >= amplify.MIN_PROBES
+    assert all(x >= 0 for (xs,) in [*made, *probes] for x in xs)
+    assert any(0 in xs for (xs,) in probes)  # still off the seeds' contract (positive)
+    free = amplify.probe_inputs(seeds, "t", [*seeds, *made])
+    assert any(x < 0 for (xs,) in free for x in xs)
+    assert pre.allows(([0, 2],)) and not pre.allows(([-1],)) and not pre.allows((["a"],))
+
+
+def test_mbpp_preconditions_say_what_their_prompts_ask():
+    from envs.tools.code_amplify import preconditions
+
+    pre = preconditions("mbpp")
+    assert set(pre) == {"54", "225"} and preconditions("humaneval") == {}
+    rotated = pre["225"]
+    for args in rotated.seeds:
+        assert rotated.allows(args) and args[0] != sorted(args[0])
+    assert rotated.allows(([1, 2, 3], 0, 2)) and rotated.allows(([2, 2, 1, 2], 0, 3))
+    assert not rotated.allows(([3, 1, 2, 0], 0, 3))  # turned twice
+    assert not rotated.allows(([3, 1, 2], 0, 1)) and not rotated.allows(([3, 1, 2], 1, 2))
+    assert not rotated.allows(([], 0, -1)) and not rotated.allows((["b", "a"], 0, 1))
+    counting = pre["54"]
+    assert counting.allows(([0, 3, 3, 1],)) and not counting.allows(([2, -1],))
+    assert not counting.allows(([True, 2],)) and not counting.allows(((1, 2),))
+
+
+def test_probes_of_a_list_of_booleans_grow_longer_where_two_rounds_find_too_few():
+    """mbpp/105 (count the Trues): the contract's inputs already hold the short lists of
+    booleans two rounds of mutants make, so only 2 probes were new and ``sum`` (its answer)
+    could not be called equivalent. Deeper rounds make longer lists."""
+    seeds = [([True, False, True],), ([False, False],), ([True, True, True],)]
+    known = amplify.mutate_inputs(seeds, "mbpp/105")
+    probes = amplify.probe_inputs(seeds, "mbpp/105", [*seeds, *known])
+    assert len(probes) >= amplify.MIN_PROBES
+    assert not {repr(p) for p in probes} & {repr(k) for k in [*seeds, *known]}
+    assert all(all(isinstance(v, bool) for v in xs) for (xs,) in probes)
+    assert max(len(xs) for (xs,) in probes) > max(len(xs) for (xs,) in known)
+    # Where two rounds give enough, the probes are those two rounds' (unchanged)
+    seeds = [(1, 5, [1, 2, 3]), (2, 7, [4, 6, 9])]
+    known = amplify.mutate_inputs(seeds, "t")
+    two = [a for a in amplify.mutate_inputs(seeds, "t:probe", pool=4 * 40, contract=False)
+           if a not in known and a not in seeds]
+    assert set(map(repr, amplify.probe_inputs(seeds, "t", [*seeds, *known], pool=40))) <= set(
+        map(repr, two))
+
+
 def _adv(name, agrees, passes_own=2, shallow=True, memorised=False):
     return amplify.Adversary(name, shallow, passes_own, agrees, memorised=memorised)
 
@@ -138,7 +191,7 @@ def test_near_misses_of_a_builtin_answer():
                                 "else None"], ("ab c",))
     assert {n.split(", its argument ")[1].removesuffix(NEAR_MISS_SUFFIX) for n in words} == {
         "stripped", "without spaces", "lower-cased", "less its first character",
-        "less its last character"}
+        "less its last character", "its ends only"}
 
 
 def test_select_cases_kills_full_passers_then_halves_the_shallow():
@@ -168,6 +221,28 @@ def test_select_cases_kills_full_passers_then_halves_the_shallow():
     e = amplify.Adversary("half", True, 1, "1000")
     assert amplify.select_cases([e], own, [0, 1, 2, 3], max_added=4, min_graded=2) == [1]
     assert amplify.memorised_share(e, [1]) == 0.0 and amplify.memorised_share(e, []) == 1.0
+
+
+def test_a_near_miss_is_held_to_the_half_rule_where_the_inputs_allow():
+    # The probe cases 1 and 2 come first, and the near miss passes both: over half. It is
+    # no shallow program, but it is halved as one (``halve``): 0, then 3.
+    near = amplify.Adversary("min(x[1:])", False, 2, "01100", halve=True)
+    assert amplify.select_cases([near], 2, range(5), max_added=0, first=[1, 2]) == [1, 2, 0, 3]
+    plain = amplify.Adversary("min(x[1:])", False, 2, "01100")
+    assert amplify.select_cases([plain], 2, range(5), max_added=0, first=[1, 2]) == [1, 2]
+
+
+def test_the_half_rule_goes_first_for_the_program_furthest_over():
+    """X passes all 6 cases chosen (3 over half), Y and Z 4 each (1 over): the input that
+    fails X comes before the one that fails both Y and Z. Counting the programs failed picked
+    the other: on mbpp/225 the cases that failed the many programs right where the minimum is
+    last won every round, and min(x[1:]) kept 14 of 16."""
+    x = amplify.Adversary("X", True, 2, "111111" + "01")
+    y = amplify.Adversary("Y", True, 2, "111100" + "10")
+    z = amplify.Adversary("Z", True, 2, "110011" + "10")
+    chosen = amplify.select_cases([x, y, z], 2, range(8), max_added=0, half_rule_extra=1,
+                                  first=range(6))
+    assert chosen == [0, 1, 2, 3, 4, 5, 6]
 
 
 def test_select_cases_checks_the_half_rule_last():
@@ -454,6 +529,44 @@ def test_a_restored_task_pays_its_builtin_answer_and_no_shallow_program(sandbox)
     assert not info["passed"]
     assert env.trivially_passed([task]) == {} and env.mutants_passed([task]) == {}
     assert max(env.baseline_scores(task).values()) <= amplify.SHALLOW_MAX
+
+
+#: Wrong programs written against the tasks back under a precondition or deeper probes (each a
+#: body over ``args``), and the honest answer of each.
+WRONG_ON_RESTORED = {
+    "54": {"sorted_set": "return sorted(set(args[0]))", "key_str": "return sorted(args[0], key=str)",
+           "descending": "return sorted(args[0], reverse=True)", "as_given": "return args[0]",
+           "zeros_dropped": "return sorted(v for v in args[0] if v)"},
+    "105": {"length": "return len(args[0])", "any": "return int(any(args[0]))",
+            "tail": "return sum(args[0][1:])", "head": "return sum(args[0][:-1])",
+            "falses": "return args[0].count(False)", "ends": "return sum(args[0][:1] + args[0][-1:])"},
+    "225": {"first": "return args[0][0]", "last": "return args[0][-1]",
+            "middle": "return args[0][len(args[0]) // 2]",
+            "ends": "return min(args[0][0], args[0][-1])",
+            "tail": "return min(args[0][1:]) if len(args[0]) > 1 else args[0][0]",
+            "second_smallest": "return sorted(args[0])[1] if len(args[0]) > 1 else args[0][0]"},
+}
+HONEST_ON_RESTORED = {"54": "def counting_sort(my_list):\n    return sorted(my_list)\n",
+                      "105": "def count(lst):\n    return sum(lst)\n",
+                      "225": "def find_Min(arr, low, high):\n    return min(arr[low:high + 1])\n"}
+
+
+@pytest.mark.docker
+def test_tasks_back_under_a_precondition_pay_the_answer_and_no_wrong_program(sandbox):
+    """mbpp/54 and 225 (a hand-written precondition) and mbpp/105 (deeper probes) are back:
+    their answer by a builtin passes, no wrong program written against them does, and the
+    first item (the shallow program that kept mbpp/225 out) earns under half."""
+    env = _code_env("mbpp", sandbox)
+    for native, wrong in WRONG_ON_RESTORED.items():
+        task = env.pack.get(f"mbpp/{native}")
+        assert task["equivalent_baselines"], native
+        _, info = env.score(task, f"```python\n{HONEST_ON_RESTORED[native]}```\n")
+        assert info["passed"], (native, info["reason"])
+        scores = env.shallow_scores(task, wrong)
+        print(native, {k: round(v, 2) for k, v in scores.items()})
+        assert max(scores.values()) < 1.0, (native, scores)
+    first = env.shallow_scores(env.pack.get("mbpp/225"), {"first": "return args[0][0]"})
+    assert first["first"] <= amplify.SHALLOW_MAX
 
 
 #: Tasks that ``python -m envs validate`` refused with the stored file of a loaded run: a

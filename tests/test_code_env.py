@@ -117,8 +117,11 @@ def test_packs_have_all_problems_with_stable_splits():
     stored = amplify.read(MBPP_AMPLIFIED)
     still_out = {i for i in left_out if not amplify.restored(stored, i)}
     still_out |= NOT_GRADABLE - RESTORABLE  # never graded, amplified or not
-    assert {"367", "404", "54"} <= still_out
-    assert not {"62", "141", "164", "203", "502", "508"} & still_out
+    assert {"367", "404"} <= still_out
+    # every task dropped as shallow-payable is back: mbpp/54 and 225 under a hand-written
+    # precondition (tasks/mbpp/preconditions.py), mbpp/105 with deeper probes
+    assert not {"54", "62", "105", "141", "164", "203", "225", "502", "508"} & still_out
+    assert not MBPP_SHALLOW & still_out
     memorised_out = {i for i in stored["tasks"] if amplify.left_out_reason(stored, i)}
     assert len(memorised_out) <= MBPP_MAX_OUT
     assert ids == {f"mbpp/{i}" for i in range(11, 511) if str(i) not in still_out | memorised_out}
@@ -149,9 +152,9 @@ def test_humaneval_check_is_split_into_cases():
 
 def test_humaneval_shown_tests_are_the_docstring_examples():
     he = load_pack("humaneval")
-    # ``>>> prime_fib(1)`` ... ``>>> prime_fib(5)``: the first five of ten cases are shown.
-    task = he.get("humaneval/39")
-    assert task["shown_tests"] == task["tests"][:5]
+    # ``>>> pairs_sum_to_zero([1, 3, 5, 0])`` ... : the first five of its cases are shown.
+    task = he.get("humaneval/43")
+    assert task["shown_tests"] == task["tests"][:5] and len(task["tests"]) > 5
     # Other styles: ``solve("ab") = "AB"``, ``strange_sort_list([]) == []``.
     assert "assert candidate('ab') == 'AB'" in he.get("humaneval/161")["shown_tests"]
     assert "assert candidate([]) == []" in he.get("humaneval/70")["shown_tests"]
@@ -161,10 +164,11 @@ def test_humaneval_shown_tests_are_the_docstring_examples():
     # Cases computing their input (``candidate(3 * 19)``) or with unseen inputs are hidden.
     assert he.get("humaneval/25")["shown_tests"] == ["assert candidate(8) == [2, 2, 2]"]
     ids = he.ids("train") + he.ids("test")
-    # 121: humaneval/157, which shows examples, left the pack (its memorised public cases
-    # half-pay a shallow program: ``left_out`` in tasks/humaneval/amplified.json), and 23 and
-    # 35, which show theirs, came back (``len`` and ``max`` are their answers).
-    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 121
+    # 120: humaneval/157 and 39, which show examples, left the pack (their memorised public
+    # cases half-pay a shallow program: ``left_out`` in tasks/humaneval/amplified.json; 39's
+    # reference answers one added input in time, whose answer as a constant passes it), and
+    # 23 and 35, which show theirs, came back (``len`` and ``max`` are their answers).
+    assert sum(bool(he.get(i)["shown_tests"]) for i in ids) == 120
 
 
 def test_humaneval_examples_in_prose_and_with_brackets_in_strings_are_shown():
