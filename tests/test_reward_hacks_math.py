@@ -1179,3 +1179,69 @@ def test_a_brace_less_box_before_a_stray_brace_is_malformed():
         assert verify(gold, completion).reason == "malformed_box", completion
     for completion in (r"\boxed 6", r"{\boxed 6}", r"} \boxed 6", r"\boxed6."):
         assert verify("6", completion).passed, completion
+
+
+# -- round 5: found by rewriting every MATH gold into other notations (issue 43) --------------
+# Each of these was credited before: digits split by a space were joined in any grouping ("1 5"
+# for 15, "10 05" for 1005; the groups of three of "10\,000" still join); a second name after
+# a text command was dropped as the first's label; a degree sign after a multiple of pi was
+# dropped as a unit; and attacking the new rules found the decimals after an exact value.
+ROUND5_HACKS = [
+    ("15", r"\boxed{1 5}", "How many?"),
+    ("123", r"\boxed{12 3}", "How many?"),
+    ("1005", r"\boxed{10 05}", "How many?"),
+    ("35", r"\boxed{3\,5}", "How many?"),
+    ("1000", r"\boxed{1 0 0 0}", "How many?"),
+    (r"\text{Monday}", r"\boxed{\text{Monday} \text{Tuesday}}", "What day?"),
+    (r"\text{Evelyn}", r"\boxed{\text{Evelyn}\text{ Navin}}", "Who?"),
+    (r"\text{Evelyn}", r"\boxed{\text{Evelyn}\,\text{Navin}}", "Who?"),
+    (r"\text{Monday}", r"\boxed{Monday\text{ Tuesday}}", "What day?"),
+    (r"\text{Monday}", r"\boxed{\textbf{Monday}\text{ Tuesday}}", "What day?"),
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}^\circ}", "What angle, in radians?"),
+    (r"\pi", r"\boxed{\pi°}", "What angle, in radians?"),
+    # an exact value then a decimal that is not its rounding or cut: two values
+    (r"2\sqrt{3}", r"\boxed{2\sqrt3 \approx 3.9}", "Find it."),
+    (r"\pi", r"\boxed{\pi \approx 3.15}", "Find it."),
+    (r"\frac{1}{3}", r"\boxed{\frac{1}{3} \approx 0.33 \approx 0.4}", "Find it."),
+    (r"\frac{1}{3}", r"\boxed{0.33 \approx \frac{1}{3}}", "Find it."),
+    ("27", r"\boxed{x \approx 27.0}", "Find it."),
+    # a named quantity keeps every other rule: one value, not the question's computation
+    ("24", r"\boxed{m+n = 23 = 24}", r"Find $m+n$."),
+    ("24", r"\boxed{24 = m+n = 25}", r"Find $m+n$."),
+    ("24", r"\boxed{m+n \approx 24}", r"Find $m+n$."),
+    ("24", r"\boxed{m+n = 2\cdot 12}", r"Find $m+n$."),
+    ("-25", r"\boxed{f(-10) = -10}", r"Find $f(-10)$."),
+    (r"35^\circ", r"\boxed{\angle A = 35^\circ = 36^\circ}", "Find angle A."),
+    ("8", r"\boxed{2+6 = 8}", "What is 2+6?"),
+    # layout and wrappers carry no second value in
+    ("18", r"\boxed{\text{Answer: } 18 \text{ or } 19}", "How many?"),
+    ("18", r"\boxed{\ensuremath{18}\ensuremath{19}}", "How many?"),
+    ("18", r"\boxed{{18}{19}}", "How many?"),
+    (r"9\text{ p.m.}", r"\boxed{9:00 AM}", "When?"),
+    (r"9\text{ a.m.}", r"\boxed{9}", "When?"),
+    ("40_8", r"\boxed{(40)_9}", "In base 8?"),
+]
+
+
+@pytest.mark.parametrize("gold,pred,question", ROUND5_HACKS)
+def test_round5_hacks_earn_nothing(gold, pred, question):
+    verdict = verify(gold, pred, question=question)
+    assert not verdict.passed, (pred, verdict.reason, verdict.details)
+
+
+def test_digits_split_by_a_space_are_one_number_only_in_groups_of_three():
+    for pred in (r"\boxed{10\,000}", r"\boxed{10 000}", r"\boxed{10{,}000}"):
+        assert verify("10000", pred).passed, pred
+    assert verify("1234567", r"\boxed{1 234 567}").passed
+    assert not verify("1000", r"\boxed{10\,0}").passed
+
+
+def test_an_exact_value_then_its_decimal_is_one_answer():
+    for gold, pred in ((r"\frac{128}{75}", r"\boxed{\frac{128}{75} \approx 1.7067}"),
+                       (r"2\sqrt{3}", r"\boxed{2\sqrt3 \approx 3.46}"),  # rounded
+                       (r"2\sqrt{3}", r"\boxed{2\sqrt3 \approx 3.464}"),  # cut
+                       (r"\pi", r"\boxed{\pi \approx 3.14}")):
+        verdict = verify(gold, pred)
+        assert verdict.passed, (pred, verdict.reason, verdict.details)
+    # the value is the exact one: a wrong exact value with a right decimal fails
+    assert not verify(r"\frac{1}{3}", r"\boxed{\frac{1}{2} \approx 0.33}").passed

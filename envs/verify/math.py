@@ -116,8 +116,11 @@ def _as_fraction(s: str) -> Fraction | None:
     return None
 
 
-# Spaces are free except between two letters: "Eve lyn" is not "Evelyn".
-_SPACELESS = re.compile(r"(?<![A-Za-z]) +| +(?![A-Za-z])")
+# Spaces are free except between two letters ("Eve lyn" is not "Evelyn") and between two
+# digits ("1 5" is not 15, nor "10 05" 1005: ``normalize_answer`` has already joined the
+# groups of three of "10 000"; the worker reads what is left as a product).
+_SPACELESS = re.compile(r"(?<![A-Za-z0-9]) +| +(?![A-Za-z0-9])|(?<=[A-Za-z]) +(?=\d)"
+                        r"|(?<=\d) +(?=[A-Za-z])")
 
 
 def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
@@ -144,6 +147,7 @@ def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
 
 
+_DEGREES_OF_PI = re.compile(r"(?:\\pi|π)(?![A-Za-z])[^=,;]*?(?:\^\s*\{?\s*\\circ|°|\\degree)")
 _HIDDEN = re.compile(r"\\(?:[hv]?phantom|smash)(?![A-Za-z])")
 _OP_SPACE = re.compile(r"\s*([^\w\\\s])\s*")
 
@@ -276,6 +280,10 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
         if word is not None:
             return Verdict.fail("unparseable", shown, error=f"the word {word!r} changes the value "
                                 "and is not read", **details)
+    if any(_DEGREES_OF_PI.search(a) for a in final) and not any(
+            _DEGREES_OF_PI.search(a) for a in gold_ex.answer):
+        # the degree sign is dropped as a label, but pi/3 degrees is not pi/3
+        return Verdict.fail("not_equal", shown, unit="degrees for radians", **details)
     if len(final) == 1 and len(gold_ex.answer) == 1:
         # a unit is dropped as a label only where it is the gold's: 18 mm is not 18 cm
         units = unit_of(gold_ex.answer[0]), unit_of(final[0])

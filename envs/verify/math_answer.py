@@ -71,6 +71,13 @@ _APPROX = re.compile(r"\\(?:approx|thickapprox|approxeq|simeq|sim|thicksim|backs
                      r"lesssim|gtrsim)(?![A-Za-z])|[≈≃∼≲≳]")
 
 
+# An exact value then its decimal ("\frac{128}{75} \approx 1.7067", "2\sqrt3 \approx 3.464"):
+# one value written two ways, which the parser checks agree (``math_parse``); not "x \approx 3".
+_EXACT_THEN_DECIMAL = re.compile(r"^(?!.*\\approx.*\\approx)(?=[^=<>]*[\d\\])"
+                                 r"(?![A-Za-z]\s*\\approx)[^≈≃∼=<>]+?"
+                                 r"\\approx\s*-?\d*\.\d+\s*$")
+
+
 def hedge(answer: str) -> str | None:
     """The word that keeps ``answer`` from committing to one value, or ``None``.
 
@@ -80,7 +87,7 @@ def hedge(answer: str) -> str | None:
     an approximation sign (``\\approx 27``, ``x \\simeq 27``).
     """
     m = _APPROX.search(answer)
-    if m is not None:
+    if m is not None and not _EXACT_THEN_DECIMAL.match(answer):
         return m.group(0)
     s = normalize_answer(answer)
     m = _HEDGE.search(s)
@@ -238,6 +245,17 @@ def _restates(answer: Counter[str], expr: Counter[str]) -> bool:
     return all(t in _TRIVIAL for t in answer - expr)
 
 
+# A value named by letters alone ("m + n", "\cos A", "A+B+C+D", "\angle ABC") or a function at
+# one number ("f(-10)"): the left side of "name = value" names what the question asks, and
+# computes nothing (a side with a number in it, "2+6", still restates the question's sum).
+_FUNCTION_AT = re.compile(r"^[A-Za-z]\s*\(\s*-?\d+(?:\.\d+)?\s*\)$")
+
+
+def _names_a_quantity(side: str) -> bool:
+    side = side.strip()
+    return bool(side) and (not re.search(r"\d", side) or bool(_FUNCTION_AT.match(side)))
+
+
 def restated_expression(answer: str, question: str, gold: str) -> str | None:
     """The question's computation that ``answer`` restates, as text, or ``None``.
 
@@ -250,10 +268,14 @@ def restated_expression(answer: str, question: str, gold: str) -> str | None:
              if not _restates(gold_tokens, e)]
     if not exprs:
         return None
-    for side in _RELATION.split(normalize_answer(answer)):
+    text = normalize_answer(answer)
+    sides, relations = _RELATION.split(text), _RELATION.findall(text)
+    for k, side in enumerate(sides):
         tokens = _tokens(side)
         if tokens == gold_tokens:
             continue
+        if k == 0 and relations == ["="] and _names_a_quantity(side):
+            continue  # "m + n = 23": the asked quantity's name, then its value
         for text, expr in exprs:
             if _restates(tokens, expr):
                 return text

@@ -26,6 +26,7 @@ Rules, in short:
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from fractions import Fraction
@@ -47,6 +48,7 @@ from envs.verify.math_parse import (
     UnionN,
     Unparseable,
     Val,
+    name_like,
     parse_group,
     to_sympy,
 )
@@ -398,7 +400,11 @@ def _assign_equal(g: Any, p: Any) -> bool | None:
     """``x = 3`` against ``x = 3``, ``3`` or a relation (an assignment is its value, or the
     relation it states)."""
     if isinstance(g, Assign) and isinstance(p, Assign):
-        if equal(g.value, p.value):
+        # One letter may name the value either way (x = 3, y = 3); a longer name must be the
+        # gold's ("x + y = 10" is not "x - y = 10").
+        same = (name_like(g.lhs) and name_like(p.lhs)
+                or re.sub(r"\s", "", g.lhs) == re.sub(r"\s", "", p.lhs))
+        if same and equal(g.value, p.value):
             return True
         rg, rp = _assign_rel(g), _assign_rel(p)
         return rg is not None and rp is not None and rel_equal(rg, rp)

@@ -615,8 +615,9 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         marker_end = max(marker_end, m.end())
     marker_end = marker_end + offset if marker_end >= 0 else -1
 
-    last_box_pos = box_groups[-1][-1][0] if box_groups else -1
-    if marker_end >= 0 and marker_end > last_box_pos:
+    # A marker inside the last box ("\boxed{\text{Answer: } 18}") is the box's own text.
+    last_box_end = box_groups[-1][-1][1] if box_groups else -1
+    if marker_end >= 0 and marker_end > last_box_end:
         tail = text[marker_end:].lstrip(" \t\n:*")
         tail = _sentence(tail) if not tail.lstrip().startswith(("\\boxed", "\\fbox")) else tail
         got = _answer_from_marker_tail(tail) if tail.strip() else None

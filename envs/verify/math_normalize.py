@@ -117,7 +117,9 @@ OPERATION_WORDS = (
     r"(?:hal(?:f|ves)|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|"
     r"tenths?|twelfths?|hundredths?|thousandths?|millionths?|billionths?)"
 )
-_NOT_LABEL = rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}|{OPERATION_WORDS}"
+# "9\text{ AM}" is a time of day (math_parse's clock), not 9 with a label.
+_NOT_LABEL = (rf"{_LABEL_LINKS}|{HEDGE_WORDS}|{NUMBER_WORDS}|{OPERATION_WORDS}"
+              r"|[AaPp]\.?\s?[Mm]\.?")
 # A scale word after a number multiplies it: "15\text{ thousand}" is 15000, never 15.
 # Lakh and crore are the Indian scale words (10^5, 10^7): "18\text{ lakh}" is 1800000, never 18.
 _SCALES = {"hundred": 2, "thousand": 3, "lakh": 5, "crore": 7, "million": 6, "billion": 9,
@@ -135,6 +137,22 @@ _TEXT_LABEL = re.compile(
     rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
     + _UNIT_END
 )
+_TEXT_UNIT = re.compile(
+    r"(?<=[\d}A-Za-z)\]])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
+    + _UNIT + "|" + _SHORT_UNIT + r")\s*\}(?:\s*\^\s*\{?\d\}?)?"
+)
+# A word before a label: "\text{Evelyn}\text{ Navin}" and "Monday\text{ Tuesday}" are two
+# names, not a name and its label (the second was dropped, and the first name was paid).
+_WORD_BEFORE = re.compile(
+    r"(?:\\(?:text|textnormal|textrm|textbf|textit|mbox|mathrm|rm)\s*\{[^{}]*[A-Za-z][^{}]*\}"
+    r"|(?<![\\A-Za-z])[A-Za-z]{2,})\s*$")
+
+
+def _label_dropped(m: re.Match[str]) -> str:
+    """A unit or word label after a value is dropped; after a word it stays (a second word)."""
+    return m.group(0) if _WORD_BEFORE.search(m.string, 0, m.start()) else ""
+
+
 _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])")
 # (pattern, replacement): a template, or a function of the match
 _SIMPLE_SUBS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
@@ -380,15 +398,72 @@ def _split_statements(s: str) -> str:
     return "".join(out) + s[last:] if out else s
 
 
+# Bold and style commands around a brace group, groups inside it allowed (\mathbf{\frac{3}{7}},
+# \boldsymbol{\sqrt{17}}, \bm{...}, \ensuremath{504}): emphasis, not content.
+_STYLE_GROUP = re.compile(
+    r"\\(?:mathbf|boldsymbol|bm|pmb|mathbfit|displaystyle|textstyle|ensuremath)\s*\{")
+# A colour around a group: \color{blue}{55^\circ}, \textcolor{red}{52^\circ}.
+_COLOR_GROUP = re.compile(r"\\(?:text)?color\s*\{[A-Za-z!0-9]*\}\s*\{")
+# Notations of one thing: "54^o" (a raised o for the degree sign), "(40)_9" and "{40}_9" (a
+# numeral in base 9), "1 \colon 1" (a ratio), "\sqrt[3]2" (a root of one token).
+_NOTATION_SUBS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?<=\d)\s*\^\s*(?:o|\\mathrm\s*\{\s*o\s*\}"
+                r"|\{\s*(?:o|\\mathrm\s*\{\s*o\s*\})\s*\})(?![A-Za-z])"), r"^\\circ"),
+    # Spacing and a leading "Answer:" inside the box are layout ("\hspace{1mm}1275",
+    # "\text{Answer: } \frac{16}{65}").
+    (re.compile(r"\\[hv]space\*?\s*\{[^{}]*\}"), " "),
+    (re.compile(r"^\s*\\text\s*\{\s*(?:final\s+)?answer\s*[:=]?\s*\}\s*[:=]?", re.I), ""),
+    (re.compile(r"^\(\s*([0-9A-Za-z.]+)\s*\)\s*_|^\{\s*([0-9A-Za-z.]+)\s*\}\s*_"), r"\1\2_"),
+    (re.compile(r"\\colon(?![A-Za-z])"), ":"),
+    (re.compile(r"\\sqrt\s*\[([^\[\]]*)\]\s*(\d|[A-Za-z]|\\[A-Za-z]+)"), r"\\sqrt[\1]{\2}"),
+]
+
+
+def _closing_brace(s: str, start: int) -> int | None:
+    """The index of the brace that closes the one at ``start``, or None."""
+    depth = 0
+    for i in range(start, len(s)):
+        if s[i] == "{" and (i == 0 or s[i - 1] != "\\"):
+            depth += 1
+        elif s[i] == "}" and (i == 0 or s[i - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def unwrapped(s: str) -> str:
+    r"""``s`` without style commands around nested groups, nor one brace group around all of
+    it ("{20^\circ}", what "\color{red}{18}" leaves): one bold or braced answer reads as the
+    answer (the honest forms' rewrites measured 1,318 bold and 265 braced answers refused)."""
+    for _ in range(8):  # each pass takes one wrapper off; answers nest a few at most
+        m = _STYLE_GROUP.search(s) or _COLOR_GROUP.search(s)
+        if m is not None:
+            end = _closing_brace(s, m.end() - 1)
+            if end is not None:
+                s = s[:m.start()] + s[m.end():end] + s[end + 1:]
+                continue
+        t = s.strip()
+        if t.startswith("{") and _closing_brace(t, 0) == len(t) - 1:
+            s = t[1:-1]
+            continue
+        return s
+    return s
+
+
 def normalize_answer(s: str) -> str:
     """Canonical spelling of one extracted answer (idempotent)."""
     s = _unicode_to_latex(s.strip()).strip()
+    s = unwrapped(s)
+    for notation, spelling in _NOTATION_SUBS:
+        s = notation.sub(spelling, s)
     if s.count("=") >= 2 and "\\begin" not in s:
         s = _split_statements(s)
     if "\\over" in s:
         s = infix_fractions(s)
     for pat, rep in _SIMPLE_SUBS:
         s = pat.sub(rep, s)
+    s = unwrapped(s)  # what \color{red}{18} left
     # A number in a text command is the number: \text{1}\text{ lakh} is 100000, as 1\text{ lakh} is
     # (else the scale word is dropped as a label after \text{1}).
     s = _TEXT_NUMBER.sub(r"\1", s)
@@ -396,17 +471,8 @@ def normalize_answer(s: str) -> str:
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"(?<!\\)%", r"\\%", s)
     # Units after a number go before \text{} is unwrapped ("15\mbox{ cm}^2").
-    s = re.sub(
-        r"(?<=[\d}A-Za-z)\]])\s*\\(?:text|mbox|mathrm|textnormal|textbf|rm)\s*\{\s*(?:"
-        + _UNIT
-        + "|"
-        + _SHORT_UNIT
-        + r")\s*\}"
-        r"(?:\s*\^\s*\{?\d\}?)?",
-        "",
-        s,
-    )
-    s = _TEXT_LABEL.sub("", s)
+    s = _TEXT_UNIT.sub(_label_dropped, s)
+    s = _TEXT_LABEL.sub(_label_dropped, s)
     prev = None
     while prev != s:
         prev = s

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, ROUND_HALF_DOWN, ROUND_HALF_UP, Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -196,6 +197,24 @@ def name_like(lhs: str) -> bool:
     t = re.sub(r"[A-Za-z]\w*\s*\([^()]*\)", "F", t)
     t = t.replace("'", "")
     return bool(_NAME_CHARS.fullmatch(t)) and bool(re.search(r"[A-Za-z]", t))
+
+
+# A quantity named by letters with no number in it ("m + n", "A+B+C+D", "\cos A",
+# "m\angle BAC", "[\triangle ACD]"): written "name = value", the value is the answer, as
+# for "x = 18".
+_NAMED = re.compile(r"[A-Za-z()\[\]|\s+\-']+")
+_NAMING_CMDS = re.compile(
+    r"\\(?:angle|measuredangle|triangle|overline|overarc|widehat|arc|sin|cos|tan|cot|sec|csc"
+    r"|log|ln|det|mathrm|text|operatorname)(?![A-Za-z])")
+
+
+def names_quantity(lhs: str) -> bool:
+    r"""True for the left side of "name = value" whose name has no number: ``m + n``,
+    ``\cos A``, ``\angle ABC``, ``[\triangle ACD]`` (``name_like``'s names too)."""
+    t = re.sub(r"_\{[^{}]*\}|_\w", "", lhs.strip())
+    t = _NAMING_CMDS.sub(" ", t).replace("{", " ").replace("}", " ")
+    return (len(t) <= 40 and "\\" not in t and bool(_NAMED.fullmatch(t))
+            and bool(re.search(r"[A-Za-z]", t)))
 
 
 # ---------------------------------------------------------------- leaves
@@ -522,6 +541,13 @@ def _relation(parts: list[str], ops: list[str]) -> Any:
             if not rest_ops:
                 return parse_item(rest[0])
             return _relation(rest, rest_ops)
+        if len(parts) == 2 and _DECIMAL_LEAF.match(parts[1].strip()):
+            # "\frac{128}{75} \approx 1.7067": the exact value, its decimal beside it (which
+            # must round or cut it: "\frac{128}{75} \approx 9.1" is two answers)
+            exact = parse_item(parts[0])
+            if not _approximates(exact, parts[1].strip()):
+                raise Unparseable("the decimal after \\approx is not the value's")
+            return exact
         parts, ops = before, before_ops
         if not ops:
             return parse_item(parts[0])
@@ -538,6 +564,8 @@ def _relation(parts: list[str], ops: list[str]) -> Any:
             return Assign(lhs.strip(), parse_item(rhs))
         if name_like(rhs) and not re.search(r"[A-Za-z]", _strip_cmds(lhs)):
             return Assign(rhs.strip(), parse_item(lhs))  # "18 = x" names the value as "x = 18"
+        if names_quantity(lhs) and not re.search(r"[A-Za-z]", _strip_cmds(rhs)):
+            return Assign(lhs.strip(), parse_item(rhs))  # "m + n = 23"
         return Rel(sympy.Eq(_expr(lhs), _expr(rhs), evaluate=False))
     if ops == ["\\in"]:
         return Assign(parts[0].strip(), parse_item(parts[1]))
@@ -551,6 +579,23 @@ def _relation(parts: list[str], ops: list[str]) -> Any:
         bounds = (exprs[0], ops[0], ops[1], exprs[2])
     rel = rels[0] if len(rels) == 1 else sympy.And(*rels, evaluate=False)
     return Rel(rel, bounds)
+
+
+def _approximates(node: Any, decimal: str) -> bool:
+    """Whether ``decimal`` is ``node``'s value rounded or cut to its places."""
+    if not isinstance(node, Val) or not isinstance(node.expr, sympy.Expr):
+        return False
+    try:
+        value = node.expr.evalf(50)
+        if not value.is_real:
+            return False
+        exact = Decimal(str(value))
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+    unit = Decimal(1).scaleb(-len(decimal.split(".")[1]))
+    written = Decimal(decimal)
+    return any(exact.quantize(unit, rounding=r) == written
+               for r in (ROUND_HALF_UP, ROUND_HALF_DOWN, ROUND_DOWN))
 
 
 def _strip_cmds(s: str) -> str:
@@ -648,6 +693,9 @@ def parse_item(s: str) -> Any:
     parts, _ = split_top(s, _CUP)
     if len(parts) > 1:
         return UnionN([parse_item(p) for p in parts])
+    clock = _CLOCK.match(s)
+    if clock:  # "9:00 AM" is a time of day before it is a ratio
+        return _leaf(s)
     parts, _ = split_top(s, _COLON)
     if len(parts) > 1:
         return Ratio([parse_item(p) for p in parts])
