@@ -269,6 +269,9 @@ HAND_WRITTEN: list[tuple[str, str, str, str, str]] = [
      "exact-then-decimal"),
     ("math500", "Find it.", r"2\sqrt{3}", r"\boxed{2\sqrt{3} \approx 3.464}", "exact-then-decimal"),
     ("math500", "How many?", "10000", r"\boxed{10\,000}", "thousands-thin-space"),
+    ("math500", "Express as a common fraction.", r"-\frac{1}{7}", r"\boxed{-1 \div 7}", "div-fraction"),
+    ("math500", "What area?", r"135\text{ square feet}", r"\boxed{135\ \mathrm{square\ feet}}",
+     "mathrm-label"),
     # set-builder notation, the real line, a union as "or"
     ("math500", "Solve the inequality.", r"(2, \infty)", r"\boxed{\{x \mid x > 2\}}", "set-builder"),
     ("math500", "Solve the inequality.", r"(2, \infty)", r"\boxed{\{x : x>2\}}", "set-builder"),

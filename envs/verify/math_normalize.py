@@ -132,9 +132,14 @@ _SCALE = re.compile(
     + r")s?(?![A-Za-z]))",
     re.I,
 )
+# \mathrm too, for a word of three letters or more ("135\ \mathrm{square\ feet}"): shorter
+# ones there are constants or units ("2\mathrm{e}", "\mathrm{cm}", handled above).
 _TEXT_LABEL = re.compile(
-    r"(?<=[\d}A-Za-z)\]])\s*\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
-    rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}[A-Za-z .'\-]*\}}(?:\s*\^\s*\{{?\d\}}?)?"
+    r"(?<=[\d}A-Za-z)\]])\s*(?:\\(?:text|textnormal|textrm|textbf|textit|mbox)\s*\{\s*"
+    rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{2,}}"
+    r"|\\mathrm\s*\{\s*"
+    rf"(?![^{{}}]*\b(?:{_NOT_LABEL})\b)[A-Za-z]{{3,}})"
+    r"(?:[A-Za-z .'\-]|\\[ ,;])*\}(?:\s*\^\s*\{?\d\}?)?"
     + _UNIT_END
 )
 _TEXT_UNIT = re.compile(

@@ -156,14 +156,16 @@ _REPEATING = re.compile(r"\d*\.\d*\\(?:overline|bar)\s*\{\s*\d+\s*\}")
 
 
 # And it writes a minus sign as a factor -1 (-x is Mul(-1, x)), so a factor -1 written out
-# ((-1)\cdot 50, (80-15x)(-1), -1\cdot x) looks like a sign: it is read here. A factor 1 of any
+# ((-1)\cdot 50, (80-15x)(-1), -1\cdot x) looks like a sign: it is read here (-1 \div 7 is the
+# fraction -1/7, as -1/7 is). A factor 1 of any
 # sign is an identity; a power (-1)^n is not a factor, nor is a -1 in an exponent or a fraction.
 _MULTIPLY = r"(?:\\cdot|\\times|\*)"
 _UNIT_FACTOR = re.compile(
     r"\(\s*[-+]\s*1\s*\)(?!\s*\^)(?=\s*(?:\\cdot|\\times|\*|[(\[\w\\]))"
     rf"|(?<=[)\]\w}}])\s*(?:{_MULTIPLY}\s*)?\(\s*[-+]\s*1\s*\)(?!\s*\^)"
     rf"|{_MULTIPLY}\s*-\s*1(?![\d.])(?!\s*\^)"
-    r"|(?<![\w.}{^_])-\s*1(?![\d.])(?!\s*\^)(?=\s*(?:\\cdot|\\times|\*|\(|\[|\\(?!frac)[A-Za-z]|[A-Za-z]))")
+    r"|(?<![\w.}{^_])-\s*1(?![\d.])(?!\s*\^)"
+    r"(?=\s*(?:\\cdot|\\times|\*|\(|\[|\\(?!frac|div(?![A-Za-z]))[A-Za-z]|[A-Za-z]))")
 
 
 # latex2sympy evaluates a determinant while parsing (\det\begin{pmatrix}10\end{pmatrix} and a
