@@ -1220,6 +1220,47 @@ ROUND5_HACKS = [
     (r"9\text{ p.m.}", r"\boxed{9:00 AM}", "When?"),
     (r"9\text{ a.m.}", r"\boxed{9}", "When?"),
     ("40_8", r"\boxed{(40)_9}", "In base 8?"),
+    # a second attack on the new rules (an adversary with the code): a wrapper that was an
+    # argument lost its braces and the checker read another number than the one shown
+    (r"3\sqrt{2}", r"\boxed{\sqrt\bm{23}}", "Simplify."),
+    (r"3\sqrt{2}", r"\boxed{\sqrt\color{red}{23}}", "Simplify."),
+    (r"3\sqrt{2}", r"\boxed{\sqrt\text{23}}", "Simplify."),
+    (r"\frac{3}{2}", r"\boxed{\frac1\bm{23}}", "Find it."),
+    (r"7\sqrt[3]{2}", r"\boxed{\sqrt[3]\mathbf{27}}", "Find it."),
+    (r"3^2x", r"\boxed{3^\bm{2x}}", "Find it."),
+    # two statements that read as one chain, by its last value
+    ("5", r"\boxed{x = 3 \hspace{1em} x = 5}", "Find x."),
+    ("5", r"\boxed{x = 3 \, x = 5}", "Find x."),
+    ("5", r"\boxed{x = 3\text{ }x = 5}", "Find x."),
+    ("5", r"\boxed{x = 3 \mathbin{} x = 5}", "Find x."),
+    ("5", r"\boxed{m+n = 3 \hspace{2cm} m+n = 5}", r"Find $m+n$."),
+    ("5", r"\boxed{x = \mathbf{3} = 5}", "Find x."),
+    ("5", r"\boxed{a = 3 = 5}", "Find a."),
+    ("23", r"\boxed{m+n = 24 = 23}", r"Find $m+n$."),
+    # names that deny their value, or name a word answer
+    ("3", r"\boxed{\text{not} = 3}", "How many?"),
+    ("3", r"\boxed{\text{no } x = 3}", "How many?"),
+    ("4", r"\boxed{n - \text{not} = 4}", "How many?"),
+    ("3", r"\boxed{\text{3 or} = 3}", "How many?"),
+    (r"\text{Evelyn}", r"\boxed{\text{Navin} = \text{Evelyn}}", "Who?"),
+    (r"\text{(C)}", r"\boxed{z = c}", "Which option?"),  # the card's echo of a prompt's \[z = c\]
+    # degrees on a multiple of pi, spelt other ways
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}^{\hspace{1pt}\circ}}", "In radians?"),
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}\,^\circ}", "In radians?"),
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}^{\bm{\circ}}}", "In radians?"),
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}\,\mathrm{deg}}", "In radians?"),
+    (r"\frac{\pi}{3}", r"\boxed{\frac{\pi}{3}\text{ degrees}}", "In radians?"),
+    # a name about a value is a hedge, whatever the decimal
+    ("27", r"\boxed{AB \approx 27.0}", "How long?"),
+    ("5", r"\boxed{f(x) \approx 5.00}", "Find it."),
+    ("5", r"\boxed{|AB| \approx 5.0}", "How long?"),
+    # a wrong unit inside a wrapper, or after a TeX space
+    (r"18\text{ cm}", r"\boxed{18\textcolor{red}{\text{ mm}}}", "How long?"),
+    (r"18\text{ cm}", r"\boxed{18\mathbf{\text{ mm}}}", "How long?"),
+    (r"18\text{ cm}", r"\boxed{18\,\mathrm{mm}}", "How long?"),
+    # a second name after a bracket or a bold word
+    (r"\text{Evelyn}", r"\boxed{(\text{Evelyn})\text{ Navin}}", "Who?"),
+    (r"\text{Evelyn}", r"\boxed{\mathbf{Evelyn}\text{ Navin}}", "Who?"),
 ]
 
 
@@ -1232,6 +1273,7 @@ def test_round5_hacks_earn_nothing(gold, pred, question):
 def test_digits_split_by_a_space_are_one_number_only_in_groups_of_three():
     for pred in (r"\boxed{10\,000}", r"\boxed{10 000}", r"\boxed{10{,}000}"):
         assert verify("10000", pred).passed, pred
+    assert verify("3.141592", r"\boxed{3.141\,592}").passed  # after the point too
     assert verify("1234567", r"\boxed{1 234 567}").passed
     assert not verify("1000", r"\boxed{10\,0}").passed
 
@@ -1245,3 +1287,14 @@ def test_an_exact_value_then_its_decimal_is_one_answer():
         assert verdict.passed, (pred, verdict.reason, verdict.details)
     # the value is the exact one: a wrong exact value with a right decimal fails
     assert not verify(r"\frac{1}{3}", r"\boxed{\frac{1}{2} \approx 0.33}").passed
+
+
+def test_a_wrapper_keeps_its_group_whole():
+    """Bold or colour around an argument is the argument: ``3^\\bm{2x}`` is 3^{2x}."""
+    for gold, pred in ((r"3^{2x}", r"\boxed{3^\bm{2x}}"), (r"e^{2x}", r"\boxed{e^\mathbf{2x}}"),
+                       (r"\frac{1}{23}", r"\boxed{\frac1\mathbf{23}}"),
+                       (r"\sqrt{23}", r"\boxed{\sqrt\color{red}{23}}")):
+        verdict = verify(gold, pred)
+        assert verdict.passed, (pred, verdict.reason, verdict.details)
+    # work shown in a chain is still read by its last part (Math-Verify's corpus, row 94)
+    assert verify("x = 11", r"\boxed{x = 5+5+1 = 7 =11}").passed

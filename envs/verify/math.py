@@ -63,7 +63,13 @@ from envs.verify.math_answer import (
     value_around_name,
 )
 from envs.verify.math_extract import MAX_ANSWER_CHARS, MAX_COMPLETION_CHARS, Extraction, extract
-from envs.verify.math_normalize import decimal_matches, normalize_answer, too_large, unit_of
+from envs.verify.math_normalize import (
+    decimal_matches,
+    normalize_answer,
+    too_large,
+    unit_of,
+    without_style,
+)
 from envs.verify.verdict import Verdict
 
 __all__ = ["verify", "gold_problem", "clear_cache", "cache_info", "shutdown"]
@@ -147,7 +153,10 @@ def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
     return decimal_matches(p, fg, rational=True) or decimal_matches(g, fp, rational=True)
 
 
-_DEGREES_OF_PI = re.compile(r"(?:\\pi|π)(?![A-Za-z])[^=,;]*?(?:\^\s*\{?\s*\\circ|°|\\degree)")
+# pi and a degree mark anywhere in one answer: "\frac{\pi}{3}^\circ", "^{\bm{\circ}}", "\,^\circ",
+# "\,\mathrm{deg}", "\text{ degrees}".
+_DEGREES_OF_PI = re.compile(r"(?:\\pi|π)(?![A-Za-z]).*?(?:\\circ|°|\\degree|(?<![A-Za-z])deg)",
+                            re.S)
 _HIDDEN = re.compile(r"\\(?:[hv]?phantom|smash)(?![A-Za-z])")
 _OP_SPACE = re.compile(r"\s*([^\w\\\s])\s*")
 
@@ -286,7 +295,7 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
         return Verdict.fail("not_equal", shown, unit="degrees for radians", **details)
     if len(final) == 1 and len(gold_ex.answer) == 1:
         # a unit is dropped as a label only where it is the gold's: 18 mm is not 18 cm
-        units = unit_of(gold_ex.answer[0]), unit_of(final[0])
+        units = unit_of(without_style(gold_ex.answer[0])), unit_of(without_style(final[0]))
         if None not in units and units[0] != units[1]:
             return Verdict.fail("not_equal", shown, unit=f"{units[1]} for {units[0]}", **details)
     if question is not None:

@@ -64,7 +64,8 @@ def is_number_literal(answer: str) -> bool:
 
 # Whole words only, and never a command's name (\approx, \over, \underline).
 _HEDGE = re.compile(rf"(?<![\\A-Za-z])(?:{HEDGE_WORDS})(?![A-Za-z])", re.I)
-_DANGLING_OR = re.compile(r"(?<![\\A-Za-z])or\s*$|^\s*or(?![A-Za-z])", re.I)
+# "5 or", "or 5", and "or" just before a relation ("\text{3 or} = 3")
+_DANGLING_OR = re.compile(r"(?<![\\A-Za-z])or\s*(?:$|[=<>])|^\s*or(?![A-Za-z])", re.I)
 _NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{NUMBER_WORDS})(?![A-Za-z])", re.I)
 # An approximation sign says "about" in symbols: "\approx 27" commits to no value either.
 _APPROX = re.compile(r"\\(?:approx|thickapprox|approxeq|simeq|sim|thicksim|backsim|eqsim|"
@@ -78,6 +79,14 @@ _EXACT_THEN_DECIMAL = re.compile(r"^(?!.*\\approx.*\\approx)(?=[^=<>]*[\d\\])"
                                  r"\\approx\s*-?\d*\.\d+\s*$")
 
 
+def _names(side: str) -> bool:
+    """``side`` names a value rather than being one ("AB", "x_1", "f(x)", "|AB|"): then
+    "\approx" says "about"."""
+    from envs.verify.math_parse import name_like, names_quantity
+
+    return name_like(side) or names_quantity(side) or not re.search(r"\d|\\(?:pi|sqrt|frac)", side)
+
+
 def hedge(answer: str) -> str | None:
     """The word that keeps ``answer`` from committing to one value, or ``None``.
 
@@ -87,7 +96,8 @@ def hedge(answer: str) -> str | None:
     an approximation sign (``\\approx 27``, ``x \\simeq 27``).
     """
     m = _APPROX.search(answer)
-    if m is not None and not _EXACT_THEN_DECIMAL.match(answer):
+    if m is not None and not (_EXACT_THEN_DECIMAL.match(answer)
+                              and not _names(answer[:answer.index("\\approx")])):
         return m.group(0)
     s = normalize_answer(answer)
     m = _HEDGE.search(s)

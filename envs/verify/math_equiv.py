@@ -396,6 +396,10 @@ def _dots_equal(g: Any, p: Any) -> bool | None:
     return None
 
 
+# A multiple-choice option: "(C)", or one capital letter ("\text{(C)}" parses as the text C).
+_CHOICE = re.compile(r"^\(\s*[A-Za-z]\s*\)$|^[A-Z]$")
+
+
 def _assign_equal(g: Any, p: Any) -> bool | None:
     """``x = 3`` against ``x = 3``, ``3`` or a relation (an assignment is its value, or the
     relation it states)."""
@@ -414,6 +418,11 @@ def _assign_equal(g: Any, p: Any) -> bool | None:
             return rg is not None and rel_equal(rg, p)
         return equal(g.value, p)
     if isinstance(p, Assign):
+        if isinstance(g, Text) and (_CHOICE.match(g.text.strip()) or g.val is None and len(
+                re.sub(r"[^A-Za-z]", "", g.text)) >= 2):
+            # "z = c" names a value: it picks no option (C); and a word answer is no value
+            # of a name ("\text{Navin} = \text{Evelyn}" is not Evelyn)
+            return False
         if isinstance(g, Rel) and isinstance(p.value, Val):
             rp = _assign_rel(p)
             return rp is not None and rel_equal(g, rp)

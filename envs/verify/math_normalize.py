@@ -149,8 +149,9 @@ _TEXT_UNIT = re.compile(
 # A word before a label: "\text{Evelyn}\text{ Navin}" and "Monday\text{ Tuesday}" are two
 # names, not a name and its label (the second was dropped, and the first name was paid).
 _WORD_BEFORE = re.compile(
-    r"(?:\\(?:text|textnormal|textrm|textbf|textit|mbox|mathrm|rm)\s*\{[^{}]*[A-Za-z][^{}]*\}"
-    r"|(?<![\\A-Za-z])[A-Za-z]{2,})\s*$")
+    r"(?:\\(?:text|textnormal|textrm|textbf|textit|mbox|mathrm|rm|mathbf|mathit|emph)\s*"
+    r"\{[^{}]*[A-Za-z][^{}]*\}|\{[^{}]*[A-Za-z]{2,}[^{}]*\}"
+    r"|(?<![\\A-Za-z])[A-Za-z]{2,})[\s)\]]*$")  # "(\text{Evelyn})\text{ Navin}" too
 
 
 def _label_dropped(m: re.Match[str]) -> str:
@@ -216,10 +217,18 @@ _THOUSANDS = re.compile(r"(?<![\d.,(\[{])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?!
 _FRAC_THOUSANDS = re.compile(r"(?<=\\frac\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})|(?<=\}\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})")
 # Brace-less arguments: "\frac \pi4", "\frac34".
 _FRAC_SHORT = re.compile(r"\\frac\s*(\\[A-Za-z]+|[A-Za-z0-9])\s*(\\[A-Za-z]+|[A-Za-z0-9])")
-_SPACE_THOUSANDS = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+# Groups of three with a space, in the whole part or after the point: "10 000", "3.141 592".
+_SPACE_THOUSANDS = re.compile(r"^-?\d{1,3}(?:(?: \d{3})+(?:\.\d+)?|(?: \d{3})*\.(?:\d{3} )+\d{1,3})$")
 
 
 _TEXT_NUMBER = re.compile(r"\\(?:text|textnormal|textrm|mbox|mathrm)\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}")
+
+
+def _text_number(m: re.Match[str]) -> str:
+    """The number of "\text{23}"; braced where it is an argument ("\\sqrt\text{23}")."""
+    before = m.string[:m.start()].rstrip()
+    argument = re.search(r"\\[A-Za-z]+$|[\^_\]]$", before) is not None
+    return "{" + m.group(1) + "}" if argument else m.group(1)
 
 
 def _text_repl(m: re.Match[str]) -> str:
@@ -387,8 +396,9 @@ def infix_fractions(s: str) -> str:
 # one, by its last part: 5). Against one gold value a list is several answers; against a list of
 # solutions it is one. Not inside an environment, whose rows are its own.
 _STATEMENT_SEP = re.compile(
-    r"(?:\\(?:lor|vee|mid|vert|land|wedge|qquad|quad)(?![A-Za-z])|\\[;:]|\\\\|\||,|;)"
-    r"(?=(?:\s|\\[,!> ]|~)*+[A-Za-z](?:_\{?\w+\}?)?\s*=(?!=))")
+    r"(?:\\(?:lor|vee|mid|vert|land|wedge|qquad|quad)(?![A-Za-z])|\\[;:,!> ]|~|\\\\|\||,|;)"
+    r"(?=(?:\s|\\[,!> ]|~)*+[A-Za-z](?:_\{?\w+\}?)?(?:\s*[+-]\s*[A-Za-z](?:_\{?\w+\}?)?)*"
+    r"\s*=(?!=))")
 
 
 def _split_statements(s: str) -> str:
@@ -413,10 +423,11 @@ _COLOR_GROUP = re.compile(r"\\(?:text)?color\s*\{[A-Za-z!0-9]*\}\s*\{")
 # numeral in base 9), "1 \colon 1" (a ratio), "\sqrt[3]2" (a root of one token).
 _NOTATION_SUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<=\d)\s*\^\s*(?:o|\\mathrm\s*\{\s*o\s*\}"
-                r"|\{\s*(?:o|\\mathrm\s*\{\s*o\s*\})\s*\})(?![A-Za-z])"), r"^\\circ"),
+                r"|\{\s*(?:o|\\mathrm\s*\{\s*o\s*\})\s*\})(?![A-Za-z])(?!\s*\d)"), r"^\\circ"),
     # Spacing and a leading "Answer:" inside the box are layout ("\hspace{1mm}1275",
     # "\text{Answer: } \frac{16}{65}").
-    (re.compile(r"\\[hv]space\*?\s*\{[^{}]*\}"), " "),
+    (re.compile(r"\\[hv]space\*?\s*\{[^{}]*\}|\\(?:hfill|enspace|thinspace)(?![A-Za-z])"
+                r"|\\(?:text|mbox|mathrm|mathbin|mathrel|mathord)\s*\{\s*\}"), r" \\quad "),
     (re.compile(r"^\s*\\text\s*\{\s*(?:final\s+)?answer\s*[:=]?\s*\}\s*[:=]?", re.I), ""),
     (re.compile(r"^\(\s*([0-9A-Za-z.]+)\s*\)\s*_|^\{\s*([0-9A-Za-z.]+)\s*\}\s*_"), r"\1\2_"),
     (re.compile(r"\\colon(?![A-Za-z])"), ":"),
@@ -437,6 +448,21 @@ def _closing_brace(s: str, start: int) -> int | None:
     return None
 
 
+def without_style(s: str) -> str:
+    """``s`` with style and colour wrappers replaced by their content, braces and all: what a
+    unit check reads ("18\textcolor{red}{\text{ mm}}" ends with mm)."""
+    for _ in range(8):
+        m = _STYLE_GROUP.search(s) or _COLOR_GROUP.search(s) or _TEXT_STYLE.search(s)
+        end = _closing_brace(s, m.end() - 1) if m is not None else None
+        if m is None or end is None:
+            return s
+        s = s[:m.start()] + s[m.end():end] + s[end + 1:]
+    return s
+
+
+_TEXT_STYLE = re.compile(r"\\(?:textbf|textit|emph|underline)\s*\{(?=\s*\\)")
+
+
 def unwrapped(s: str) -> str:
     r"""``s`` without style commands around nested groups, nor one brace group around all of
     it ("{20^\circ}", what "\color{red}{18}" leaves): one bold or braced answer reads as the
@@ -446,7 +472,9 @@ def unwrapped(s: str) -> str:
         if m is not None:
             end = _closing_brace(s, m.end() - 1)
             if end is not None:
-                s = s[:m.start()] + s[m.end():end] + s[end + 1:]
+                # Its braces stay: the group may be an argument, "\sqrt\bm{23}" is \sqrt{23}
+                # (without them it read \sqrt23, the root of 2 times 3).
+                s = s[:m.start()] + "{" + s[m.end():end] + "}" + s[end + 1:]
                 continue
         t = s.strip()
         if t.startswith("{") and _closing_brace(t, 0) == len(t) - 1:
@@ -471,7 +499,7 @@ def normalize_answer(s: str) -> str:
     s = unwrapped(s)  # what \color{red}{18} left
     # A number in a text command is the number: \text{1}\text{ lakh} is 100000, as 1\text{ lakh} is
     # (else the scale word is dropped as a label after \text{1}).
-    s = _TEXT_NUMBER.sub(r"\1", s)
+    s = _TEXT_NUMBER.sub(_text_number, s)
     s = _SCALE.sub(_scaled, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"(?<!\\)%", r"\\%", s)
@@ -550,6 +578,7 @@ def unit_of(answer: str) -> tuple[str, int] | None:
     """The unit an answer ends with, as (name, power): ``18\\text{ cm}^2`` is ("cm", 2), "18
     square feet" ("ft", 2). ``None`` when it ends with no unit this table knows (a counted noun
     such as "apples" is a label, not a unit)."""
+    answer = re.sub(r"\\[,;:! ]|~", " ", answer)  # "18\,\mathrm{mm}" ends with mm too
     m = _TRAILING_UNIT.search(answer[-80:])
     if m is None:
         return None

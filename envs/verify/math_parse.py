@@ -187,10 +187,17 @@ _ITEM_SEP = re.compile(r"\s*[,;]\s*")
 _NAME_CHARS = re.compile(r"[A-Za-z{}()|:,/\s]+")
 
 
+# A "name" that says the value is not the answer: "\text{not} = 3", "\text{no } x = 3".
+# (Capitalised or not; "NO" in "\frac{NO}{BO}" names a segment.)
+_NEGATING_NAME = re.compile(
+    r"(?<![A-Za-z])(?:[Nn]ot|[Nn]o|[Nn]one|[Nn]either|[Nn]or|[Nn]ever|[Ww]rong|[Cc]annot|[Cc]an't"
+    r"|[Ii]sn't|[Ff]alse|or)(?![A-Za-z])")
+
+
 def name_like(lhs: str) -> bool:
     """True for the left side of an assignment: x, a_3, f(x), |AB|, (p,q), A:B."""
     t = lhs.strip()
-    if not t or len(t) > 40:
+    if not t or len(t) > 40 or _NEGATING_NAME.search(t):
         return False
     t = re.sub(r"_\{[^{}]*\}|_\w", "", t)
     t = re.sub(r"\\(?:frac|mathrm|text|operatorname)", "", t)
@@ -211,6 +218,8 @@ _NAMING_CMDS = re.compile(
 def names_quantity(lhs: str) -> bool:
     r"""True for the left side of "name = value" whose name has no number: ``m + n``,
     ``\cos A``, ``\angle ABC``, ``[\triangle ACD]`` (``name_like``'s names too)."""
+    if _NEGATING_NAME.search(lhs):
+        return False
     t = re.sub(r"_\{[^{}]*\}|_\w", "", lhs.strip())
     t = _NAMING_CMDS.sub(" ", t).replace("{", " ").replace("}", " ")
     return (len(t) <= 40 and "\\" not in t and bool(_NAMED.fullmatch(t))
@@ -531,6 +540,10 @@ def disjunction(nodes: list[Any], seps: list[str]) -> Rel | None:
     return Rel(sympy.Or(*rels, evaluate=False))
 
 
+_NUMBER_PART = re.compile(r"^-?\d+(?:\.\d+)?$")
+_WORK = re.compile(r"[\d)}]\s*(?:[-+*/^]|\\cdot|\\times|\\div)\s*[\d({\\]")
+
+
 def _relation(parts: list[str], ops: list[str]) -> Any:
     if "\\approx" in ops:
         k = ops.index("\\approx")
@@ -553,6 +566,14 @@ def _relation(parts: list[str], ops: list[str]) -> Any:
             return parse_item(parts[0])
     if all(o == "=" for o in ops):
         if len(parts) >= 3:
+            # "x = 5 + 6 = 11" (work shown) is read by its last part, as Math-Verify reads
+            # "x = 5+5+1 = 7 = 11"; a name then two numbers, "a = 3 = 5" or "m+n = 24 = 23",
+            # states two values
+            numbers = {p.strip(" {}") for p in parts if _NUMBER_PART.match(p.strip(" {}"))}
+            named = name_like(parts[0]) or names_quantity(parts[0])
+            work = any(_WORK.search(p) for p in parts[1:])
+            if named and not work and len({sympy.nsimplify(n) for n in numbers}) > 1:
+                raise Unparseable("a chain of two different numbers")
             return parse_item(parts[-1])
         lhs, rhs = parts
         if not rhs.strip():
