@@ -1261,6 +1261,17 @@ ROUND5_HACKS = [
     # a second name after a bracket or a bold word
     (r"\text{Evelyn}", r"\boxed{(\text{Evelyn})\text{ Navin}}", "Who?"),
     (r"\text{Evelyn}", r"\boxed{\mathbf{Evelyn}\text{ Navin}}", "Who?"),
+    # the full cards' reward search (2,000 queries a pack): broken answer tags paid by their
+    # last number, and a matrix entry read as the completion's number
+    ("2", "<answer>3<by/answ>2</answer", "Find x."),
+    ("2", "4answer>2</answer>", "Find x."),
+    ("5", r"<-5>\det\begin{pmatrix}5\end{pmatrix}</answer>", "Find x."),
+    ("5", r"<-5>\det\begin{pmatrix}5\end{pmatrix}</integer>", "Find x."),
+    ("2", r"piece{\frac{8}{2}}", "What area?"),
+    ("2", r"so x = \sqrt{2}", "Find x."),
+    # the arith card's shuffled prompt words: the instruction's example box, then its empty one
+    ("42", r"number \boxed{42}. 14? for What answer 3 the final is \boxed{}, as", "What is 3 × 14?"),
+    ("42", r"\boxed{42} \boxed{ }", "What is 3 × 14?"),
 ]
 
 
@@ -1298,3 +1309,9 @@ def test_a_wrapper_keeps_its_group_whole():
         assert verdict.passed, (pred, verdict.reason, verdict.details)
     # work shown in a chain is still read by its last part (Math-Verify's corpus, row 94)
     assert verify("x = 11", r"\boxed{x = 5+5+1 = 7 =11}").passed
+
+
+def test_a_whole_answer_tag_is_still_read():
+    for completion in ("<answer>2</answer>", r"<think>1 + 1</think><answer>\boxed{2}</answer>",
+                       "\\boxed{2}\n</answer>"):
+        assert verify("2", completion).passed, completion

@@ -157,6 +157,23 @@ def _fast(gold: str, pred: str, rounding: bool) -> bool | None:
 # "\,\mathrm{deg}", "\text{ degrees}".
 _DEGREES_OF_PI = re.compile(r"(?:\\pi|π)(?![A-Za-z]).*?(?:\\circ|°|\\degree|(?<![A-Za-z])deg)",
                             re.S)
+# Pieces of an answer tag: "<answer>", "</answer>", and their broken spellings ("</answer"
+# without its ">", "answer>", "<by/answ>").
+_TAG_PIECE = re.compile(r"<\s*/?\s*answ[a-z]*\s*>?|(?<![</\w])answer\s*>", re.I)
+
+
+def malformed_answer_tag(text: str) -> bool:
+    """Whether ``text`` holds a broken answer tag or unpaired ones. The reward search found
+    "<answer>3<by/answ>2</answer", "4answer>2</answer>" and "<-5>...</answer>" paid by their
+    last number; a math answer goes in a box, and without one a tag must at least be whole
+    (after a box, a stray "</answer>" is harmless: the box is the answer)."""
+    pieces = _TAG_PIECE.findall(text)
+    if not pieces:
+        return False
+    whole = all(p in ("<answer>", "</answer>") for p in pieces)
+    return not whole or text.count("<answer>") != text.count("</answer>")
+
+
 _HIDDEN = re.compile(r"\\(?:[hv]?phantom|smash)(?![A-Za-z])")
 _OP_SPACE = re.compile(r"\s*([^\w\\\s])\s*")
 
@@ -267,6 +284,8 @@ def _verify(gold: str, completion: str, timeout: float, answer: str, question: s
     if gold_ex is None:
         return Verdict.fail("unparseable", shown, side="gold", error="no gold answer")
     details = {"source": pred_ex.source}
+    if pred_ex.source != "boxed" and malformed_answer_tag(completion or ""):
+        return Verdict.fail("unparseable", shown, error="a malformed answer tag", **details)
     if pred_ex.malformed_box:
         return Verdict.fail("malformed_box", shown, **details)
     if pred_ex.too_many:

@@ -327,6 +327,12 @@ def _unclosed_brace_before(text: str, pos: int) -> bool:
     return bool(depth_opens) and depth_opens[0] < pos
 
 
+_FORMULA = re.compile(r"\\(?:[dtc]?frac|sqrt|binom|dbinom|tbinom)\s*(?:\[[^\[\]]*\]\s*)?"
+                      r"(?:\{[^{}]*\}\s*){1,2}")
+_ENVIRONMENT = re.compile(
+    r"\\begin\s*\{((?:[pbBvV]?|small)matrix|array)\}.*?\\end\s*\{\1\}", re.S)
+
+
 def _last_number(text: str, start: int = 0) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
     """The last number of ``text`` (math segments blanked) as (start, answer, competing): the
     answer keeps an alternative in words that follows it ("6 or six"), and ``competing`` holds
@@ -335,6 +341,11 @@ def _last_number(text: str, start: int = 0) -> tuple[int, tuple[str, ...], tuple
     chars = list(text)
     for a, b, _ in _math_spans(text, strict=False):
         chars[a:b] = " " * (b - a)
+    # Nor is a number inside a matrix, or an argument of a fraction or root, the completion's
+    # number: the reward search had "<-5>\det\begin{pmatrix}5\end{pmatrix}" paid 5 and
+    # "piece{\frac{8}{2}}" paid 2.
+    for m in (*_ENVIRONMENT.finditer(text), *_FORMULA.finditer(text)):
+        chars[m.start():m.end()] = " " * (m.end() - m.start())
     blanked = "".join(chars)
     last = prev = None
     for m in _NUMBER.finditer(blanked, start):
@@ -605,6 +616,11 @@ def extract(text: str, *, gold: bool = False) -> Extraction | None:
         return _malformed(text)
 
     boxes = _find_boxes(text, lenient=gold)
+    if not gold and boxes and not boxes[-1][2].strip() and any(b[2].strip() for b in boxes):
+        # The last box is empty: the completion ends on no answer (the instruction's
+        # "\boxed{}" echoed after a box; the card's shuffled prompt words were paid the
+        # example's \boxed{42} before it).
+        return Extraction(((r"\boxed{}",),), "boxed", malformed_box=True)
     box_groups = _group(boxes, text) if boxes else []
     offset = max(0, len(text) - MAX_SCAN_CHARS)
     scan = text[offset:]

@@ -3,9 +3,10 @@ the scorer under test, so that a completion the scorer pays and this check refus
 wrong answer (``envs.tools.card.search``).
 
 - **MathExact**: Math-Verify (the field's reference checker, not our parser) finds the gold's
-  value as the completion's first answer; where it reads no answer at all, a completion whose
-  only number is the gold's (a number) is correct. It compares values only: forms it also credits (an
-  unsimplified fraction) are the honest and hack corpora's business, not the search's.
+  value as the completion's first answer (a number in ``\\text{}`` read as that number); where
+  it reads no answer at all, a completion whose only number is the gold's (a number) is
+  correct. It compares values only: forms it also credits (an unsimplified fraction) are the
+  honest and hack corpora's business, not the search's.
 - **JsonSchema**: the completion, read by ``json.loads`` (whole, or the one fenced block),
   equals the gold value (``gold_completion``) with numbers compared by value. A task with no
   gold value is left out of the search.
@@ -39,6 +40,7 @@ _NUMBERS = re.compile(r"-?\d+(?:\.\d+)?")
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
 _BRACED_BOX = re.compile(r"\\boxed\s*\{")
 _BRACELESS_BOX = re.compile(r"\\boxed(?![A-Za-z{])\s*([A-Za-z0-9])")
+_TEXT_NUMBER = re.compile(r"\\text\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -70,6 +72,9 @@ def _math(gold: str, completion: str) -> bool:
 
     # Math-Verify's timeouts use signal.alarm, which only the main thread may set.
     limit = MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    # A number in a text command is that number ("\boxed{\text{02}}" is 2), which Math-Verify
+    # reads as the word "02": values only, as above.
+    completion = _TEXT_NUMBER.sub(r"\1", completion)
     expected = parse(gold, parsing_timeout=limit)
     found = parse(completion, extraction_mode="first_match", parsing_timeout=limit)
     if expected and found:
