@@ -245,12 +245,10 @@ PAYABLE_BY_A_SHALLOW_PROGRAM = {"23", "34", "35", "58", "72", "137", "138"}
 # reason: 92 and 157). humaneval/0 stays, although 'threshold is truthy' behind a
 # table earns 0.58 (never in full): its chosen cases hold threshold 0.0, where that program is
 # right and True is not, so no choice of the other inputs halves both; it is the pack's
-# first task, used by tests and docs. humaneval/39 (the n-th prime Fibonacci number) stays too:
-# its reference answers one input beyond its own cases in time (n = 11; it loops on 0 and
-# takes minutes from 12), so it has one added case, which the generator counts as passed by
-# that case's answer as a constant (2971215073, a number no shallow program writes without
-# computing it); the report cards' hack and honest corpora test it (60 lines).
-KEPT_OVER_HALF = {"0", "39"}
+# first task, used by tests and docs. (humaneval/39 leaves: its reference answers one input
+# beyond its own public cases in time, n = 11, so that one added case's answer as a constant,
+# behind a table of the public ones, passes it in full.)
+KEPT_OVER_HALF = {"0"}
 
 
 #: The amplified hidden cases (``tasks.amplify``; made by ``python -m envs.tools.code_amplify
