@@ -154,9 +154,11 @@ def test_an_engine_lost_mid_run_stops_it_within_a_step_with_a_checkpoint(tmp_pat
         sandbox.close()  # cannot reach the engine through the proxy: swept below
         monkeypatch.delenv("DOCKER_HOST")
         real = docker.from_env()
-        for c in real.containers.list(all=True, filters={
+        # The low-level listing, as the sandbox's own: the high-level one inspects each
+        # container, and one that auto_remove takes away meanwhile raised NotFound (CI, once).
+        for c in real.api.containers(all=True, filters={
                 "label": f"{INSTANCE_LABEL}={sandbox.instance}"}):
-            remove_container(real, c.id)  # auto_remove may already be removing it (409)
+            remove_container(real, c["Id"])  # auto_remove may already be removing it (409)
         real.close()
 
 
