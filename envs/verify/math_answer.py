@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from envs.verify.math_names import name_like, names_quantity
 from envs.verify.math_normalize import HEDGE_WORDS, NUMBER_WORDS, OPERATION_WORDS, normalize_answer
 
 ANSWER_TYPES = ("number", "expression")
@@ -82,8 +83,6 @@ _EXACT_THEN_DECIMAL = re.compile(r"^(?!.*\\approx.*\\approx)(?=[^=<>]*[\d\\])"
 def _names(side: str) -> bool:
     """``side`` names a value rather than being one ("AB", "x_1", "f(x)", "|AB|"): then
     "\approx" says "about"."""
-    from envs.verify.math_parse import name_like, names_quantity
-
     return name_like(side) or names_quantity(side) or not re.search(r"\d|\\(?:pi|sqrt|frac)", side)
 
 

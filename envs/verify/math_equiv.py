@@ -34,6 +34,7 @@ from typing import Any
 
 import sympy
 
+from envs.verify.math_names import name_like
 from envs.verify.math_normalize import decimal_matches
 from envs.verify.math_parse import (
     Assign,
@@ -48,7 +49,6 @@ from envs.verify.math_parse import (
     UnionN,
     Unparseable,
     Val,
-    name_like,
     parse_group,
     to_sympy,
 )
