@@ -448,19 +448,28 @@ def _closing_brace(s: str, start: int) -> int | None:
     return None
 
 
+_TEXT_STYLE = re.compile(r"\\(?:textbf|textit|emph|underline)\s*\{(?=\s*\\)")
+
+
+def _wrapper(s: str, *wrappers: re.Pattern[str]) -> tuple[int, int, int] | None:
+    """The first of ``wrappers`` found in ``s`` (each ends at its group's opening brace), as
+    (its start, its content's start, the closing brace), or None: none found, or the one found
+    never closed."""
+    m = next((m for w in wrappers if (m := w.search(s)) is not None), None)
+    end = _closing_brace(s, m.end() - 1) if m is not None else None
+    return None if m is None or end is None else (m.start(), m.end(), end)
+
+
 def without_style(s: str) -> str:
     """``s`` with style and colour wrappers replaced by their content, braces and all: what a
     unit check reads ("18\textcolor{red}{\text{ mm}}" ends with mm)."""
     for _ in range(8):
-        m = _STYLE_GROUP.search(s) or _COLOR_GROUP.search(s) or _TEXT_STYLE.search(s)
-        end = _closing_brace(s, m.end() - 1) if m is not None else None
-        if m is None or end is None:
+        found = _wrapper(s, _STYLE_GROUP, _COLOR_GROUP, _TEXT_STYLE)
+        if found is None:
             return s
-        s = s[:m.start()] + s[m.end():end] + s[end + 1:]
+        start, content, end = found
+        s = s[:start] + s[content:end] + s[end + 1:]
     return s
-
-
-_TEXT_STYLE = re.compile(r"\\(?:textbf|textit|emph|underline)\s*\{(?=\s*\\)")
 
 
 def unwrapped(s: str) -> str:
@@ -468,14 +477,13 @@ def unwrapped(s: str) -> str:
     it ("{20^\circ}", what "\color{red}{18}" leaves): one bold or braced answer reads as the
     answer (the honest forms' rewrites measured 1,318 bold and 265 braced answers refused)."""
     for _ in range(8):  # each pass takes one wrapper off; answers nest a few at most
-        m = _STYLE_GROUP.search(s) or _COLOR_GROUP.search(s)
-        if m is not None:
-            end = _closing_brace(s, m.end() - 1)
-            if end is not None:
-                # Its braces stay: the group may be an argument, "\sqrt\bm{23}" is \sqrt{23}
-                # (without them it read \sqrt23, the root of 2 times 3).
-                s = s[:m.start()] + "{" + s[m.end():end] + "}" + s[end + 1:]
-                continue
+        found = _wrapper(s, _STYLE_GROUP, _COLOR_GROUP)
+        if found is not None:
+            # Its braces stay: the group may be an argument, "\sqrt\bm{23}" is \sqrt{23}
+            # (without them it read \sqrt23, the root of 2 times 3).
+            start, content, end = found
+            s = s[:start] + "{" + s[content:end] + "}" + s[end + 1:]
+            continue
         t = s.strip()
         if t.startswith("{") and _closing_brace(t, 0) == len(t) - 1:
             s = t[1:-1]
