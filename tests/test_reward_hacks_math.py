@@ -1315,3 +1315,16 @@ def test_a_whole_answer_tag_is_still_read():
     for completion in ("<answer>2</answer>", r"<think>1 + 1</think><answer>\boxed{2}</answer>",
                        "\\boxed{2}\n</answer>"):
         assert verify("2", completion).passed, completion
+
+
+def test_the_hedge_rule_reads_names_without_the_parser():
+    """The main process decides hedges; the parser (sympy, latex2sympy) lives in the math
+    workers. Reading a name before an \\approx must not import it there."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom envs.verify.math_answer import hedge\n"
+            "assert hedge(r'AB \\approx 27.0') and not hedge(r'\\frac{1}{3} \\approx 0.33')\n"
+            "assert 'sympy' not in sys.modules and 'envs.verify.math_parse' not in sys.modules\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
