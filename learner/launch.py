@@ -20,7 +20,7 @@ from learner.evaluation.infra import InfraCount, accuracy_line
 from learner.model_name import model_problem
 from learner.provenance import provenance
 from learner.recipe import describe
-from learner.resume_command import resume_command
+from learner.resume_command import changed_on_resume, resume_command
 from learner.training import checkpoint
 from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
 
@@ -57,12 +57,30 @@ def run_record(config: Config, trainer: Any) -> dict[str, Any]:
     # vLLM engine's size where it was derived from the step (``vllm_sizing``).
     record = provenance(torch.get_num_threads(), str(trainer.device),
                         trainer.accelerator.num_processes)
+    # What sampled (--rollout-engine auto resolved): vllm, or the learner's own loop (hf).
+    record["rollout_engine"] = "hf" if getattr(trainer, "engine", None) is None else "vllm"
     size = getattr(trainer, "engine_size", None)
     if size is not None:
         # ... and whether it sleeps while the trainer updates (--vllm-sleep, on CUDA only)
         engine = getattr(trainer, "engine", None)
         record["vllm_engine"] = {**size.record(), "sleeps": bool(getattr(engine, "sleeps", False))}
     return {**config.to_dict(), "provenance": record}
+
+
+def resumed_changes(out: Path, config: Config) -> list[dict[str, Any]]:
+    """The run's earlier ``resumed_changes`` (from its config.json in ``out``), plus this
+    resume's when it changes flags, which one line then names: config.json records the new
+    values, so the old ones are kept there."""
+    previous = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    history = list(previous.get("resumed_changes") or [])
+    changed = changed_on_resume(previous, config)
+    if changed:
+        latest = run_layout.latest(out)
+        history.append({"checkpoint": latest.name if latest else None, "changed": changed})
+        listed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in changed.items())
+        print(f"note: --resume changes {listed}: the new values apply from the next step "
+              "(config.json keeps the earlier ones under resumed_changes)", flush=True)
+    return history
 
 
 def setup_problem(config: Config) -> str | None:
@@ -137,7 +155,10 @@ def _train(config: Config) -> int:
         if config.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run's {', '.join(removed)} from {out}")
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(run_record(config, trainer), indent=1))
+        record = run_record(config, trainer)
+        if config.resume and (out / "config.json").is_file():
+            record["resumed_changes"] = resumed_changes(out, config)
+        (out / "config.json").write_text(json.dumps(record, indent=1))
     from learner.training.stops import OutOfMemory, RunStopped
 
     failed = False  # after an unexpected error no barrier: a peer may never arrive

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from typing import Any
 
 from learner.config import Config, field_default
 
@@ -29,3 +30,24 @@ def resume_command(config: Config) -> str:
             words += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
     words += ["--output-dir", config.output_dir, "--resume"]
     return shlex.join(words)
+
+
+#: Flags a resumed run may change without a note: how long it runs, what it keeps and shows
+#: (checkpoints, samples, plots, the progress bar); none of them moves a trained weight.
+_EXPECTED_ON_RESUME = _NOT_REPEATED | {
+    "steps", "progress", "save_every", "save_every_minutes", "keep_checkpoints",
+    "keep_final_checkpoint", "samples_every", "samples_groups", "samples_max_mb", "plot_every"}
+
+
+def changed_on_resume(previous: dict[str, Any], config: Config) -> dict[str, list[Any]]:
+    """The flags whose value ``config`` changes from the run's ``config.json`` (``previous``),
+    each as ``[earlier, now]`` (JSON's view of both): what a resumed run should say it changed,
+    since its config.json records the new values."""
+    now = json.loads(json.dumps(config.to_dict()))
+    changed = {}
+    for f in dataclasses.fields(Config):
+        if f.name in _EXPECTED_ON_RESUME or f.metadata.get("internal") or f.name not in previous:
+            continue
+        if previous[f.name] != now.get(f.name):
+            changed[f.name] = [previous[f.name], now.get(f.name)]
+    return changed

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import platform
 import sys
 import time
@@ -125,7 +126,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--phases", default=",".join(PHASES), help="comma-separated subset")
     p.add_argument("--vllm-on-cpu", action="store_true",
                    help="--rehearse: run the vllm phase on CPU (a minute to start the engine)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for flag in ("budget_s", "time_limit_s"):
+        if not 0 < getattr(args, flag) < math.inf:  # also refuses NaN
+            p.error(f"--{flag.replace('_', '-')} must be a number of seconds > 0, "
+                    f"got {getattr(args, flag)}")
+    if not [name for name in args.phases.split(",") if name.strip()]:
+        p.error(f"--phases names no phase; known: {', '.join(PHASES)}")
+    for flag in ("out", "make_wheels", "work", "site", "wheels", "tokenizer"):
+        path = getattr(args, flag)
+        if path is not None and Path(path).exists() and not Path(path).is_dir():
+            p.error(f"--{flag.replace('_', '-')} {path}: a file is there, not a folder")
+    return args
 
 
 class Report:

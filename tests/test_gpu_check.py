@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from scripts.gpucheck import cli_run, learning, synthetic
@@ -197,14 +198,32 @@ def test_a_phase_that_would_start_past_the_time_limit_is_skipped_in_one_line(tmp
     gpu_check = _module()
     monkeypatch.setattr(dev, "choose", lambda rehearse: torch.device("cpu"))
     code = gpu_check.main(["--out", str(tmp_path), "--phases", "matmul,cli",
-                           "--time-limit-s", "-1"])
+                           "--time-limit-s", "1e-9"])
     assert code == 0
     out = capsys.readouterr().out
     record = json.loads((tmp_path / "gpu_check.json").read_text())
     assert [(p["phase"], p["status"]) for p in record["phases"]] == [("matmul", "skipped"),
                                                                      ("cli", "skipped")]
-    assert "matmul: the check's -1 s were spent" in out
+    assert "matmul: the check's 0 s were spent" in out
     assert "| cli | skipped |" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_nonsense_limits_phases_and_folders_are_refused_in_one_line(tmp_path, capsys):
+    """-1, nan or inf seconds would skip every phase or limit none; a file where a folder goes
+    ended in a traceback from mkdir."""
+    gpu_check = _module()
+    (tmp_path / "a-file").write_text("")
+    for argv, says in ((["--time-limit-s", "-1"], "--time-limit-s must be a number of seconds > 0"),
+                       (["--budget-s", "nan"], "--budget-s must be a number of seconds > 0"),
+                       (["--time-limit-s", "inf"], "--time-limit-s must be"),
+                       (["--phases", ","], "--phases names no phase"),
+                       (["--out", str(tmp_path / "a-file")], "a file is there, not a folder"),
+                       (["--make-wheels", str(tmp_path / "a-file")], "a file is there")):
+        with pytest.raises(SystemExit) as stop:
+            gpu_check.main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert says in err[-1] and not any("Traceback" in line for line in err), (argv, err)
 
 
 def test_the_wheels_folder_is_made_for_the_gpu_machines_python_and_kept_small(tmp_path,

@@ -57,11 +57,16 @@ def _trained(rows: list[dict]) -> None:
 def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp_path, capsys):
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    first = cli(capsys, tiny, out, "--steps", "2", "--save-every", "1", "--keep-final-checkpoint")
+    first = cli(capsys, tiny, out, "--steps", "2", "--save-every", "1", "--keep-final-checkpoint",
+                "--vllm-max-num-seqs", "3")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "held-out before:" in first.stdout and "held-out after:" in first.stdout
+    # A vLLM flag in a run the learner's own loop samples: said, not silently dropped.
+    assert "note: --vllm-max-num-seqs shape the vLLM engine, and this run samples with the " \
+        "learner's own loop (--rollout-engine auto on lazy): ignored" in first.stdout
     record = json.loads((out / "config.json").read_text())
     assert record["device"] == "lazy" and record["provenance"]["device"] == "lazy"
+    assert record["provenance"]["rollout_engine"] == "hf"
     rows = read_metrics(out)
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2]
     _trained([r for r in rows if "reward/mean" in r])
@@ -75,6 +80,9 @@ def test_the_cli_trains_evaluates_checkpoints_and_resumes_on_the_lazy_device(tmp
     resumed = cli(capsys, tiny, out, "--steps", "3", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from step 2 of 3" in resumed.stdout
+    assert "note: --resume changes vllm_max_num_seqs 3 -> 0" in resumed.stdout
+    assert json.loads((out / "config.json").read_text())["resumed_changes"] == [
+        {"checkpoint": "step-0000002", "changed": {"vllm_max_num_seqs": [3, 0]}}]
     assert "held-out after:" in resumed.stdout
     rows = [r for r in read_metrics(out) if "reward/mean" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -198,6 +206,43 @@ def test_device_flag_errors_are_one_line(tmp_path, capsys):
     if not torch.cuda.is_available():
         with pytest.raises(placement.DeviceError, match="no CUDA GPU is visible"):
             placement.resolve("cuda:1")
+    # Devices torch names but cannot use here: one line each, not a traceback from the move.
+    with pytest.raises(placement.DeviceError, match="holds shapes and no data"):
+        placement.resolve("meta")
+    with pytest.raises(placement.DeviceError, match="the CPU has no device index"):
+        placement.resolve("cpu:1")
+    assert placement.resolve("cpu:0") == torch.device("cpu:0")
+    for name in ("mps", "xpu", "hpu", "privateuseone"):
+        if name == "mps" and torch.backends.mps.is_available():
+            continue
+        if name == "xpu" and torch.xpu.is_available():
+            continue
+        with pytest.raises(placement.DeviceError, match=f"--device {name}: this torch cannot "
+                           "use it") as caught:
+            placement.resolve(name)
+        assert "\n" not in str(caught.value)
+
+
+def test_the_lazy_device_refuses_a_model_it_cannot_hold_in_one_line(tmp_path, capsys):
+    # SmolLM2-135M on the lazy backend filled 24 GB in one 16-token step and was killed.
+    from learner import run
+    from learner.training import placement
+
+    lazy = placement.resolve("lazy")
+    small = h.model()  # the tests' tiny model, 3.2M parameters: the lazy device takes it
+    assert placement.moved(small, lazy).lm_head.weight.device.type == "lazy"
+    wide = h.model()
+    wide.resize_token_embeddings(placement.LAZY_MAX_PARAMETERS // 64 + 1)
+    wide.save_pretrained(tmp_path / "wide")
+    h.tokenizer().save_pretrained(tmp_path / "wide")
+    code = run.main(["--env", "grpo/MathExact-v0", "--model", str(tmp_path / "wide"),
+                     "--device", "lazy", "--steps", "1", "--no-eval", "--no-progress",
+                     "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert err[-1].startswith("error: --device lazy: a model of 2") and \
+        "parameters is over the lazy backend's 20M" in err[-1], err[-3:]
+    assert not any("Traceback" in line for line in err)
 
 
 def test_learner_eval_evaluates_on_the_lazy_device_and_records_it(tmp_path, capsys):

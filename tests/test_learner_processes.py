@@ -130,9 +130,12 @@ def test_dist_timeout_reaches_the_process_group_and_config_json(tmp_path):
     c = parse_config(["--dist-timeout", "90"])
     assert json.loads(json.dumps(c.to_dict()))["dist_timeout"] == 90
     assert Config().dist_timeout == 1800  # TRL's ddp_timeout
-    for bad in ("0", "-5", "nan"):
+    for bad in ("0", "-5", "nan", "inf", "1e14", "1e300"):  # the last three overflowed
         with pytest.raises(SystemExit):
             parse_config(["--dist-timeout", bad])
+    longest = parse_config(["--dist-timeout", str(365 * 24 * 3600)]).dist_timeout
+    assert make_accelerator(torch.device("cpu"), timeout_s=longest).init_handler.timeout == \
+        timedelta(days=365)
 
 
 def test_the_zero2_reference_takes_the_policys_dtype():

@@ -1,6 +1,7 @@
 """``kill -9`` in the middle of ``python -m learner.run``, then ``--resume``: the finished run's
 metrics are those of a run that was never interrupted."""
 
+import json
 import math
 import os
 import signal
@@ -65,3 +66,38 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
              for line in (part / "samples.jsonl").read_text().splitlines()]
     assert sorted(set(steps)) == list(range(1, 9))  # samples neither lost nor doubled
     assert len(steps) == 8 * 2
+
+
+def test_a_resume_with_a_new_learning_rate_trains_with_it_and_says_what_changed(tmp_path):
+    # The checkpoint's optimizer and schedule held the first learning rate: the new flag was
+    # recorded in config.json while the old rate went on training, silently.
+    tiny = h.save_tiny(tmp_path / "tiny")
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        args = cli(tiny, out, "--lr-scheduler", "constant", "--warmup-steps", "0",
+                   "--keep-final-checkpoint", *extra)
+        args[args.index("--steps") + 1] = extra[extra.index("--steps") + 1]
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done
+
+    run("--steps", "2")
+    again = run("--steps", "3", "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
+    got = read_metrics(out)
+    assert [r["step"] for r in got] == [1, 2, 3]
+    assert [r["lr"] for r in got] == [1e-3, 1e-3, 5e-3]
+    notes = [line for line in again.stdout.splitlines() if line.startswith("note: --resume")]
+    assert len(notes) == 1
+    assert "learning_rate 0.001 -> 0.005" in notes[0] and "max_grad_norm" in notes[0]
+    record = json.loads((out / "config.json").read_text())
+    assert record["learning_rate"] == 5e-3
+    assert record["resumed_changes"] == [{"checkpoint": "step-0000002", "changed": {
+        "learning_rate": [1e-3, 5e-3], "max_grad_norm": [1.0, 0.5]}}]
+    # The same flags again: nothing changes, nothing is said, the history stays.
+    run("--steps", "4", "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
+    assert json.loads((out / "config.json").read_text())["resumed_changes"] == \
+        record["resumed_changes"]
+    assert read_metrics(out)[-1]["lr"] == 5e-3

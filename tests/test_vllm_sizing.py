@@ -84,6 +84,32 @@ def test_what_the_user_set_stays_and_the_derived_values_follow_the_processes():
     assert multi.max_model_len is None and "max_model_len" not in multi.derived
 
 
+def test_a_max_model_len_under_a_prompt_and_its_budget_is_refused_before_the_engine_starts(
+        tmp_path, capsys):
+    """It was refused at step 1's decode, after the engine's half-minute start, in a 26-frame
+    traceback."""
+    from learner import run
+    from learner.env_setup import SetupError
+
+    model = _qwen("qwen2.5-0.5b.json")
+    fits = vllm_sizing.size_engine(_engine(vllm_max_model_len=166), model, params=1,
+                                   prompt_tokens=150, completion_tokens=16, world=1,
+                                   multi_turn=False)
+    assert fits.max_model_len == 166 and fits.derived[0] == "max_num_seqs"
+    with pytest.raises(SetupError, match=r"--vllm-max-model-len 165 is under the longest "
+                       r"prompt seen \(150 tokens\) plus --max-new-tokens 16: give 166 or more"):
+        vllm_sizing.size_engine(_engine(vllm_max_model_len=165), model, params=1,
+                                prompt_tokens=150, completion_tokens=16, world=1,
+                                multi_turn=False)
+    code = run.main(["--env", "grpo/MathExact-v0", "--model", str(h.save_tiny(tmp_path / "m")),
+                     "--rollout-engine", "vllm", "--vllm-max-model-len", "10",
+                     "--max-new-tokens", "16", "--steps", "1", "--no-eval", "--no-progress",
+                     "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and err[-1].startswith("error: --vllm-max-model-len 10 is under the "
+                                            "longest prompt seen"), err[-3:]
+
+
 def test_the_flags_take_zero_as_derived_and_refuse_a_share_out_of_range():
     from learner.config import parse_config
 

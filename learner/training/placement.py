@@ -54,6 +54,21 @@ def resolve(choice: str) -> torch.device | None:
             torch.cuda.set_device(device)  # what accelerate and torch call "cuda" from now on
     elif device.type == "lazy":
         _start_lazy_backend()
+    elif device.type == "meta":
+        raise DeviceError(f"--device {choice}: the meta device holds shapes and no data, so a "
+                          "run cannot sample on it (use --device cpu, cuda or auto)")
+    elif device.type == "cpu":
+        if device.index not in (None, 0):
+            raise DeviceError(f"--device {choice}: the CPU has no device index (use --device cpu)")
+    else:
+        # mps, xpu, hpu, ...: a torch built without the backend fails at the first tensor
+        # with a traceback from deep in the model's move; one here says so in a line.
+        try:
+            torch.empty(1, device=device)
+        except Exception as exc:  # RuntimeError, AssertionError, ModuleNotFoundError, ...
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DeviceError(f"--device {choice}: this torch cannot use it ({reason}); "
+                              "use --device cpu, cuda or auto") from exc
     return device
 
 
@@ -84,10 +99,25 @@ def settle(device: torch.device) -> None:
 M = TypeVar("M", bound=torch.nn.Module)
 
 
+#: The largest model ``--device lazy`` takes. The lazy backend is the tests' stand-in for a GPU:
+#: it compiles a graph for every new shape and keeps them, which tiny models (the tests' and
+#: gpu_check's rehearsal: under 10M parameters) afford and SmolLM2-135M does not (a 1-step run
+#: of 16 new tokens filled 24 GB and was killed).
+LAZY_MAX_PARAMETERS = 20_000_000
+
+
 def moved(model: M, device: torch.device) -> M:
     """``model`` on ``device``, its tied weights tied again: moving to a device whose tensors
     cannot share a CPU tensor's type (lazy) makes each parameter a new one, and the head would
-    then train apart from the embeddings."""
+    then train apart from the embeddings. A model over ``LAZY_MAX_PARAMETERS`` is refused on
+    the lazy device (``DeviceError``)."""
+    if device.type == "lazy":
+        count = sum(p.numel() for p in model.parameters())
+        if count > LAZY_MAX_PARAMETERS:
+            raise DeviceError(
+                f"--device lazy: a model of {count / 1e6:.0f}M parameters is over the lazy "
+                f"backend's {LAZY_MAX_PARAMETERS // 1_000_000}M (it is the tests' stand-in for a "
+                "GPU, and keeps a compiled graph per shape); use --device cpu, or auto")
     model = model.to(device)
     tie = getattr(model, "tie_weights", None)
     if tie is not None:

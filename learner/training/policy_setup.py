@@ -68,3 +68,25 @@ def prepare_policy(c: UpdateConfig, accelerator: Accelerator, procs: Processes,
                 onednn_linear.route_on_cpu(m, c.cpu_matmul)
     return PolicyUpdate(c, accelerator, procs, model, ref_model, optimizer, scheduler,
                         max_tokens=max_tokens, deepspeed=deepspeed, device=device)
+
+
+def adopt_flags(optimizer: Any, scheduler: Any, c: UpdateConfig) -> None:
+    """After ``--resume`` loaded a checkpoint: its optimizer state and schedule keep the learning
+    rate, weight decay and betas the run started with, whatever the flags say now; set them to
+    the flags' (config.json records those), the schedule's position kept. ``optimizer`` and
+    ``scheduler`` may be accelerate's wrappers."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    schedule = getattr(scheduler, "scheduler", scheduler)
+    for group in inner.param_groups:
+        group["initial_lr"] = c.learning_rate
+        group["weight_decay"] = c.weight_decay
+        group["betas"] = (c.adam_beta1, c.adam_beta2)
+    lambdas = getattr(schedule, "lr_lambdas", None)
+    if lambdas is None:  # not a LambdaLR (every transformers schedule is): the peak alone
+        for group in inner.param_groups:
+            group["lr"] = c.learning_rate
+        return
+    schedule.base_lrs = [c.learning_rate] * len(inner.param_groups)
+    for group, factor in zip(inner.param_groups, lambdas, strict=True):
+        group["lr"] = c.learning_rate * factor(schedule.last_epoch)
+    schedule._last_lr = [group["lr"] for group in inner.param_groups]  # get_last_lr()'s

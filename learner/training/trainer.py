@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.contract import LearnerEnv
 from learner import run_layout
 from learner.choices import Autocast
-from learner.config import INFRA_WINDOW_STEPS, Config
+from learner.config import INFRA_WINDOW_STEPS, VLLM_ONLY, Config, field_default
 from learner.env_setup import make_env, ray_scorer
 from learner.evaluation.during_training import HeldOut, heldout_metrics
 from learner.evaluation.heldout import heldout_tasks
@@ -67,7 +67,7 @@ from learner.training.distributed import (
     share_quota,
 )
 from learner.training.loop import Step, TrainLoop
-from learner.training.policy_setup import enable_checkpointing, prepare_policy
+from learner.training.policy_setup import adopt_flags, enable_checkpointing, prepare_policy
 from learner.training.samples import StepSamples
 from learner.training.step_metrics import StepTimes, infra_errors, step_metrics
 from learner.training.stops import InfraWatch, out_of_memory_as
@@ -136,6 +136,13 @@ class GRPOTrainer:
         self.engine_size = None
         if engine is None and engine_name(c.rollout_engine, self.device) == "vllm":
             self.engine_size = self.size_engine()
+        elif engine is None and self.accelerator.is_main_process:
+            set_ = [f"--{name.replace('_', '-')}" for name in VLLM_ONLY
+                    if getattr(c, name) != field_default(name)]
+            if set_:
+                print(f"note: {', '.join(set_)} shape the vLLM engine, and this run samples "
+                      f"with the learner's own loop (--rollout-engine {c.rollout_engine} on "
+                      f"{self.device.type}): ignored", flush=True)
         self.engine = engine if engine is not None else build_engine(
             EngineConfig.of(c), self.device, rank=self.procs.rank, processes=self.procs.world,
             size=self.engine_size)
@@ -388,6 +395,9 @@ class GRPOTrainer:
         if path is None:
             return False
         state = checkpoint.load(self.accelerator, path)
+        # The checkpoint's optimizer and schedule would keep the learning rate the run began
+        # with: the flags' (config.json's) apply from here.
+        adopt_flags(self.update.optimizer, self.update.scheduler, UpdateConfig.of(self.config))
         self.step = state["step"]
         # A checkpoint from before --sampler holds the stream's position alone.
         self.sampler.load_state_dict(state.get("sampler") or {"position": state["position"]})

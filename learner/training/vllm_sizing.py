@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from learner.env_setup import SetupError
 from learner.stage_config import EngineConfig
 from learner.training import memory_plan
 
@@ -117,6 +118,12 @@ def size_engine(c: EngineConfig, model_config: Any, *, params: int, prompt_token
     if max_len is None and not multi_turn:
         max_len = context_len(prompt_tokens, completion_tokens, model_limit)
         derived.append("max_model_len")
+    elif max_len is not None and not multi_turn and max_len < prompt_tokens + completion_tokens:
+        # Said before the engine starts (half a minute), not at step 1's decode.
+        raise SetupError(f"--vllm-max-model-len {max_len} is under the longest prompt seen "
+                         f"({prompt_tokens} tokens) plus --max-new-tokens {completion_tokens}: "
+                         f"give {prompt_tokens + completion_tokens} or more, or 0 to derive it "
+                         "from the step")
     rows = num_seqs(c.prompts_per_step, c.group_size, world)
     seqs = c.vllm_max_num_seqs
     if not seqs:
