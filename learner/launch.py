@@ -20,7 +20,7 @@ from learner.evaluation.infra import InfraCount, accuracy_line
 from learner.model_name import model_problem
 from learner.provenance import provenance
 from learner.recipe import describe
-from learner.resume_command import changed_on_resume, resume_command
+from learner.resume_command import changed_on_resume, resume_command, resume_mismatch
 from learner.training import checkpoint
 from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
 
@@ -90,6 +90,9 @@ def setup_problem(config: Config) -> str | None:
                                  overwrite=config.overwrite)
     if problem is None and config.resume:
         problem = resume_problem(config.output_dir)
+        record = Path(config.output_dir) / "config.json"
+        if problem is None and record.is_file():
+            problem = resume_mismatch(json.loads(record.read_text(encoding="utf-8")), config)
     return problem or model_problem(config.model)
 
 

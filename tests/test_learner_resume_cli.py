@@ -101,3 +101,38 @@ def test_a_resume_with_a_new_learning_rate_trains_with_it_and_says_what_changed(
     assert json.loads((out / "config.json").read_text())["resumed_changes"] == \
         record["resumed_changes"]
     assert read_metrics(out)[-1]["lr"] == 5e-3
+
+
+def test_a_resume_with_another_model_or_lora_rank_is_refused_in_one_line_before_it_loads(
+        tmp_path):
+    # Both ended in a traceback listing the checkpoint's missing names, after config.json
+    # had been rewritten with the rank the checkpoint did not have.
+    tiny = h.save_tiny(tmp_path / "tiny")
+    other = h.save_tiny(tmp_path / "other", seed=1)
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(model: Path, *extra: str) -> subprocess.CompletedProcess:
+        args = cli(model, out, "--keep-final-checkpoint", *extra)
+        args[args.index("--steps") + 1] = "1" if "--resume" not in extra else "2"
+        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    assert run(tiny).returncode == 0
+    record = (out / "config.json").read_bytes()
+    for model, extra, says in ((other, (), f"trained with --model {tiny}, which its checkpoint "
+                                            f"holds; it cannot continue with --model {other}"),
+                               (tiny, ("--lora-r", "4"), "trained with --lora-r 0, which its "
+                                                         "checkpoint holds; it cannot continue "
+                                                         "with --lora-r 4")):
+        refused = run(model, "--resume", *extra)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and lines[-1].startswith("error: --resume: the run in")
+        assert says in lines[-1] and f"--model {out}/final" in lines[-1]
+        assert not any("Traceback" in line for line in lines)
+        assert (out / "config.json").read_bytes() == record  # nothing rewritten
+    # The same model named another way (relative to the working folder) is the run's.
+    same = subprocess.run([*cli(Path(os.path.relpath(tiny, ROOT)), out, "--resume")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert "note: --resume changes" not in same.stdout
