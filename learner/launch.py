@@ -72,7 +72,8 @@ def resumed_changes(out: Path, config: Config) -> list[dict[str, Any]]:
     resume's when it changes flags, which one line then names: config.json records the new
     values, so the old ones are kept there."""
     previous = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    history = list(previous.get("resumed_changes") or [])
+    earlier = previous.get("resumed_changes")
+    history = list(earlier) if isinstance(earlier, list) else []
     changed = changed_on_resume(previous, config)
     if changed:
         latest = run_layout.latest(out)
@@ -92,7 +93,16 @@ def setup_problem(config: Config) -> str | None:
         problem = resume_problem(config.output_dir)
         record = Path(config.output_dir) / "config.json"
         if problem is None and record.is_file():
-            problem = resume_mismatch(json.loads(record.read_text(encoding="utf-8")), config)
+            try:
+                previous = json.loads(record.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                previous = f"{type(exc).__name__}: {exc}"
+            if not isinstance(previous, dict):
+                why = previous if isinstance(previous, str) else "not a JSON object"
+                problem = (f"--resume: {record} is not a run's record ({why}): put the run's "
+                           "back, or start the run again there with --overwrite")
+            else:
+                problem = resume_mismatch(previous, config)
     return problem or model_problem(config.model)
 
 
@@ -151,6 +161,18 @@ def _train(config: Config) -> int:
             scorer.close()
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    resumed: bool | None = None
+    if config.resume:
+        # The checkpoint loads before config.json is written: one this run cannot continue
+        # (another model's tensors, another sampler's state) leaves the run's record as it was.
+        try:
+            resumed = trainer.resume()
+        except SetupError as exc:
+            trainer.close()
+            if scorer is not None:
+                scorer.close()
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     out = Path(config.output_dir)
     main = trainer.accelerator.is_main_process
     if main:
@@ -166,7 +188,7 @@ def _train(config: Config) -> int:
 
     failed = False  # after an unexpected error no barrier: a peer may never arrive
     try:
-        result = trainer.train()
+        result = trainer.train(resumed)
         trainer.save_model(out / "final")
     except OutOfMemory as stop:
         if trainer.accelerator.num_processes > 1:

@@ -54,16 +54,19 @@ def changed_on_resume(previous: dict[str, Any], config: Config) -> dict[str, lis
     return changed
 
 
-#: Flags a checkpoint's tensors are shaped by: a resume cannot change them.
-CHECKPOINT_SHAPE = ("model", "lora_r")
+#: Flags a checkpoint is bound to, which a resume cannot change: its tensors' model and LoRA
+#: rank, its sampler's state, and its schedule's position (counted in optimizer steps, which
+#: --num-iterations scales).
+CHECKPOINT_BOUND = ("model", "lora_r", "sampler", "num_iterations")
 
 
 def resume_mismatch(previous: dict[str, Any], config: Config) -> str | None:
     """Why ``config`` cannot continue the run whose ``config.json`` is ``previous`` (None: it
     can): its checkpoint holds the weights (and optimizer state) of the run's model and LoRA
-    rank, which another model or rank would load as a wall of missing names."""
+    rank, which another would load as a wall of missing names, its sampler's state and its
+    schedule's position (``CHECKPOINT_BOUND``)."""
     now = json.loads(json.dumps(config.to_dict()))
-    changed = [name for name in CHECKPOINT_SHAPE
+    changed = [name for name in CHECKPOINT_BOUND
                if name in previous and not _same(name, previous[name], now.get(name))]
     if not changed:
         return None

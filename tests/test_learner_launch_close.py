@@ -26,7 +26,7 @@ class FakeTrainer:
         self.device = self.accelerator.device  # the run's device (GRPOTrainer.device)
         self.save_at_end = save_at_end
 
-    def train(self):
+    def train(self, resumed=None):
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return {"flags": None}

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
@@ -124,7 +126,13 @@ def test_a_resume_with_another_model_or_lora_rank_is_refused_in_one_line_before_
                                             f"holds; it cannot continue with --model {other}"),
                                (tiny, ("--lora-r", "4"), "trained with --lora-r 0, which its "
                                                          "checkpoint holds; it cannot continue "
-                                                         "with --lora-r 4")):
+                                                         "with --lora-r 4"),
+                               # its sampler's state: a note, then a traceback, and a record of
+                               # a change that never ran
+                               (tiny, ("--sampler", "curriculum"), "cannot continue with "
+                                                                   "--sampler curriculum"),
+                               # its schedule's position, in optimizer steps
+                               (tiny, ("--num-iterations", "2"), "--num-iterations 2")):
         refused = run(model, "--resume", *extra)
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 1 and lines[-1].startswith("error: --resume: the run in")
@@ -136,3 +144,40 @@ def test_a_resume_with_another_model_or_lora_rank_is_refused_in_one_line_before_
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert same.returncode == 0, same.stderr[-2000:]
     assert "note: --resume changes" not in same.stdout
+
+
+def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_so_in_one_line(
+        tmp_path):
+    from learner.evaluation import run_dir
+
+    tiny = h.save_tiny(tmp_path / "tiny")
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        args = cli(tiny, out, "--keep-final-checkpoint", *extra)
+        args[args.index("--steps") + 1] = "2" if "--resume" in extra else "1"
+        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    assert run().returncode == 0
+    good = (out / "config.json").read_text()
+    for bad in ('{"env": "grpo/Math', "", "[1, 2]"):
+        (out / "config.json").write_text(bad)
+        refused = run("--resume")
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and lines[-1].startswith(
+            f"error: --resume: {out / 'config.json'} is not a run's record"), lines[-3:]
+        assert (out / "config.json").read_text() == bad  # left as it was
+        with pytest.raises(run_dir.RunDirError, match="is not a run's record"):
+            run_dir.run_config(out)  # learner.eval --run's reading of it
+    # Without a record to check against, the checkpoint itself refuses another LoRA rank: one
+    # line, and nothing written (config.json was rewritten before the checkpoint loaded).
+    (out / "config.json").unlink()
+    refused = run("--resume", "--lora-r", "4")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and "does not match the model" in lines[-1], lines[-3:]
+    assert not any("Traceback" in line for line in lines)
+    assert not (out / "config.json").exists()
+    (out / "config.json").write_text(good)
+    assert run("--resume").returncode == 0

@@ -462,6 +462,17 @@ def test_checkpointing_cosine_schedule_and_other_objectives(tmp_path):
     assert all(math.isfinite(r["loss"]) and r["group/trained"] > 0 for r in rows)
 
 
+def test_a_warmup_with_the_constant_schedule_warms_up(tmp_path):
+    # transformers' "constant" schedule drops num_warmup_steps: --warmup-steps did nothing.
+    t = trainer(tmp_path, steps=4, eval=False, warmup_steps=2)
+    assert t.config.lr_scheduler == "constant"
+    rates = []
+    for _ in range(3):
+        rates.append(t.update.scheduler.get_last_lr()[0])
+        t.update.scheduler.step()
+    assert rates == [0.0, 5e-4, 1e-3]  # learning rate 1e-3, reached after 2 steps
+
+
 def test_heldout_eval_logs_perturbed_prompt_scores(tmp_path):
     import gymnasium as gym
 

@@ -23,7 +23,13 @@ def run_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a training run: it has no config.json")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path} is not a run's record ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(record, dict) or not isinstance(record.get("env"), str):
+        raise RunDirError(f"{path} is not a run's record (not a JSON object with the run's env)")
+    return record
 
 
 def run_env(config: dict[str, Any], env: str | None, env_kwargs: dict[str, Any]

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from learner.env_setup import SetupError
 from learner.run_layout import STATE_FILE, checkpoint_dir
 
 if TYPE_CHECKING:  # torch-free at import: the command line finds checkpoints before torch loads
@@ -137,6 +138,10 @@ def _written_from_cpu(accelerator: Accelerator):
             h.remove()
 
 
+class CheckpointMismatch(SetupError):
+    """A checkpoint holds another model's tensors than the run's (one line says which)."""
+
+
 def _load_weights_on_cpu(models: list, input_dir: str) -> None:
     """accelerate's load hook: each model's saved weights read on the CPU and copied into it
     (accelerate would read the model's own tensors' storage, which a lazy tensor lacks); the
@@ -153,8 +158,10 @@ def _load_weights_on_cpu(models: list, input_dir: str) -> None:
         missing_set = set(missing)
         missing = [k for k in missing if all(a in missing_set for a in _aliases(model, k))]
         if missing or unexpected:
-            raise RuntimeError(f"checkpoint {path} does not match the model: missing "
-                               f"{missing[:3]}, unexpected {unexpected[:3]}")
+            raise CheckpointMismatch(
+                f"--resume: checkpoint {path} does not match the model (missing "
+                f"{missing[:3]}, unexpected {unexpected[:3]}): resume with the --model and "
+                "--lora-r the run trained")
     models.clear()
 
 

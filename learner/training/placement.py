@@ -67,6 +67,7 @@ def resolve(choice: str) -> torch.device | None:
             torch.empty(1, device=device)
         except Exception as exc:  # RuntimeError, AssertionError, ModuleNotFoundError, ...
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = reason if len(reason) <= 160 else reason[:157] + "..."  # torch's can be 1 kB
             raise DeviceError(f"--device {choice}: this torch cannot use it ({reason}); "
                               "use --device cpu, cuda or auto") from exc
     return device

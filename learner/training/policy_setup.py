@@ -55,8 +55,11 @@ def prepare_policy(c: UpdateConfig, accelerator: Accelerator, procs: Processes,
                       # torch fuses AdamW on CPU and CUDA, not on the lazy backend
                       fused=not deepspeed and device.type in ("cpu", "cuda"), lr=c.learning_rate,
                       betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay)
+    # transformers' "constant" drops the warmup it is given: with one, its warmed-up twin.
+    schedule = ("constant_with_warmup" if c.lr_scheduler == "constant" and c.warmup_steps
+                else c.lr_scheduler)
     scheduler = get_scheduler(
-        c.lr_scheduler, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
+        schedule, optimizer, num_warmup_steps=c.warmup_steps * c.num_iterations,
         num_training_steps=c.steps * c.num_iterations)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     if ref_model is not None:

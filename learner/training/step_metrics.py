@@ -46,7 +46,7 @@ def step_metrics(samples: StepSamples, batch: Batch | None, update: UpdateStats,
     roll = samples.rollout
     generated = roll.generated_tokens * procs.world
     out.update({
-        "lr": lr,
+        "lr": lr,  # after the step's schedule step (the next step's rate), as HF Trainer logs it
         "time/step_s": times.step_s,
         "time/generate_s": samples.generate_s,
         "time/score_s": samples.score_s,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from envs.contract import LearnerEnv
+from learner.env_setup import SetupError
 from learner.training.data import PromptStream
 from tasks import Task
 
@@ -104,7 +105,7 @@ def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     return dict(rng.bit_generator.state)
 
 
-class SamplerStateError(ValueError):
+class SamplerStateError(SetupError, ValueError):
     """A checkpoint's sampler state does not fit this run's sampler (one line)."""
 
 

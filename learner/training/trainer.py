@@ -421,7 +421,7 @@ class GRPOTrainer:
                 self.engine.sync(self.policy, gather=gather)
             self._synced_version = self.update.version
 
-    def train(self) -> dict[str, Any]:
+    def train(self, resumed: bool | None = None) -> dict[str, Any]:
         """Run to ``config.steps`` (``loop.TrainLoop``); returns held-out metrics before (if
         run) and after, the last step's metrics and the reward-hack monitor's total.
 
@@ -429,7 +429,8 @@ class GRPOTrainer:
         ``Interrupted`` on SIGINT/SIGTERM (after the step in progress), ``GradingOutage``
         when samples failed because the grading engine or cluster as a whole does not answer.
         """
-        resumed = self.checkpoints.resume and self.resume()
+        if resumed is None:  # ``resumed``: the caller ran ``resume`` itself (its result)
+            resumed = self.checkpoints.resume and self.resume()
         return TrainLoop(self).run(resumed)
 
     def close(self, *, wait: bool = True) -> None:
