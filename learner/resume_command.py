@@ -33,8 +33,9 @@ def resume_command(config: Config) -> str:
     return shlex.join(words)
 
 
-#: Flags a resumed run may change without a note: how long it runs, what it keeps and shows
-#: (checkpoints, samples, plots, the progress bar); none of them moves a trained weight.
+#: Flags a resumed run may change without a note: how long it runs (--resume --steps N is how
+#: a run trains further; a decaying schedule then stretches to the new end), and what it keeps
+#: and shows (checkpoints, samples, plots, the progress bar).
 _EXPECTED_ON_RESUME = _NOT_REPEATED | {
     "steps", "progress", "save_every", "save_every_minutes", "keep_checkpoints",
     "keep_final_checkpoint", "samples_every", "samples_groups", "samples_max_mb", "plot_every"}
