@@ -167,10 +167,13 @@ def _train(config: Config) -> int:
         # (another model's tensors, another sampler's state) leaves the run's record as it was.
         try:
             resumed = trainer.resume()
-        except SetupError as exc:
-            trainer.close()
+        except BaseException as exc:
+            expected = isinstance(exc, SetupError)
+            trainer.close(wait=expected)  # after an unexpected error no barrier, as below
             if scorer is not None:
                 scorer.close()
+            if not expected:
+                raise
             print(f"error: {exc}", file=sys.stderr)
             return 1
     out = Path(config.output_dir)
