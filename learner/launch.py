@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from learner import presets, run_layout
+from learner.checkpoint_bound import resume_mismatch
 from learner.config import Config
 from learner.env_setup import SetupError, make_env, ray_scorer
 from learner.evaluation.infra import InfraCount, accuracy_line
 from learner.model_name import model_problem
 from learner.provenance import provenance
 from learner.recipe import describe
-from learner.resume_command import changed_on_resume, resume_command, resume_mismatch
+from learner.resume_command import changed_on_resume, resume_command
 from learner.training import checkpoint
 from learner.training.output_dir import clear_run, output_dir_problem, resume_problem
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from pathlib import Path
 from typing import Any
 
+from learner.checkpoint_bound import same_value
 from learner.config import Config, field_default
 
 #: Flags that say how to start, not what the run is: ``--resume`` replaces them.
@@ -50,40 +50,6 @@ def changed_on_resume(previous: dict[str, Any], config: Config) -> dict[str, lis
     for f in dataclasses.fields(Config):
         if f.name in _EXPECTED_ON_RESUME or f.metadata.get("internal") or f.name not in previous:
             continue
-        if not _same(f.name, previous[f.name], now.get(f.name)):
+        if not same_value(f.name, previous[f.name], now.get(f.name)):
             changed[f.name] = [previous[f.name], now.get(f.name)]
     return changed
-
-
-#: Flags a checkpoint is bound to, which a resume cannot change: its tensors' model and LoRA
-#: rank, its sampler's state, and its schedule's position (counted in optimizer steps, which
-#: --num-iterations scales).
-CHECKPOINT_BOUND = ("model", "lora_r", "sampler", "num_iterations")
-
-
-def resume_mismatch(previous: dict[str, Any], config: Config) -> str | None:
-    """Why ``config`` cannot continue the run whose ``config.json`` is ``previous`` (None: it
-    can): its checkpoint holds the weights (and optimizer state) of the run's model and LoRA
-    rank, which another would load as a wall of missing names, its sampler's state and its
-    schedule's position (``CHECKPOINT_BOUND``)."""
-    now = json.loads(json.dumps(config.to_dict()))
-    changed = [name for name in CHECKPOINT_BOUND
-               if name in previous and not _same(name, previous[name], now.get(name))]
-    if not changed:
-        return None
-    ran = ", ".join(f"--{n.replace('_', '-')} {previous[n]}" for n in changed)
-    asked = ", ".join(f"--{n.replace('_', '-')} {now.get(n)}" for n in changed)
-    return (f"--resume: the run in {config.output_dir} trained with {ran}, which its checkpoint "
-            f"holds; it cannot continue with {asked}: give the run's, or train further in a new "
-            f"run from its weights (--model {config.output_dir}/final --output-dir ANOTHER)")
-
-
-def _same(name: str, then: Any, now: Any) -> bool:
-    """Whether two values of flag ``name`` are one: a model folder named two ways (relative,
-    absolute, through a link) is one model."""
-    if then == now:
-        return True
-    if name == "model" and isinstance(then, str) and isinstance(now, str):
-        a, b = Path(then).expanduser(), Path(now).expanduser()
-        return a.exists() and b.exists() and a.resolve() == b.resolve()
-    return False

@@ -167,7 +167,7 @@ LEARNER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sampling", ("learner.sampling",)),
     ("shared", ("learner", "learner.choices", "learner.config", "learner.stage_config",
                 "learner.recipe", "learner.recipe_files",
-                "learner.model", "learner.model_name", "learner.distribution",
+                "learner.model", "learner.model_name", "learner.distribution", "learner.checkpoint_bound",
                 "learner.provenance", "learner.run_layout", "learner.env_setup")),
 )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from learner.run_layout import STATE_FILE
 from learner.training.run_log import read_metrics
 from tests import learner_helpers as h
 
@@ -176,8 +177,31 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
     (out / "config.json").unlink()
     refused = run("--resume", "--lora-r", "4")
     lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and "trained with --lora-r 0, which its checkpoint holds; " \
+        "it cannot continue with --lora-r 4" in lines[-1], lines[-3:]
+    assert not (out / "config.json").exists()
+    # A checkpoint from before that record: its tensors refuse the rank as they load.
+    state = out / "checkpoints" / "step-0000001" / STATE_FILE
+    saved = state.read_text()
+    state.write_text(json.dumps({k: v for k, v in json.loads(saved).items() if k != "bound"}))
+    refused = run("--resume", "--lora-r", "4")
+    lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and "does not match the model" in lines[-1], lines[-3:]
     assert not any("Traceback" in line for line in lines)
+    assert not (out / "config.json").exists()
+    state.write_text(saved)
+    # ... and another model of the same shape, which loads: the checkpoint's record of what it
+    # was written under refuses it (it resumed silently, and config.json then named it).
+    other = h.save_tiny(tmp_path / "other", seed=1)
+    args = cli(other, out, "--keep-final-checkpoint", "--resume")
+    args[args.index("--steps") + 1] = "2"
+    refused = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=600)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and lines[-1] == (
+        f"error: --resume: the run in {out} trained with --model {tiny.resolve()}, which its "
+        f"checkpoint holds; it cannot continue with --model {other}: give the run's, or train "
+        f"further in a new run from its weights (--model {out}/final --output-dir ANOTHER)")
     assert not (out / "config.json").exists()
     (out / "config.json").write_text(good)
     assert run("--resume").returncode == 0

@@ -75,6 +75,11 @@ def folder_bytes(path: str | Path) -> int:
     return total
 
 
+def saved_state(path: Path) -> dict[str, Any]:
+    """The trainer state ``save`` wrote in checkpoint ``path``, read without loading it."""
+    return json.loads((path / STATE_FILE).read_text())
+
+
 def load(accelerator: Accelerator, path: Path) -> dict[str, Any]:
     """Restore everything ``save`` wrote; returns the trainer state (step, data position, ...)."""
     handle = accelerator.register_load_state_pre_hook(_load_weights_on_cpu)
@@ -82,7 +87,7 @@ def load(accelerator: Accelerator, path: Path) -> dict[str, Any]:
         accelerator.load_state(str(path))
     finally:
         handle.remove()
-    return json.loads((path / STATE_FILE).read_text())
+    return saved_state(path)
 
 
 def _on_cpu(value: Any, copies: dict[int, Any] | None = None) -> Any:

@@ -28,7 +28,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from envs.contract import LearnerEnv
-from learner import run_layout
+from learner import checkpoint_bound, run_layout
 from learner.choices import Autocast
 from learner.config import INFRA_WINDOW_STEPS, VLLM_ONLY, Config, field_default
 from learner.env_setup import make_env, ray_scorer
@@ -386,7 +386,8 @@ class GRPOTrainer:
         drawn_from = ahead.position if ahead is not None and pending else None
         sampler = drawn_from if drawn_from is not None else self.sampler.state_dict()
         checkpoint.save(self.accelerator, self.checkpoints.output_dir, self.step,
-                        {"position": sampler["position"], "sampler": sampler},
+                        {"position": sampler["position"], "sampler": sampler,
+                         "bound": checkpoint_bound.bound(self.config)},
                         keep=self.checkpoints.keep_checkpoints)
         self.saved_step = self.step
 
@@ -394,6 +395,12 @@ class GRPOTrainer:
         path = run_layout.latest(self.checkpoints.output_dir)
         if path is None:
             return False
+        # What the checkpoint was written under, checked before it loads (launch checks the
+        # run's config.json; this holds where that is gone). Older checkpoints have no record.
+        problem = checkpoint_bound.resume_mismatch(checkpoint.saved_state(path).get("bound", {}),
+                                                   self.config)
+        if problem is not None:
+            raise checkpoint.CheckpointMismatch(problem)
         state = checkpoint.load(self.accelerator, path)
         # The checkpoint's optimizer and schedule would keep the learning rate the run began
         # with: the flags' (config.json's) apply from here.
