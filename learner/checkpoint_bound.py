@@ -17,12 +17,18 @@ from learner.config import Config
 CHECKPOINT_BOUND = ("model", "lora_r", "sampler", "num_iterations")
 
 
+def recorded(config: Config) -> dict[str, Any]:
+    """``config`` as its run's config.json holds it (JSON's types: tuples as lists), to compare
+    with a record read back."""
+    return json.loads(json.dumps(config.to_dict()))
+
+
 def resume_mismatch(previous: dict[str, Any], config: Config) -> str | None:
     """Why ``config`` cannot continue the run whose ``config.json`` is ``previous`` (None: it
     can): its checkpoint holds the weights (and optimizer state) of the run's model and LoRA
     rank, which another would load as a wall of missing names, its sampler's state and its
     schedule's position (``CHECKPOINT_BOUND``)."""
-    now = json.loads(json.dumps(config.to_dict()))
+    now = recorded(config)
     changed = [name for name in CHECKPOINT_BOUND
                if name in previous and not same_value(name, previous[name], now.get(name))]
     if not changed:
@@ -48,7 +54,7 @@ def same_value(name: str, then: Any, now: Any) -> bool:
 def bound(config: Config) -> dict[str, Any]:
     """The ``CHECKPOINT_BOUND`` flags of ``config`` as a checkpoint records them (a model folder
     by its absolute path, so that a resume from another working folder finds it)."""
-    now = json.loads(json.dumps(config.to_dict()))
+    now = recorded(config)
     values = {name: now.get(name) for name in CHECKPOINT_BOUND}
     model = values["model"]
     if isinstance(model, str) and Path(model).expanduser().exists():

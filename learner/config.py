@@ -58,9 +58,6 @@ INFRA_WINDOW_STEPS = 5
 DEVICE_PATTERN = re.compile(r"[a-z_]+(:\d+)?")
 #: --dist-timeout's ceiling: a process group's timeout past it overflows a timedelta or C int.
 MAX_DIST_TIMEOUT_S = 365 * 24 * 3600
-#: The flags that only the vLLM engine reads (a run sampling with hf ignores them, in a note).
-VLLM_ONLY = ("vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_max_num_seqs",
-             "vllm_dtype", "vllm_lora", "vllm_sleep")
 
 
 class ConfigError(ValueError):

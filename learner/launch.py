@@ -72,7 +72,7 @@ def resumed_changes(out: Path, config: Config) -> list[dict[str, Any]]:
     """The run's earlier ``resumed_changes`` (from its config.json in ``out``), plus this
     resume's when it changes flags, which one line then names: config.json records the new
     values, so the old ones are kept there."""
-    previous = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    previous = run_layout.read_record(out)  # checked by ``setup_problem``: a run's record
     earlier = previous.get("resumed_changes")
     history = list(earlier) if isinstance(earlier, list) else []
     changed = changed_on_resume(previous, config)
@@ -92,18 +92,12 @@ def setup_problem(config: Config) -> str | None:
                                  overwrite=config.overwrite)
     if problem is None and config.resume:
         problem = resume_problem(config.output_dir)
-        record = Path(config.output_dir) / "config.json"
-        if problem is None and record.is_file():
+        if problem is None and (Path(config.output_dir) / "config.json").is_file():
             try:
-                previous = json.loads(record.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                previous = f"{type(exc).__name__}: {exc}"
-            if not isinstance(previous, dict):
-                why = previous if isinstance(previous, str) else "not a JSON object"
-                problem = (f"--resume: {record} is not a run's record ({why}): put the run's "
-                           "back, or start the run again there with --overwrite")
-            else:
-                problem = resume_mismatch(previous, config)
+                problem = resume_mismatch(run_layout.read_record(config.output_dir), config)
+            except run_layout.RecordError as exc:  # not JSON, or not a run's
+                problem = (f"--resume: {exc}: put the run's back, or start the run again there "
+                           "with --overwrite")
     return problem or model_problem(config.model)
 
 

@@ -9,7 +9,7 @@ import json
 import shlex
 from typing import Any
 
-from learner.checkpoint_bound import same_value
+from learner.checkpoint_bound import recorded, same_value
 from learner.config import Config, field_default
 
 #: Flags that say how to start, not what the run is: ``--resume`` replaces them.
@@ -45,7 +45,7 @@ def changed_on_resume(previous: dict[str, Any], config: Config) -> dict[str, lis
     """The flags whose value ``config`` changes from the run's ``config.json`` (``previous``),
     each as ``[earlier, now]`` (JSON's view of both): what a resumed run should say it changed,
     since its config.json records the new values."""
-    now = json.loads(json.dumps(config.to_dict()))
+    now = recorded(config)
     changed = {}
     for f in dataclasses.fields(Config):
         if f.name in _EXPECTED_ON_RESUME or f.metadata.get("internal") or f.name not in previous:

@@ -20,13 +20,19 @@ ROOT = Path(__file__).resolve().parent.parent
 KEYS = ["reward/mean", "loss", "kl", "entropy", "grad_norm", "completion/len_mean", "lr"]
 
 
-def cli(tiny: Path, out: Path, *extra: str) -> list[str]:
+def cli(tiny: Path, out: Path, *extra: str, steps: int = 8) -> list[str]:
     return [sys.executable, "-m", "tests.learner_helpers", "cli", "--env", h.SHORT_ENV_ID,
-            "--model", str(tiny), "--output-dir", str(out), "--steps", "8",
+            "--model", str(tiny), "--output-dir", str(out), "--steps", str(steps),
             "--prompts-per-step", "2", "--group-size", "4", "--max-new-tokens", "8",
             "--learning-rate", "1e-3", "--lr-scheduler", "cosine", "--warmup-steps", "2",
             "--save-every", "2", "--samples-every", "1", "--no-eval", "--no-progress",
             "--num-threads", "1", *extra]
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess:
+    """``args`` (a ``cli`` command) in one thread, its output captured."""
+    return subprocess.run(args, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
@@ -56,8 +62,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert full.returncode == 0, full_err[-2000:]
     want = read_metrics(tmp_path / "full")
 
-    resumed = subprocess.run(cli(tiny, part, "--resume"), cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600)
+    resumed = run(cli(tiny, part, "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     got = read_metrics(part)
     assert [r["step"] for r in got] == [r["step"] for r in want] == list(range(1, 9))
@@ -76,19 +81,15 @@ def test_a_resume_with_a_new_learning_rate_trains_with_it_and_says_what_changed(
     # recorded in config.json while the old rate went on training, silently.
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
-    def run(*extra: str) -> subprocess.CompletedProcess:
-        args = cli(tiny, out, "--lr-scheduler", "constant", "--warmup-steps", "0",
-                   "--keep-final-checkpoint", *extra)
-        args[args.index("--steps") + 1] = extra[extra.index("--steps") + 1]
-        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
+    def finished(steps: int, *extra: str) -> subprocess.CompletedProcess:
+        done = run(cli(tiny, out, "--lr-scheduler", "constant", "--warmup-steps", "0",
+                       "--keep-final-checkpoint", *extra, steps=steps))
         assert done.returncode == 0, done.stderr[-2000:]
         return done
 
-    run("--steps", "2")
-    again = run("--steps", "3", "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
+    finished(2)
+    again = finished(3, "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
     got = read_metrics(out)
     assert [r["step"] for r in got] == [1, 2, 3]
     assert [r["lr"] for r in got] == [1e-3, 1e-3, 5e-3]
@@ -100,7 +101,7 @@ def test_a_resume_with_a_new_learning_rate_trains_with_it_and_says_what_changed(
     assert record["resumed_changes"] == [{"checkpoint": "step-0000002", "changed": {
         "learning_rate": [1e-3, 5e-3], "max_grad_norm": [1.0, 0.5]}}]
     # The same flags again: nothing changes, nothing is said, the history stays.
-    run("--steps", "4", "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
+    finished(4, "--resume", "--learning-rate", "5e-3", "--max-grad-norm", "0.5")
     assert json.loads((out / "config.json").read_text())["resumed_changes"] == \
         record["resumed_changes"]
     assert read_metrics(out)[-1]["lr"] == 5e-3
@@ -113,15 +114,7 @@ def test_a_resume_with_another_model_or_lora_rank_is_refused_in_one_line_before_
     tiny = h.save_tiny(tmp_path / "tiny")
     other = h.save_tiny(tmp_path / "other", seed=1)
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-    def run(model: Path, *extra: str) -> subprocess.CompletedProcess:
-        args = cli(model, out, "--keep-final-checkpoint", *extra)
-        args[args.index("--steps") + 1] = "1" if "--resume" not in extra else "2"
-        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
-
-    assert run(tiny).returncode == 0
+    assert run(cli(tiny, out, "--keep-final-checkpoint", steps=1)).returncode == 0
     record = (out / "config.json").read_bytes()
     for model, extra, says in ((other, (), f"trained with --model {tiny}, which its checkpoint "
                                             f"holds; it cannot continue with --model {other}"),
@@ -134,15 +127,14 @@ def test_a_resume_with_another_model_or_lora_rank_is_refused_in_one_line_before_
                                                                    "--sampler curriculum"),
                                # its schedule's position, in optimizer steps
                                (tiny, ("--num-iterations", "2"), "--num-iterations 2")):
-        refused = run(model, "--resume", *extra)
+        refused = run(cli(model, out, "--keep-final-checkpoint", "--resume", *extra, steps=2))
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 1 and lines[-1].startswith("error: --resume: the run in")
         assert says in lines[-1] and f"--model {out}/final" in lines[-1]
         assert not any("Traceback" in line for line in lines)
         assert (out / "config.json").read_bytes() == record  # nothing rewritten
     # The same model named another way (relative to the working folder) is the run's.
-    same = subprocess.run([*cli(Path(os.path.relpath(tiny, ROOT)), out, "--resume")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    same = run(cli(Path(os.path.relpath(tiny, ROOT)), out, "--resume"))
     assert same.returncode == 0, same.stderr[-2000:]
     assert "note: --resume changes" not in same.stdout
 
@@ -153,19 +145,15 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
 
     tiny = h.save_tiny(tmp_path / "tiny")
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
-    def run(*extra: str) -> subprocess.CompletedProcess:
-        args = cli(tiny, out, "--keep-final-checkpoint", *extra)
-        args[args.index("--steps") + 1] = "2" if "--resume" in extra else "1"
-        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
+    def resume(model: Path, *extra: str) -> subprocess.CompletedProcess:
+        return run(cli(model, out, "--keep-final-checkpoint", "--resume", *extra, steps=2))
 
-    assert run().returncode == 0
+    assert run(cli(tiny, out, "--keep-final-checkpoint", steps=1)).returncode == 0
     good = (out / "config.json").read_text()
     for bad in ('{"env": "grpo/Math', "", "[1, 2]"):
         (out / "config.json").write_text(bad)
-        refused = run("--resume")
+        refused = resume(tiny)
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 1 and lines[-1].startswith(
             f"error: --resume: {out / 'config.json'} is not a run's record"), lines[-3:]
@@ -175,7 +163,7 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
     # Without a record to check against, the checkpoint itself refuses another LoRA rank: one
     # line, and nothing written (config.json was rewritten before the checkpoint loaded).
     (out / "config.json").unlink()
-    refused = run("--resume", "--lora-r", "4")
+    refused = resume(tiny, "--lora-r", "4")
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and "trained with --lora-r 0, which its checkpoint holds; " \
         "it cannot continue with --lora-r 4" in lines[-1], lines[-3:]
@@ -184,7 +172,7 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
     state = out / "checkpoints" / "step-0000001" / STATE_FILE
     saved = state.read_text()
     state.write_text(json.dumps({k: v for k, v in json.loads(saved).items() if k != "bound"}))
-    refused = run("--resume", "--lora-r", "4")
+    refused = resume(tiny, "--lora-r", "4")
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and "does not match the model" in lines[-1], lines[-3:]
     assert not any("Traceback" in line for line in lines)
@@ -193,10 +181,7 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
     # ... and another model of the same shape, which loads: the checkpoint's record of what it
     # was written under refuses it (it resumed silently, and config.json then named it).
     other = h.save_tiny(tmp_path / "other", seed=1)
-    args = cli(other, out, "--keep-final-checkpoint", "--resume")
-    args[args.index("--steps") + 1] = "2"
-    refused = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=600)
+    refused = resume(other)
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and lines[-1] == (
         f"error: --resume: the run in {out} trained with --model {tiny.resolve()}, which its "
@@ -204,4 +189,4 @@ def test_a_resume_that_cannot_read_the_runs_record_or_load_its_checkpoint_says_s
         f"further in a new run from its weights (--model {out}/final --output-dir ANOTHER)")
     assert not (out / "config.json").exists()
     (out / "config.json").write_text(good)
-    assert run("--resume").returncode == 0
+    assert resume(tiny).returncode == 0

@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from learner.model import DEFAULT_MODEL, load_model, with_lora
+from learner.run_layout import RecordError, read_record
 from learner.run_layout import latest as latest_checkpoint
 
 
@@ -24,12 +25,9 @@ def run_config(run_dir: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a training run: it has no config.json")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path} is not a run's record ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(record, dict) or not isinstance(record.get("env"), str):
-        raise RunDirError(f"{path} is not a run's record (not a JSON object with the run's env)")
-    return record
+        return read_record(run_dir)
+    except RecordError as exc:
+        raise RunDirError(str(exc)) from exc
 
 
 def run_env(config: dict[str, Any], env: str | None, env_kwargs: dict[str, Any]

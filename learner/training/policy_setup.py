@@ -73,23 +73,19 @@ def prepare_policy(c: UpdateConfig, accelerator: Accelerator, procs: Processes,
                         max_tokens=max_tokens, deepspeed=deepspeed, device=device)
 
 
-def adopt_flags(optimizer: Any, scheduler: Any, c: UpdateConfig) -> None:
+def adopt_flags(update: PolicyUpdate) -> None:
     """After ``--resume`` loaded a checkpoint: its optimizer state and schedule keep the learning
     rate, weight decay and betas the run started with, whatever the flags say now; set them to
-    the flags' (config.json records those), the schedule's position kept. ``optimizer`` and
-    ``scheduler`` may be accelerate's wrappers."""
-    inner = getattr(optimizer, "optimizer", optimizer)
-    schedule = getattr(scheduler, "scheduler", scheduler)
-    for group in inner.param_groups:
+    the flags' (``update.config``; config.json records those), the schedule's position kept.
+    The optimizer and schedule may be accelerate's wrappers; every schedule ``prepare_policy``
+    makes is a LambdaLR."""
+    c = update.config
+    inner = getattr(update.optimizer, "optimizer", update.optimizer)
+    schedule = getattr(update.scheduler, "scheduler", update.scheduler)
+    schedule.base_lrs = [c.learning_rate] * len(inner.param_groups)
+    for group, factor in zip(inner.param_groups, schedule.lr_lambdas, strict=True):
         group["initial_lr"] = c.learning_rate
+        group["lr"] = c.learning_rate * factor(schedule.last_epoch)
         group["weight_decay"] = c.weight_decay
         group["betas"] = (c.adam_beta1, c.adam_beta2)
-    lambdas = getattr(schedule, "lr_lambdas", None)
-    if lambdas is None:  # not a LambdaLR (every transformers schedule is): the peak alone
-        for group in inner.param_groups:
-            group["lr"] = c.learning_rate
-        return
-    schedule.base_lrs = [c.learning_rate] * len(inner.param_groups)
-    for group, factor in zip(inner.param_groups, lambdas, strict=True):
-        group["lr"] = c.learning_rate * factor(schedule.last_epoch)
     schedule._last_lr = [group["lr"] for group in inner.param_groups]  # get_last_lr()'s

@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from envs.contract import LearnerEnv
 from learner import checkpoint_bound, run_layout
 from learner.choices import Autocast
-from learner.config import INFRA_WINDOW_STEPS, VLLM_ONLY, Config, field_default
+from learner.config import INFRA_WINDOW_STEPS, Config, field_default
 from learner.env_setup import make_env, ray_scorer
 from learner.evaluation.during_training import HeldOut, heldout_metrics
 from learner.evaluation.heldout import heldout_tasks
@@ -137,8 +137,9 @@ class GRPOTrainer:
         if engine is None and engine_name(c.rollout_engine, self.device) == "vllm":
             self.engine_size = self.size_engine()
         elif engine is None and self.accelerator.is_main_process:
-            set_ = [f"--{name.replace('_', '-')}" for name in VLLM_ONLY
-                    if getattr(c, name) != field_default(name)]
+            # The --vllm-* flags are the engine's alone.
+            set_ = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(Config)
+                    if f.name.startswith("vllm_") and getattr(c, f.name) != field_default(f.name)]
             if set_:
                 print(f"note: {', '.join(set_)} shape the vLLM engine, and this run samples "
                       f"with the learner's own loop (--rollout-engine {c.rollout_engine} on "
@@ -404,7 +405,7 @@ class GRPOTrainer:
         state = checkpoint.load(self.accelerator, path)
         # The checkpoint's optimizer and schedule would keep the learning rate the run began
         # with: the flags' (config.json's) apply from here.
-        adopt_flags(self.update.optimizer, self.update.scheduler, UpdateConfig.of(self.config))
+        adopt_flags(self.update)
         self.step = state["step"]
         # A checkpoint from before --sampler holds the stream's position alone.
         self.sampler.load_state_dict(state.get("sampler") or {"position": state["position"]})
